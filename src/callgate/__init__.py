@@ -1,0 +1,67 @@
+"""callgate: the controlled entry between a model's proposed tool calls and their effects.
+
+The model proposes; callgate authorizes and executes. See DESIGN.md for the
+pipeline: parse → validate → authorize → approve → schedule → execute → verify.
+"""
+
+from callgate.approvals import ApprovalRequest, Approvals, ApprovalStatus, MemoryApprovals
+from callgate.calls import Observation, Provenance, RawCall, Stage, Status, ToolCall
+from callgate.effects import Effect, Grant
+from callgate.errors import (
+    ApprovalError,
+    ArgumentError,
+    CallgateError,
+    DefinitionError,
+    OutcomeUnknown,
+    ToolFailure,
+)
+from callgate.evidence import Evidence, EvidenceItem
+from callgate.gate import Gate, Run
+from callgate.ledger import CallRecord, CallState, Ledger, MemoryLedger
+from callgate.policy import Action, Authority, Decision, Policy, Rule, allow, ask, deny
+from callgate.tools import CallContext, Registry, Risk, ToolSpec, tool
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Action",
+    "ApprovalError",
+    "ApprovalRequest",
+    "ApprovalStatus",
+    "Approvals",
+    "ArgumentError",
+    "Authority",
+    "CallContext",
+    "CallRecord",
+    "CallState",
+    "CallgateError",
+    "Decision",
+    "DefinitionError",
+    "Effect",
+    "Evidence",
+    "EvidenceItem",
+    "Gate",
+    "Grant",
+    "Ledger",
+    "MemoryApprovals",
+    "MemoryLedger",
+    "Observation",
+    "OutcomeUnknown",
+    "Policy",
+    "Provenance",
+    "RawCall",
+    "Registry",
+    "Risk",
+    "Rule",
+    "Run",
+    "Stage",
+    "Status",
+    "ToolCall",
+    "ToolFailure",
+    "ToolSpec",
+    "__version__",
+    "allow",
+    "ask",
+    "deny",
+    "tool",
+]

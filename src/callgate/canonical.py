@@ -1,0 +1,31 @@
+"""Canonical JSON and the hashes built on it (request hashes, approval bindings)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from pydantic import BaseModel
+
+__all__ = ["canonical_arguments", "canonical_json", "digest"]
+
+
+def canonical_json(value: Any) -> str:
+    """JSON with sorted keys and no spaces: equal values give equal text."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def canonical_arguments(arguments: BaseModel) -> str:
+    """Canonical JSON of validated arguments, defaults filled in."""
+    return canonical_json(arguments.model_dump(mode="json"))
+
+
+def digest(*parts: str) -> str:
+    """A SHA-256 hex digest of the parts, joined unambiguously."""
+    h = hashlib.sha256()
+    for part in parts:
+        data = part.encode()
+        h.update(len(data).to_bytes(8, "big"))
+        h.update(data)
+    return h.hexdigest()

@@ -1,0 +1,89 @@
+"""Effects and grants: the vocabulary of authority.
+
+An effect names what a call does: ``read:<resource>``, ``write:<resource>``,
+``network:<destination>``, ``spend:<currency>``, ``disclose:<recipient>``.
+A tool declares effect templates (``"spend:{currency}={amount}"``); a call's
+required effects are those templates expanded on its arguments, a trailing
+``={field}`` giving the effect a quantity. A grant is a pattern that covers
+effects: ``*`` matches any run of characters, and a bound such as
+``spend:USD<=50`` covers only quantities up to 50.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from callgate.errors import DefinitionError
+
+__all__ = ["Effect", "Grant", "Grants"]
+
+_GRANT = re.compile(r"^(?P<pattern>[^<>=\s]+?)(?:<=(?P<bound>-?\d+(?:\.\d+)?))?$")
+
+
+@dataclass(frozen=True, slots=True)
+class Effect:
+    """One required effect: a name and, for bounded kinds such as ``spend``, a quantity."""
+
+    name: str
+    quantity: float | None = None
+
+    def __str__(self) -> str:
+        if self.quantity is None:
+            return self.name
+        q = int(self.quantity) if self.quantity == int(self.quantity) else self.quantity
+        return f"{self.name}={q}"
+
+
+class Grant:
+    """A pattern over effect names, optionally bounding the quantity."""
+
+    __slots__ = ("bound", "pattern", "regex", "text")
+
+    def __init__(self, text: str) -> None:
+        match = _GRANT.match(text.strip())
+        if not match or ":" not in match["pattern"]:
+            raise DefinitionError(
+                f"grant {text!r} is malformed: write 'kind:resource' with optional '*' wildcards "
+                "and an optional bound, e.g. 'read:*', 'write:cart:*', 'spend:USD<=50'"
+            )
+        self.text = text.strip()
+        self.pattern = match["pattern"]
+        self.bound = float(match["bound"]) if match["bound"] is not None else None
+        parts = (re.escape(p) for p in self.pattern.split("*"))
+        self.regex = re.compile(".*".join(parts) + r"\Z", re.DOTALL)
+
+    def covers(self, effect: Effect) -> bool:
+        """Whether this grant covers ``effect`` (name matches; quantity within the bound)."""
+        if not self.regex.match(effect.name):
+            return False
+        if self.bound is None:
+            return True
+        return effect.quantity is not None and effect.quantity <= self.bound
+
+    def __repr__(self) -> str:
+        return f"Grant({self.text!r})"
+
+
+class Grants:
+    """A set of grants; answers which required effects none of them covers."""
+
+    __slots__ = ("_cache", "grants")
+
+    def __init__(self, grants: Iterable[str | Grant]) -> None:
+        self.grants = tuple(g if isinstance(g, Grant) else Grant(g) for g in grants)
+        self._cache: dict[Effect, bool] = {}
+
+    def covers(self, effect: Effect) -> bool:
+        """Whether some grant covers ``effect``."""
+        hit = self._cache.get(effect)
+        if hit is None:
+            hit = any(g.covers(effect) for g in self.grants)
+            if len(self._cache) < 4096:
+                self._cache[effect] = hit
+        return hit
+
+    def missing(self, effects: Iterable[Effect]) -> list[Effect]:
+        """The effects no grant covers, in order."""
+        return [e for e in effects if not self.covers(e)]

@@ -1,0 +1,476 @@
+"""Stage ``execute`` (and ``verify``): check → run → record, written once.
+
+For each admitted call: claim the attempt in the ledger *before* the handler
+runs (which also enforces the idempotency key), run the handler under its
+timeout, classify what happened, check the postcondition, reconcile an
+unknown outcome if the tool can, and record the outcome.
+
+The logic is one generator (`_attempt_logic`) that yields the functions it
+needs called; `execute_sync` and `execute_async` only differ in how they call
+them, so sync and async tools share every rule.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import functools
+import inspect
+import threading
+import time
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import pydantic_core
+from pydantic import BaseModel
+
+from callgate.calls import Observation, Provenance, Stage, Status, ToolCall
+from callgate.errors import OutcomeUnknown, ToolFailure
+from callgate.evidence import Evidence, EvidenceItem
+from callgate.ledger.base import (
+    AttemptFinish,
+    AttemptStart,
+    CallRecord,
+    Claim,
+    ClaimKind,
+    Ledger,
+    Outcome,
+)
+from callgate.messages import bounded
+from callgate.redact import Redactor
+from callgate.tools import CallContext, ToolSpec
+
+__all__ = ["Admitted", "ExecutionSettings", "execute_async", "execute_sync", "result_text"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExecutionSettings:
+    """Gate-wide execution knobs."""
+
+    read_retries: int = 2
+    """Extra attempts for a read-only call whose outcome was unknown."""
+    default_timeout: float | None = None
+    """Timeout for tools that declare none (None: no timeout)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Admitted:
+    """Everything execution needs about one admitted call."""
+
+    call: ToolCall
+    spec: ToolSpec
+    arguments: BaseModel
+    context: CallContext
+    request_hash: str
+    secrets: tuple[str, ...] = ()
+    record: CallRecord | None = None
+    """The admission record, written to the ledger once the batch is planned."""
+    offload: bool = False
+    """Run a sync handler in a worker thread (set when several calls run concurrently)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Invoke:
+    """A function the attempt logic needs called, and how."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    kwargs: Mapping[str, Any]
+    timeout: float | None
+    offload: bool
+
+
+_MAX_ERROR_CHARS = 500
+
+
+def result_text(result: Any) -> str:
+    """The text a model sees for a handler's return value."""
+    if isinstance(result, str):
+        return result
+    if isinstance(result, BaseModel):
+        return result.model_dump_json()
+    try:
+        return pydantic_core.to_json(result, fallback=str).decode()
+    except (TypeError, ValueError, pydantic_core.PydanticSerializationError):
+        return str(result)
+
+
+def _cut(text: str, limit: int) -> tuple[str, int | None]:
+    if len(text) <= limit:
+        return text, None
+    marker = (
+        f"\n[callgate: result cut to {limit:,} of {len(text):,} characters; "
+        "ask for a narrower query to see the rest]"
+    )
+    return text[:limit] + marker, len(text)
+
+
+def _retryable(spec: ToolSpec, status: Status) -> bool:
+    if status in (Status.ERROR, Status.REJECTED):
+        return True
+    if status is Status.PENDING:
+        return False
+    # ok or unknown: a repeat is safe only when it cannot double an effect.
+    return not spec.side_effecting or spec.risk.value == "write_idempotent"
+
+
+def _attempt_logic(
+    item: Admitted,
+    ledger: Ledger,
+    evidence: Evidence,
+    redactor: Redactor,
+    settings: ExecutionSettings,
+) -> Generator[_Invoke, Any, Observation]:
+    spec = item.spec
+    ctx = item.context
+    timeout = spec.timeout if spec.timeout is not None else settings.default_timeout
+    attempts_allowed = 1 if spec.side_effecting else 1 + max(0, settings.read_retries)
+    kwargs: dict[str, Any] = dict(item.arguments.__dict__)
+    if spec.context_param is not None:
+        kwargs[spec.context_param] = ctx
+    attempt = 0
+    while True:
+        attempt += 1
+        now = time.time()
+        claim = ledger.begin_attempt(
+            AttemptStart(
+                run_id=ctx.run_id,
+                call_id=ctx.call_id,
+                tool=spec.name,
+                tool_version=spec.version,
+                attempt=attempt,
+                idempotency_key=ctx.idempotency_key,
+                request_hash=item.request_hash,
+                started_at=now,
+                key_expires_at=now + spec.key_retention,
+                side_effecting=spec.side_effecting,
+            )
+        )
+        if claim.kind is not ClaimKind.RUN:
+            return _claim_observation(item, claim)
+        if attempt > 1 and spec.context_param is not None:
+            kwargs[spec.context_param] = dataclasses.replace(ctx, attempt=attempt)
+        try:
+            outcome, result = yield from _run_handler(item, kwargs, timeout, redactor)
+        except BaseException as exc:
+            # Cancellation or interpreter exit while the handler ran: the effect may
+            # have happened. Record that honestly, then let the cancellation go on.
+            cancelled = _outcome("unknown", _cancelled_text(item), exc, redactor)
+            ledger.finish_attempt(
+                AttemptFinish(
+                    run_id=ctx.run_id,
+                    call_id=ctx.call_id,
+                    attempt=attempt,
+                    idempotency_key=ctx.idempotency_key,
+                    outcome=cancelled,
+                )
+            )
+            raise
+        ledger.finish_attempt(
+            AttemptFinish(
+                run_id=ctx.run_id,
+                call_id=ctx.call_id,
+                attempt=attempt,
+                idempotency_key=ctx.idempotency_key,
+                outcome=outcome,
+            )
+        )
+        if outcome.status == "unknown" and attempt < attempts_allowed:
+            continue
+        status = Status(outcome.status)
+        if status is Status.OK:
+            evidence.add(
+                EvidenceItem(
+                    call_id=ctx.call_id,
+                    tool=spec.name,
+                    arguments=item.arguments.model_dump(mode="json"),
+                    result=result,
+                )
+            )
+        return _observation(item, outcome, attempt, result)
+
+
+def _cancelled_text(item: Admitted) -> str:
+    if item.spec.side_effecting:
+        return "the call was cancelled while running; the effect may have happened."
+    return "the call was cancelled while running; this tool only reads, so retrying is safe."
+
+
+def _run_handler(
+    item: Admitted, kwargs: dict[str, Any], timeout: float | None, redactor: Redactor
+) -> Generator[_Invoke, Any, tuple[Outcome, Any]]:
+    """Run the handler, then verify or reconcile; never raises for handler failures."""
+    spec = item.spec
+    try:
+        result = yield _Invoke(spec.fn, (), kwargs, timeout, item.offload)
+    except ToolFailure as exc:
+        return _outcome("error", _failure_text(exc.message, item, redactor), exc, redactor), None
+    except Exception as exc:
+        text = _unknown_text(exc, timeout, item, redactor)
+        unknown = _outcome("unknown", text, exc, redactor)
+        if spec.reconcile is None:
+            return unknown, None
+        return (yield from _reconcile(item, unknown, redactor))
+    content = result_text(result)
+    if spec.verify is not None:
+        try:
+            held = yield _Invoke(spec.verify, (item.arguments, result), {}, timeout, item.offload)
+        except Exception as exc:
+            return _outcome(
+                "unknown",
+                "the tool returned but its postcondition could not be checked; "
+                "the effect may or may not have happened. Do not retry this call blindly.",
+                exc,
+                redactor,
+            ), None
+        if not held:
+            return Outcome(
+                status="error",
+                stage=Stage.VERIFY.value,
+                content=(
+                    "the tool reported success but its postcondition does not hold in the "
+                    "authoritative state: the effect did not happen as requested."
+                ),
+                error="postcondition false",
+                finished_at=time.time(),
+            ), None
+    return Outcome(status="ok", content=content, finished_at=time.time()), result
+
+
+def _reconcile(
+    item: Admitted, unknown: Outcome, redactor: Redactor
+) -> Generator[_Invoke, Any, tuple[Outcome, Any]]:
+    """Ask the tool's reconcile hook what really happened to an unknown attempt."""
+    assert item.spec.reconcile is not None
+    try:
+        result = yield _Invoke(
+            item.spec.reconcile, (item.arguments, item.context), {}, item.spec.timeout, item.offload
+        )
+    except ToolFailure as exc:
+        text = "reconciled: the effect did not happen. " + _failure_text(
+            exc.message, item, redactor
+        )
+        return _outcome("error", text, exc, redactor, reconciled=True), None
+    except Exception:
+        return unknown, None
+    return Outcome(
+        status="ok", content=result_text(result), finished_at=time.time(), reconciled=True
+    ), result
+
+
+def _failure_text(message: str, item: Admitted, redactor: Redactor) -> str:
+    return bounded(redactor.text(message, item.secrets), _MAX_ERROR_CHARS)
+
+
+def _unknown_text(exc: BaseException, timeout: float | None, item: Admitted, r: Redactor) -> str:
+    side = item.spec.side_effecting
+    if isinstance(exc, TimeoutError):
+        head = f"the tool did not finish within {timeout:g} s" if timeout else "the tool timed out"
+    elif isinstance(exc, OutcomeUnknown):
+        head = _failure_text(exc.message, item, r)
+    else:
+        # Never show str() of an arbitrary exception to the model: only its type.
+        head = f"the tool failed unexpectedly ({type(exc).__name__})"
+    if side:
+        tail = (
+            "The outcome is unknown: the effect may have happened. "
+            "Do not repeat this call; check the current state first."
+        )
+    else:
+        tail = "The outcome is unknown; this tool only reads, so retrying is safe."
+    return f"{head}. {tail}"
+
+
+def _outcome(
+    status: str, content: str, exc: BaseException, redactor: Redactor, *, reconciled: bool = False
+) -> Outcome:
+    detail = redactor.text(f"{type(exc).__name__}: {exc}")[:_MAX_ERROR_CHARS]
+    return Outcome(
+        status=status,
+        content=content,
+        error=detail,
+        finished_at=time.time(),
+        reconciled=reconciled,
+    )
+
+
+def _observation(item: Admitted, outcome: Outcome, attempts: int, result: Any) -> Observation:
+    spec = item.spec
+    status = Status(outcome.status)
+    if status is Status.OK:
+        content, truncated = _cut(outcome.content, spec.max_result_chars)
+        provenance = Provenance.UNTRUSTED
+    else:
+        content, truncated = outcome.content, None
+        provenance = Provenance.GATE
+    return Observation(
+        call_id=item.call.id,
+        tool=spec.name,
+        status=status,
+        stage=Stage(outcome.stage),
+        content=content,
+        retryable=_retryable(spec, status),
+        provenance=provenance,
+        result=result,
+        tool_version=spec.version,
+        repaired=item.call.repaired,
+        attempts=attempts,
+        truncated_from=truncated,
+    )
+
+
+def _claim_observation(item: Admitted, claim: Claim) -> Observation:
+    spec = item.spec
+    if claim.kind is ClaimKind.REPLAY and claim.outcome is not None:
+        replayed = _observation(item, claim.outcome, 0, None)
+        note = "[callgate: this idempotency key already ran; recorded outcome returned]\n"
+        return Observation(
+            call_id=replayed.call_id,
+            tool=replayed.tool,
+            status=replayed.status,
+            stage=replayed.stage,
+            content=note + replayed.content,
+            retryable=replayed.retryable,
+            provenance=replayed.provenance,
+            tool_version=spec.version,
+            details=({"rule": "idempotent_replay", "holder": list(claim.holder or ())},),
+        )
+    if claim.kind is ClaimKind.IN_PROGRESS:
+        text = (
+            "Rejected at the execute stage:\n- an earlier call with the same idempotency key "
+            "is still running\nWait for its outcome; do not send this call again now."
+        )
+        rule, retryable = "idempotency_in_progress", False
+    else:
+        text = (
+            "Rejected at the execute stage:\n- idempotency key reused with different "
+            "arguments: this operation id already ran with other values\n"
+            "Use a new operation id for a new operation, or repeat the original arguments."
+        )
+        rule, retryable = "idempotency_conflict", True
+    return Observation(
+        call_id=item.call.id,
+        tool=spec.name,
+        status=Status.REJECTED,
+        stage=Stage.EXECUTE,
+        content=text,
+        retryable=retryable,
+        tool_version=spec.version,
+        details=({"rule": rule},),
+    )
+
+
+# -- drivers -----------------------------------------------------------------
+
+_pool: concurrent.futures.ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _thread_pool() -> concurrent.futures.ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=32, thread_name_prefix="callgate-tool"
+            )
+        return _pool
+
+
+def _call_sync(step: _Invoke) -> Any:
+    bound = functools.partial(step.fn, *step.args, **step.kwargs)
+    if inspect.iscoroutinefunction(step.fn):
+        return _run_coroutine_sync(bound, step.timeout)
+    if step.timeout is None:
+        value = bound()
+    else:
+        future = _thread_pool().submit(bound)
+        try:
+            value = future.result(timeout=step.timeout)
+        except concurrent.futures.TimeoutError:
+            raise TimeoutError(f"timed out after {step.timeout} s") from None
+    if inspect.isawaitable(value):
+        return _run_coroutine_sync(lambda: value, step.timeout)
+    return value
+
+
+def _run_coroutine_sync(make: Callable[[], Any], timeout: float | None) -> Any:
+    async def runner() -> Any:
+        if timeout is None:
+            return await make()
+        with anyio.fail_after(timeout):
+            return await make()
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return anyio.run(runner)
+    # Called from inside an event loop (sync submit in async code): use a fresh thread.
+    return _thread_pool().submit(anyio.run, runner).result()
+
+
+async def _call_async(step: _Invoke) -> Any:
+    bound = functools.partial(step.fn, *step.args, **step.kwargs)
+    if inspect.iscoroutinefunction(step.fn):
+        if step.timeout is None:
+            return await bound()
+        with anyio.fail_after(step.timeout):
+            return await bound()
+    if step.timeout is None and not step.offload:
+        value = bound()
+    else:
+        with anyio.fail_after(step.timeout):
+            value = await anyio.to_thread.run_sync(bound, abandon_on_cancel=True)
+    if inspect.isawaitable(value):
+        with anyio.fail_after(step.timeout):
+            return await value
+    return value
+
+
+def execute_sync(
+    item: Admitted,
+    ledger: Ledger,
+    evidence: Evidence,
+    redactor: Redactor,
+    settings: ExecutionSettings,
+) -> Observation:
+    """Execute one admitted call in the calling thread (no thread hop without a timeout)."""
+    logic = _attempt_logic(item, ledger, evidence, redactor, settings)
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            step = logic.send(value) if error is None else logic.throw(error)
+        except StopIteration as stop:
+            result: Observation = stop.value
+            return result
+        try:
+            value, error = _call_sync(step), None
+        except BaseException as exc:
+            value, error = None, exc
+
+
+async def execute_async(
+    item: Admitted,
+    ledger: Ledger,
+    evidence: Evidence,
+    redactor: Redactor,
+    settings: ExecutionSettings,
+) -> Observation:
+    """Execute one admitted call on the running event loop."""
+    logic = _attempt_logic(item, ledger, evidence, redactor, settings)
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            step = logic.send(value) if error is None else logic.throw(error)
+        except StopIteration as stop:
+            result: Observation = stop.value
+            return result
+        try:
+            value, error = await _call_async(step), None
+        except BaseException as exc:
+            value, error = None, exc

@@ -1,0 +1,517 @@
+"""`Gate` and `Run`: the pipeline stages wired together, and nothing else.
+
+``run.submit(calls)`` takes the calls a model proposed and returns one
+`Observation` per call, in the same order: parse → validate → authorize →
+approve → schedule → execute. Nothing raises out of ``submit`` because of
+what the model sent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+
+from pydantic import BaseModel
+
+from callgate.approvals import (
+    DEFAULT_APPROVAL_TTL,
+    ApprovalRequest,
+    Approvals,
+    ApprovalStatus,
+    MemoryApprovals,
+    new_approval_id,
+)
+from callgate.calls import Observation, Stage, Status, ToolCall
+from callgate.canonical import canonical_json, digest
+from callgate.errors import DefinitionError
+from callgate.evidence import Evidence
+from callgate.execute import Admitted, ExecutionSettings, execute_async, execute_sync
+from callgate.ledger.base import CallRecord, CallState, Ledger
+from callgate.ledger.memory import MemoryLedger
+from callgate.messages import Problem, Rejection, bounded
+from callgate.parse import ParsedArguments, parse_arguments
+from callgate.policy import Action, Authority, Decision, Policy, authorize
+from callgate.redact import Redactor
+from callgate.schedule import (
+    dependency_failed,
+    find_cycle,
+    plan_batch,
+    run_batch_async,
+    run_batch_sync,
+)
+from callgate.tools import CallContext, Registry, ToolSpec
+from callgate.validate import unknown_tool, validate_arguments
+
+__all__ = ["Gate", "Run"]
+
+
+class Gate:
+    """The controlled entry between proposed calls and their effects.
+
+    Args:
+        registry: the tools this gate can run.
+        policy: rules over tools, effects and arguments (default: no rules,
+            so granted effects suffice).
+        ledger: where every decision, attempt and outcome is recorded.
+        approvals: where approval requests wait for a person.
+        read_retries: extra attempts for a read-only call whose outcome was unknown.
+        default_timeout: seconds allowed to tools that declare no timeout.
+        max_concurrency: calls of one batch running at once (async submit).
+        approval_ttl: seconds before an approval request expires.
+        secret_patterns: regexes of credential-shaped text to redact everywhere.
+    """
+
+    def __init__(
+        self,
+        registry: Registry,
+        *,
+        policy: Policy | None = None,
+        ledger: Ledger | None = None,
+        approvals: Approvals | None = None,
+        read_retries: int = 2,
+        default_timeout: float | None = None,
+        max_concurrency: int = 16,
+        approval_ttl: float = DEFAULT_APPROVAL_TTL,
+        secret_patterns: Iterable[str] | None = None,
+    ) -> None:
+        if not isinstance(registry, Registry):
+            raise DefinitionError(f"Gate needs a Registry, got {type(registry).__name__}")
+        self.registry = registry
+        self.policy = policy if policy is not None else Policy()
+        self.ledger = ledger if ledger is not None else MemoryLedger()
+        self.approvals = approvals if approvals is not None else MemoryApprovals()
+        self.settings = ExecutionSettings(
+            read_retries=read_retries, default_timeout=default_timeout
+        )
+        self.max_concurrency = max_concurrency
+        self.approval_ttl = approval_ttl
+        self.redactor = Redactor() if secret_patterns is None else Redactor(secret_patterns)
+
+    def run(self, *, authority: Authority, run_id: str | None = None) -> Run:
+        """Start a run: a sequence of batches under one authority, sharing evidence."""
+        if not isinstance(authority, Authority):
+            raise DefinitionError(f"run() needs an Authority, got {type(authority).__name__}")
+        return Run(self, authority, run_id or "run_" + uuid.uuid4().hex[:20])
+
+
+class Run:
+    """One agent run: its authority, its evidence, and the calls it submits."""
+
+    def __init__(self, gate: Gate, authority: Authority, run_id: str) -> None:
+        self.gate = gate
+        self.authority = authority
+        self.id = run_id
+        self.evidence = Evidence()
+        self._pending: dict[str, ToolCall] = {}
+
+    # -- public ------------------------------------------------------------
+
+    def submit(self, calls: Iterable[ToolCall]) -> list[Observation]:
+        """Run a batch of proposed calls; one observation per call, in the same order.
+
+        Calls run in the calling thread, in an order that respects their
+        dependencies and conflicts; a sync tool without a timeout never hops
+        to another thread.
+        """
+        staged = self._admit_batch(calls)
+        admitted = [s for s in staged if isinstance(s, Admitted)]
+        if not admitted:
+            return self._merge(staged, [])
+        gate = self.gate
+
+        def one(item: Admitted) -> Observation:
+            return execute_sync(item, gate.ledger, self.evidence, gate.redactor, gate.settings)
+
+        done = run_batch_sync(plan_batch(admitted), one)
+        return self._merge(staged, [done[i] for i in range(len(admitted))])
+
+    async def asubmit(self, calls: Iterable[ToolCall]) -> list[Observation]:
+        """Like `submit`, on the running event loop; independent calls run concurrently."""
+        staged = self._admit_batch(calls)
+        admitted = [s for s in staged if isinstance(s, Admitted)]
+        if not admitted:
+            return self._merge(staged, [])
+        if len(admitted) > 1:
+            admitted = [dataclasses.replace(a, offload=True) for a in admitted]
+        gate = self.gate
+
+        async def one(item: Admitted) -> Observation:
+            return await execute_async(
+                item, gate.ledger, self.evidence, gate.redactor, gate.settings
+            )
+
+        done = await run_batch_async(
+            plan_batch(admitted), one, max_concurrency=gate.max_concurrency
+        )
+        return self._merge(staged, [done[i] for i in range(len(admitted))])
+
+    def resume(self) -> list[Observation]:
+        """Submit again the calls of this run whose approval has since been decided."""
+        ready = []
+        for approval_id, call in list(self._pending.items()):
+            request = self.gate.approvals.get(approval_id)
+            if request is None or request.status is not ApprovalStatus.PENDING:
+                ready.append(call)
+                del self._pending[approval_id]
+        return self.submit(ready) if ready else []
+
+    @property
+    def pending_approvals(self) -> list[str]:
+        """Ids of the approval requests this run is waiting for."""
+        return list(self._pending)
+
+    # -- stages --------------------------------------------------------------
+
+    @staticmethod
+    def _merge(
+        staged: Sequence[Observation | Admitted], results: Sequence[Observation]
+    ) -> list[Observation]:
+        """Observations in proposal order: staged ones as they are, executed ones in turn."""
+        it = iter(results)
+        return [next(it) if isinstance(s, Admitted) else s for s in staged]
+
+    def _admit_batch(self, calls: Iterable[ToolCall]) -> list[Observation | Admitted]:
+        """Admit each call; reject duplicates, dependency cycles and failed dependencies."""
+        calls = list(calls)
+        for call in calls:
+            if not isinstance(call, ToolCall):
+                raise TypeError(
+                    f"submit() takes ToolCall objects, got {type(call).__name__}; "
+                    "use callgate.ToolCall(id=..., name=..., arguments=...)"
+                )
+        counts: dict[str, int] = {}
+        for call in calls:
+            counts[call.id] = counts.get(call.id, 0) + 1
+        in_cycle = find_cycle(calls)
+        staged: list[Observation | Admitted] = []
+        for call in calls:
+            if counts[call.id] > 1 or not call.id:
+                staged.append(self._bad_id(call))
+            elif call.id in in_cycle:
+                staged.append(self._cycle(call, in_cycle))
+            else:
+                staged.append(self._admit(call))
+        if any(c.after for c in calls):
+            self._fail_dependents(staged)
+        for item in staged:
+            if isinstance(item, Admitted):
+                self._record_admitted(item)
+        return staged
+
+    def _fail_dependents(self, staged: list[Observation | Admitted]) -> None:
+        """Reject admitted calls that depend on a call of this batch that did not get admitted."""
+        changed = True
+        while changed:
+            changed = False
+            failed = {s.call_id: s for s in staged if isinstance(s, Observation)}
+            for i, item in enumerate(staged):
+                if isinstance(item, Admitted):
+                    dep = next((failed[d] for d in item.call.after if d in failed), None)
+                    if dep is not None:
+                        obs = dependency_failed(item, dep)
+                        self._record(
+                            item.call,
+                            item.spec,
+                            CallState.REJECTED,
+                            Stage.SCHEDULE,
+                            arguments=item.record.arguments if item.record else "{}",
+                            message=obs.content,
+                        )
+                        staged[i] = obs
+                        changed = True
+
+    def _cycle(self, call: ToolCall, cycle: Sequence[str]) -> Observation:
+        rejection = Rejection(
+            stage=Stage.SCHEDULE,
+            problems=(
+                Problem(
+                    rule="dependency_cycle",
+                    message="the calls' 'after' dependencies form a cycle: "
+                    + " -> ".join([*cycle, cycle[0]]),
+                ),
+            ),
+            advice="Nothing in this cycle was executed. Send the calls again without the cycle.",
+        )
+        return self._rejected(call, self.gate.registry.get(call.name), rejection)
+
+    def _admit(self, call: ToolCall) -> Observation | Admitted:
+        """Parse, validate, authorize and approve one call."""
+        gate = self.gate
+        spec = gate.registry.get(call.name)
+        if spec is None:
+            return self._rejected(call, None, unknown_tool(call.name, gate.registry))
+        parsed = parse_arguments(call.arguments)
+        if isinstance(parsed, Rejection):
+            return self._rejected(call, spec, parsed)
+        model = validate_arguments(spec, parsed.value, parsed.text)
+        if isinstance(model, Rejection):
+            return self._rejected(call, spec, model, raw=parsed)
+        decision = authorize(spec, model, self.authority, gate.policy, self.evidence)
+        if decision.rejection is not None:
+            return self._rejected(call, spec, decision.rejection, model=model, decision=decision)
+        canonical = canonical_json(model.model_dump(mode="json"))
+        request_hash = digest(spec.name, canonical)
+        approval_id = None
+        if decision.action is Action.ASK:
+            approved = self._approval(call, spec, model, canonical, request_hash, decision)
+            if isinstance(approved, Observation):
+                return approved
+            approval_id = approved.id
+        key = self._idempotency_key(call, spec, model)
+        secrets = gate.redactor.secret_values(model.__dict__, spec.secret_fields)
+        record = self._call_record(
+            call,
+            spec,
+            CallState.ADMITTED,
+            Stage.POLICY,
+            arguments=self._redacted_arguments(spec, model),
+            decision=decision,
+            request_hash=request_hash,
+            idempotency_key=key,
+            approval_id=approval_id,
+        )
+        return Admitted(
+            record=record,
+            call=call,
+            spec=spec,
+            arguments=model,
+            context=CallContext(
+                principal=self.authority.principal,
+                context=self.authority.context,
+                run_id=self.id,
+                call_id=call.id,
+                tool=spec.name,
+                idempotency_key=key,
+            ),
+            request_hash=request_hash,
+            secrets=tuple(secrets),
+        )
+
+    def _approval(
+        self,
+        call: ToolCall,
+        spec: ToolSpec,
+        model: BaseModel,
+        canonical: str,
+        request_hash: str,
+        decision: Decision,
+    ) -> ApprovalRequest | Observation:
+        """An approval that releases exactly this call, or the pending/denied observation."""
+        gate = self.gate
+        principal = self.authority.principal
+        used = gate.approvals.consume(
+            principal=principal, tool=spec.name, arguments_hash=request_hash, resource_version=None
+        )
+        if used is not None:
+            gate.ledger.record_event(
+                "approval.used",
+                run_id=self.id,
+                call_id=call.id,
+                data={"approval_id": used.id, "decided_by": used.decided_by},
+            )
+            return used
+        now = time.time()
+        preview = spec.preview(model) if spec.preview else f"{spec.name}({canonical})"
+        request = gate.approvals.request(
+            ApprovalRequest(
+                id=new_approval_id(),
+                run_id=self.id,
+                call_id=call.id,
+                principal=principal,
+                tool=spec.name,
+                arguments_json=self._redacted_arguments(spec, model),
+                arguments_hash=request_hash,
+                effects=tuple(str(e) for e in decision.effects),
+                preview=gate.redactor.text(preview),
+                created_at=now,
+                expires_at=now + gate.approval_ttl,
+                policy_version=gate.policy.version,
+            )
+        )
+        if request.status is ApprovalStatus.DENIED:
+            rejection = Rejection(
+                stage=Stage.APPROVAL,
+                problems=(
+                    Problem(
+                        rule="approval_denied",
+                        message=f"a person denied this exact call (approval {request.id})"
+                        + (f": {request.reason}" if request.reason else ""),
+                    ),
+                ),
+                advice="Do not send this call again. Tell the user it was refused.",
+                retryable=False,
+            )
+            return self._rejected(call, spec, rejection, model=model, decision=decision)
+        self._pending[request.id] = call
+        self._record(
+            call,
+            spec,
+            CallState.PENDING,
+            Stage.APPROVAL,
+            arguments=request.arguments_json,
+            decision=decision,
+            request_hash=request_hash,
+            approval_id=request.id,
+            message=f"approval requested: {request.preview}",
+        )
+        return Observation(
+            call_id=call.id,
+            tool=spec.name,
+            status=Status.PENDING,
+            stage=Stage.APPROVAL,
+            content=bounded(
+                f"This call needs a person's approval and has not run (request {request.id}: "
+                f"{request.preview}). Wait for the decision; a call with different arguments "
+                "needs its own approval."
+            ),
+            retryable=False,
+            approval_id=request.id,
+            tool_version=spec.version,
+            details=({"rule": decision.rule, "approval_id": request.id},),
+        )
+
+    # -- helpers -------------------------------------------------------------
+
+    def _idempotency_key(self, call: ToolCall, spec: ToolSpec, model: BaseModel) -> str:
+        if spec.idempotency_key is not None:
+            business = spec.idempotency_key.expand(model.__dict__)
+            return "cg_" + digest(self.authority.principal, spec.name, business)[:32]
+        return "cg_" + digest(self.id, call.id)[:32]
+
+    def _redacted_arguments(self, spec: ToolSpec, model: BaseModel) -> str:
+        values = model.model_dump(mode="json")
+        if spec.secret_fields:
+            values = self.gate.redactor.arguments(values, spec.secret_fields)
+        return self.gate.redactor.text(canonical_json(values))
+
+    def _bad_id(self, call: ToolCall) -> Observation:
+        text = (
+            "the call has no id"
+            if not call.id
+            else f"the call id '{bounded(call.id, 80)}' appears twice in this batch"
+        )
+        rejection = Rejection(
+            stage=Stage.PARSE,
+            problems=(Problem(rule="call_id", message=text),),
+            advice="Give every call in a batch its own id; nothing was executed for this call.",
+        )
+        return self._rejected(call, self.gate.registry.get(call.name), rejection, record=False)
+
+    def _rejected(
+        self,
+        call: ToolCall,
+        spec: ToolSpec | None,
+        rejection: Rejection,
+        *,
+        model: BaseModel | None = None,
+        raw: ParsedArguments | None = None,
+        decision: Decision | None = None,
+        record: bool = True,
+    ) -> Observation:
+        message = rejection.message
+        if record:
+            if model is not None and spec is not None:
+                arguments = self._redacted_arguments(spec, model)
+            else:
+                arguments = self._raw_arguments(call, raw)
+            self._record(
+                call,
+                spec,
+                CallState.REJECTED,
+                rejection.stage,
+                arguments=arguments,
+                decision=decision,
+                message=message,
+            )
+        return Observation(
+            call_id=call.id,
+            tool=call.name,
+            status=Status.REJECTED,
+            stage=rejection.stage,
+            content=message,
+            retryable=rejection.retryable,
+            tool_version=spec.version if spec else None,
+            repaired=call.repaired,
+            details=tuple(p.as_dict() for p in rejection.problems),
+        )
+
+    def _raw_arguments(self, call: ToolCall, raw: ParsedArguments | None) -> str:
+        if raw is not None:
+            text = canonical_json(raw.value)
+        elif isinstance(call.arguments, str):
+            text = call.arguments
+        else:
+            try:
+                text = canonical_json(dict(call.arguments))
+            except (TypeError, ValueError):
+                text = repr(call.arguments)
+        return self.gate.redactor.text(bounded(text, 4000))
+
+    def _record_admitted(self, item: Admitted) -> None:
+        if item.record is not None:
+            self.gate.ledger.record_decision(item.record)
+
+    def _record(
+        self,
+        call: ToolCall,
+        spec: ToolSpec | None,
+        state: CallState,
+        stage: Stage,
+        *,
+        arguments: str,
+        decision: Decision | None = None,
+        request_hash: str | None = None,
+        idempotency_key: str | None = None,
+        approval_id: str | None = None,
+        message: str = "",
+    ) -> None:
+        self.gate.ledger.record_decision(
+            self._call_record(
+                call,
+                spec,
+                state,
+                stage,
+                arguments=arguments,
+                decision=decision,
+                request_hash=request_hash,
+                idempotency_key=idempotency_key,
+                approval_id=approval_id,
+                message=message,
+            )
+        )
+
+    def _call_record(
+        self,
+        call: ToolCall,
+        spec: ToolSpec | None,
+        state: CallState,
+        stage: Stage,
+        *,
+        arguments: str,
+        decision: Decision | None = None,
+        request_hash: str | None = None,
+        idempotency_key: str | None = None,
+        approval_id: str | None = None,
+        message: str = "",
+    ) -> CallRecord:
+        now = time.time()
+        return CallRecord(
+            run_id=self.id,
+            call_id=call.id,
+            tool=call.name,
+            tool_version=spec.version if spec else None,
+            principal=self.authority.principal,
+            arguments=arguments,
+            state=state,
+            stage=stage.value,
+            request_hash=request_hash,
+            idempotency_key=idempotency_key,
+            decided_by=decision.rule if decision else None,
+            message=message,
+            effects=tuple(str(e) for e in decision.effects) if decision else (),
+            approval_id=approval_id,
+            created_at=now,
+            updated_at=now,
+        )

@@ -1,0 +1,253 @@
+"""Stage ``policy``: trusted code decides whether a validated call may run.
+
+A call is admitted when every effect it requires is granted to the run's
+`Authority`, the policy rules allow it (``deny`` beats ``ask`` beats
+``allow``; with rules configured, no match means deny; with no rules at
+all, granted effects suffice), and the tool's precondition holds on the
+run's recorded evidence. Nothing the model writes can enlarge authority.
+"""
+
+from __future__ import annotations
+
+import enum
+import fnmatch
+import hashlib
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from callgate.calls import Stage
+from callgate.effects import Effect, Grant, Grants
+from callgate.errors import DefinitionError
+from callgate.evidence import Evidence
+from callgate.messages import Problem, Rejection
+from callgate.tools import ToolSpec
+
+__all__ = [
+    "Action",
+    "Authority",
+    "Decision",
+    "Policy",
+    "Rule",
+    "allow",
+    "ask",
+    "authorize",
+    "deny",
+]
+
+
+class Action(enum.StrEnum):
+    """What a policy decides for one call."""
+
+    ADMIT = "admit"
+    ASK = "ask"
+    DENY = "deny"
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Authority:
+    """What a run may do, set by trusted code: who acts, what is granted, trusted context.
+
+    ``context`` (tenant, user id, credentials) reaches handlers through
+    `CallContext` and is never shown to the model.
+    """
+
+    principal: str
+    grants: Sequence[str | Grant] = ()
+    context: Mapping[str, Any] = field(default_factory=dict)
+    _grants: Grants = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.principal:
+            raise DefinitionError("Authority needs a principal (who the run acts for)")
+        object.__setattr__(self, "_grants", Grants(self.grants))
+
+    def missing(self, effects: Iterable[Effect]) -> list[Effect]:
+        """The effects this authority does not grant."""
+        return self._grants.missing(effects)
+
+    def covers(self, effect: Effect) -> bool:
+        """Whether this authority grants ``effect``."""
+        return self._grants.covers(effect)
+
+
+ArgumentPredicate = Callable[[Mapping[str, Any]], bool]
+
+_RULE_ACTIONS = {"allow": Action.ADMIT, "ask": Action.ASK, "deny": Action.DENY}
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Rule:
+    """One policy rule: an action for calls matching a tool glob, an effect glob and a predicate."""
+
+    action: Action
+    tool: str = "*"
+    effect: str | None = None
+    when: ArgumentPredicate | None = None
+    name: str = ""
+    reason: str = ""
+    _tool_regex: re.Pattern[str] = field(init=False, repr=False)
+    _effect_regex: re.Pattern[str] | None = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_tool_regex", re.compile(fnmatch.translate(self.tool)))
+        effect_regex = re.compile(fnmatch.translate(self.effect)) if self.effect else None
+        object.__setattr__(self, "_effect_regex", effect_regex)
+        if not self.name:
+            label = {Action.ADMIT: "allow", Action.ASK: "ask", Action.DENY: "deny"}[self.action]
+            desc = f"{label} {self.tool}"
+            if self.effect:
+                desc += f" effect {self.effect}"
+            if self.when is not None:
+                desc += " when " + getattr(self.when, "__name__", "predicate")
+            object.__setattr__(self, "name", desc)
+
+    def matches(self, spec: ToolSpec, values: Mapping[str, Any], effects: Sequence[Effect]) -> bool:
+        """Whether this rule applies to the call."""
+        if not self._tool_regex.match(spec.name):
+            return False
+        if self._effect_regex is not None and not any(
+            self._effect_regex.match(e.name) for e in effects
+        ):
+            return False
+        return self.when is None or bool(self.when(values))
+
+    def describe(self) -> str:
+        """A stable text of the rule for the policy version."""
+        when = getattr(self.when, "__qualname__", "predicate") if self.when else ""
+        return f"{self.action.value}|{self.tool}|{self.effect or ''}|{when}|{self.name}"
+
+
+def _rule(action: Action) -> Callable[..., Rule]:
+    def make(
+        tool: str = "*",
+        *,
+        effect: str | None = None,
+        when: ArgumentPredicate | None = None,
+        name: str = "",
+        reason: str = "",
+    ) -> Rule:
+        return Rule(action=action, tool=tool, effect=effect, when=when, name=name, reason=reason)
+
+    return make
+
+
+allow = _rule(Action.ADMIT)
+"""``allow(tool_glob, effect=..., when=...)``: admit matching calls."""
+ask = _rule(Action.ASK)
+"""``ask(tool_glob, effect=..., when=...)``: matching calls need a human approval."""
+deny = _rule(Action.DENY)
+"""``deny(tool_glob, effect=..., when=..., reason=...)``: refuse matching calls."""
+
+
+class Policy:
+    """An ordered set of rules; see the module docstring for the evaluation order."""
+
+    def __init__(self, rules: Iterable[Rule] = (), *, version: str | None = None) -> None:
+        self.rules = tuple(rules)
+        for r in self.rules:
+            if not isinstance(r, Rule):
+                raise DefinitionError(
+                    f"Policy rules must be built with allow(), ask() or deny(), got {r!r}"
+                )
+        digest = hashlib.sha256("\n".join(r.describe() for r in self.rules).encode()).hexdigest()
+        self.version = version or digest[:16]
+
+    def decide(
+        self, spec: ToolSpec, values: Mapping[str, Any], effects: Sequence[Effect]
+    ) -> tuple[Action, Rule | None]:
+        """The action for a call and the rule that decided it (None: no rules configured)."""
+        if not self.rules:
+            return Action.ADMIT, None
+        decided: Rule | None = None
+        for r in self.rules:
+            if r.matches(spec, values, effects):
+                if r.action is Action.DENY:
+                    return Action.DENY, r
+                if decided is None or (r.action is Action.ASK and decided.action is Action.ADMIT):
+                    decided = r
+        if decided is None:
+            return Action.DENY, None
+        return decided.action, decided
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decision:
+    """The outcome of the policy stage for one call."""
+
+    action: Action
+    effects: tuple[Effect, ...]
+    rule: str | None = None
+    rejection: Rejection | None = None
+
+
+_DENIED_ADVICE = (
+    "Do not retry this call: it is not permitted in this run. "
+    "Tell the user what you could not do and why, or choose an action that is permitted."
+)
+
+
+def authorize(
+    spec: ToolSpec,
+    arguments: BaseModel,
+    authority: Authority,
+    policy: Policy,
+    evidence: Evidence,
+) -> Decision:
+    """Decide one validated call: effects, then rules, then the precondition."""
+    values = arguments.__dict__
+    effects = spec.required_effects(values)
+    missing = authority.missing(effects) if effects else []
+    if missing:
+        problems = tuple(
+            Problem(
+                rule="effect_not_granted",
+                field=None,
+                expected=f"a grant covering {effect}",
+                message=f"this call needs the effect '{effect}', which this run was not granted",
+            )
+            for effect in missing
+        )
+        return Decision(
+            action=Action.DENY,
+            effects=effects,
+            rule="effects",
+            rejection=Rejection(
+                stage=Stage.POLICY, problems=problems, advice=_DENIED_ADVICE, retryable=False
+            ),
+        )
+    action, rule = policy.decide(spec, values, effects)
+    if action is Action.DENY:
+        if rule is None:
+            text = f"no policy rule allows the tool '{spec.name}' in this run"
+        else:
+            text = rule.reason or f"the policy rule '{rule.name}' denies this call"
+        return Decision(
+            action=Action.DENY,
+            effects=effects,
+            rule=rule.name if rule else "default-deny",
+            rejection=Rejection(
+                stage=Stage.POLICY,
+                problems=(Problem(rule="policy_denied", message=text),),
+                advice=_DENIED_ADVICE,
+                retryable=False,
+            ),
+        )
+    if spec.precondition is not None:
+        needed = spec.precondition(arguments, evidence)
+        if needed:
+            return Decision(
+                action=Action.DENY,
+                effects=effects,
+                rule="precondition",
+                rejection=Rejection(
+                    stage=Stage.POLICY,
+                    problems=(Problem(rule="precondition", message=f"precondition: {needed}"),),
+                    advice="Obtain the evidence named above first, then send this call again.",
+                    retryable=True,
+                ),
+            )
+    return Decision(action=action, effects=effects, rule=rule.name if rule else None)

@@ -1,0 +1,465 @@
+"""Tools: typed Python functions with a declared contract, and the registry of them.
+
+``@tool`` (or ``registry.tool``) turns a function, sync or async, into a
+`ToolSpec`: a name, a description, an arguments model built from the
+signature, and the contract the gate enforces (effects, resources, risk,
+precondition, postcondition, reconciliation, timeout, result bound).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import enum
+import hashlib
+import inspect
+import json
+import re
+import string
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, overload
+
+from pydantic import BaseModel
+
+from callgate.effects import Effect
+from callgate.errors import DefinitionError
+from callgate.schema import ArgumentsModel, build_arguments_model, json_schema, parse_docstring
+
+if TYPE_CHECKING:
+    from callgate.evidence import Evidence
+
+__all__ = [
+    "CallContext",
+    "EffectTemplate",
+    "Registry",
+    "Risk",
+    "Template",
+    "ToolSpec",
+    "tool",
+]
+
+TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+DEFAULT_MAX_RESULT_CHARS = 20_000
+DEFAULT_KEY_RETENTION_SECONDS = 24 * 3600.0
+
+
+class Risk(enum.StrEnum):
+    """How dangerous it is to run a tool twice."""
+
+    READ = "read"
+    """No side effect: safe to retry."""
+    WRITE_IDEMPOTENT = "write_idempotent"
+    """A side effect that the downstream system deduplicates by idempotency key."""
+    WRITE = "write"
+    """A side effect that may happen twice if the call is sent twice."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallContext:
+    """Trusted values injected into a handler; never part of the schema.
+
+    Annotate one parameter of a tool with this type to receive it. The model
+    cannot choose any of these values: the tenant comes from ``context``.
+    """
+
+    principal: str
+    context: Mapping[str, Any]
+    run_id: str
+    call_id: str
+    tool: str
+    idempotency_key: str
+    attempt: int = 1
+
+
+class Template:
+    """A string with ``{argument}`` fields, expanded on a call's validated arguments."""
+
+    __slots__ = ("fields", "text")
+
+    def __init__(self, text: str, *, tool: str, parameters: Iterable[str], what: str) -> None:
+        names = set(parameters)
+        fields: list[str] = []
+        try:
+            parsed = list(string.Formatter().parse(text))
+        except ValueError as exc:
+            raise DefinitionError(
+                f"tool {tool!r}: {what} template {text!r} is malformed: {exc}"
+            ) from exc
+        for _, field_name, spec, conversion in parsed:
+            if field_name is None:
+                continue
+            if field_name not in names or spec or conversion:
+                raise DefinitionError(
+                    f"tool {tool!r}: {what} template {text!r} names {{{field_name}}}, "
+                    f"which is not a parameter; use one of {sorted(names)}"
+                )
+            fields.append(field_name)
+        self.text = text
+        self.fields = tuple(fields)
+
+    def expand(self, values: Mapping[str, Any]) -> str:
+        """The template with each field replaced by the argument's value."""
+        if not self.fields:
+            return self.text
+        return self.text.format_map({name: _plain(values[name]) for name in self.fields})
+
+    def __repr__(self) -> str:
+        return f"Template({self.text!r})"
+
+
+class EffectTemplate:
+    """An effect template: ``"write:cart:{cart_id}"``, or ``"spend:{currency}={amount}"``.
+
+    A trailing ``={field}`` gives the effect a quantity that bounded grants check.
+    """
+
+    __slots__ = ("name", "quantity_field", "text")
+
+    def __init__(self, text: str, *, tool: str, parameters: Iterable[str]) -> None:
+        params = tuple(parameters)
+        match = _QUANTITY.match(text)
+        name_text = match["name"] if match else text
+        self.quantity_field = match["field"] if match else None
+        if self.quantity_field is not None and self.quantity_field not in params:
+            raise DefinitionError(
+                f"tool {tool!r}: effect {text!r} takes its quantity from "
+                f"{{{self.quantity_field}}}, which is not a parameter; "
+                f"use one of {sorted(params)}"
+            )
+        if ":" not in name_text:
+            raise DefinitionError(
+                f"tool {tool!r}: effect {text!r} needs a kind and a resource, "
+                "e.g. 'read:orders', 'write:cart:{cart_id}', 'spend:{currency}={amount}'"
+            )
+        self.text = text
+        self.name = Template(name_text, tool=tool, parameters=params, what="effect")
+
+    def expand(self, values: Mapping[str, Any]) -> Effect:
+        """The effect this template names for these argument values."""
+        quantity: float | None = None
+        if self.quantity_field is not None:
+            try:
+                quantity = float(_plain(values[self.quantity_field]))
+            except (TypeError, ValueError):
+                quantity = None
+        return Effect(self.name.expand(values), quantity)
+
+    def __repr__(self) -> str:
+        return f"EffectTemplate({self.text!r})"
+
+
+_QUANTITY = re.compile(r"^(?P<name>.*)=\{(?P<field>\w+)\}$")
+
+
+def _plain(value: Any) -> Any:
+    return value.value if isinstance(value, enum.Enum) else value
+
+
+Precondition = Callable[[BaseModel, "Evidence"], str | None]
+Verifier = Callable[[BaseModel, Any], bool | Awaitable[bool]]
+Reconciler = Callable[[BaseModel, CallContext], Any]
+Check = Callable[[BaseModel], None]
+Preview = Callable[[BaseModel], str]
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class ToolSpec:
+    """A tool and its contract. Calling it calls the function directly."""
+
+    name: str
+    description: str
+    fn: Callable[..., Any]
+    is_async: bool
+    arguments_model: type[ArgumentsModel]
+    context_param: str | None
+    input_schema: dict[str, Any]
+    effects: tuple[EffectTemplate, ...] = ()
+    reads: tuple[Template, ...] = ()
+    writes: tuple[Template, ...] = ()
+    risk: Risk = Risk.WRITE
+    precondition: Precondition | None = None
+    verify: Verifier | None = None
+    reconcile: Reconciler | None = None
+    checks: tuple[Check, ...] = ()
+    preview: Preview | None = None
+    idempotency_key: Template | None = None
+    key_retention: float = DEFAULT_KEY_RETENTION_SECONDS
+    timeout: float | None = None
+    max_result_chars: int = DEFAULT_MAX_RESULT_CHARS
+    secret_fields: frozenset[str] = frozenset()
+    ordered: bool = False
+    version: str = ""
+    null_means_default: frozenset[str] = field(default=frozenset())
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    @property
+    def side_effecting(self) -> bool:
+        """True unless the tool is declared read-only."""
+        return self.risk is not Risk.READ
+
+    def required_effects(self, arguments: Mapping[str, Any]) -> tuple[Effect, ...]:
+        """The effects this call needs, templates expanded on its arguments."""
+        return tuple(t.expand(arguments) for t in self.effects)
+
+
+def _spec_version(spec: ToolSpec) -> str:
+    """A stable hash of the tool's name, schema and declared contract."""
+    contract = {
+        "name": spec.name,
+        "description": spec.description,
+        "schema": spec.input_schema,
+        "effects": [t.text for t in spec.effects],
+        "reads": [t.text for t in spec.reads],
+        "writes": [t.text for t in spec.writes],
+        "risk": spec.risk.value,
+        "idempotency_key": spec.idempotency_key.text if spec.idempotency_key else None,
+    }
+    blob = json.dumps(contract, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def _as_tuple(value: str | Sequence[str] | None) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    return tuple(value)
+
+
+def _is_call_context(annotation: Any) -> bool:
+    return annotation is CallContext
+
+
+def _null_means_default(model: type[ArgumentsModel]) -> frozenset[str]:
+    """Optional fields whose type does not itself accept ``None``.
+
+    OpenAI strict mode makes such fields nullable; a ``null`` there means
+    "not given".
+    """
+    names = set()
+    for name, info in model.model_fields.items():
+        if info.is_required():
+            continue
+        schema = model.model_json_schema()["properties"].get(name, {})
+        accepts_null = schema.get("type") == "null" or any(
+            alt.get("type") == "null" for alt in schema.get("anyOf", [])
+        )
+        if not accepts_null:
+            names.add(name)
+    return frozenset(names)
+
+
+def make_spec(
+    fn: Callable[..., Any],
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    effects: str | Sequence[str] | None = None,
+    reads: str | Sequence[str] | None = None,
+    writes: str | Sequence[str] | None = None,
+    risk: Risk | Literal["read", "write_idempotent", "write"] | None = None,
+    precondition: Precondition | None = None,
+    verify: Verifier | None = None,
+    reconcile: Reconciler | None = None,
+    checks: Sequence[Check] = (),
+    preview: Preview | None = None,
+    idempotency_key: str | None = None,
+    key_retention: float = DEFAULT_KEY_RETENTION_SECONDS,
+    timeout: float | None = None,
+    max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
+    secret_fields: Sequence[str] = (),
+    ordered: bool = False,
+) -> ToolSpec:
+    """Build a `ToolSpec` from a function and its declared contract."""
+    tool_name = name or fn.__name__
+    if not TOOL_NAME.match(tool_name):
+        raise DefinitionError(
+            f"tool name {tool_name!r} is not allowed: use 1 to 64 letters, digits, '_' or '-' "
+            "(the strictest limit among model providers)"
+        )
+    if timeout is not None and timeout <= 0:
+        raise DefinitionError(f"tool {tool_name!r}: timeout must be positive, got {timeout}")
+    if max_result_chars < 100:
+        raise DefinitionError(
+            f"tool {tool_name!r}: max_result_chars must be at least 100, got {max_result_chars}"
+        )
+    doc_description, param_docs = parse_docstring(fn)
+    model, context_param = build_arguments_model(
+        fn, model_name=tool_name, descriptions=param_docs, injected=_is_call_context
+    )
+    params = tuple(model.model_fields)
+    for secret in secret_fields:
+        if secret not in params:
+            raise DefinitionError(f"tool {tool_name!r}: secret field {secret!r} is not a parameter")
+
+    def templates(values: str | Sequence[str] | None, what: str) -> tuple[Template, ...]:
+        return tuple(
+            Template(v, tool=tool_name, parameters=params, what=what) for v in _as_tuple(values)
+        )
+
+    effect_templates = tuple(
+        EffectTemplate(v, tool=tool_name, parameters=params) for v in _as_tuple(effects)
+    )
+    if risk is None:
+        all_reads = bool(effect_templates) and all(
+            t.text.startswith("read:") for t in effect_templates
+        )
+        resolved_risk = Risk.READ if all_reads else Risk.WRITE
+    else:
+        resolved_risk = Risk(risk)
+    spec = ToolSpec(
+        name=tool_name,
+        description=(description or doc_description).strip(),
+        fn=fn,
+        is_async=inspect.iscoroutinefunction(fn),
+        arguments_model=model,
+        context_param=context_param,
+        input_schema=json_schema(model),
+        effects=effect_templates,
+        reads=templates(reads, "reads"),
+        writes=templates(writes, "writes"),
+        risk=resolved_risk,
+        precondition=precondition,
+        verify=verify,
+        reconcile=reconcile,
+        checks=tuple(checks),
+        preview=preview,
+        idempotency_key=(
+            Template(idempotency_key, tool=tool_name, parameters=params, what="idempotency key")
+            if idempotency_key
+            else None
+        ),
+        key_retention=key_retention,
+        timeout=timeout,
+        max_result_chars=max_result_chars,
+        secret_fields=frozenset(secret_fields),
+        ordered=ordered,
+        null_means_default=_null_means_default(model),
+    )
+    return dataclasses.replace(spec, version=_spec_version(spec))
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> ToolSpec: ...
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    effects: str | Sequence[str] | None = None,
+    reads: str | Sequence[str] | None = None,
+    writes: str | Sequence[str] | None = None,
+    risk: Risk | Literal["read", "write_idempotent", "write"] | None = None,
+    precondition: Precondition | None = None,
+    verify: Verifier | None = None,
+    reconcile: Reconciler | None = None,
+    checks: Sequence[Check] = (),
+    preview: Preview | None = None,
+    idempotency_key: str | None = None,
+    key_retention: float = DEFAULT_KEY_RETENTION_SECONDS,
+    timeout: float | None = None,
+    max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
+    secret_fields: Sequence[str] = (),
+    ordered: bool = False,
+) -> Callable[[Callable[..., Any]], ToolSpec]: ...
+def tool(
+    fn: Callable[..., Any] | None = None, /, **contract: Any
+) -> ToolSpec | Callable[[Callable[..., Any]], ToolSpec]:
+    """Declare a tool: ``@tool`` or ``@tool(effects=[...], writes=..., ...)``.
+
+    Contract fields:
+        effects: effect templates the call needs, e.g. ``"spend:{currency}"``.
+        reads / writes: resource templates for the scheduler, e.g. ``"order:{order_id}"``.
+        risk: ``read``, ``write_idempotent`` or ``write`` (default: ``write`` unless
+            every effect is a ``read:``).
+        precondition: ``(args, evidence) -> message | None``; a message means
+            the call lacks the evidence it needs.
+        verify: ``(args, result) -> bool``, the postcondition, checked against
+            authoritative state after the handler returns.
+        reconcile: ``(args, ctx) -> result``: look up the authoritative outcome of
+            an attempt whose outcome is unknown. Return the result if the effect
+            happened; raise `ToolFailure` if it did not; `OutcomeUnknown` if it
+            still cannot be told.
+        checks: semantic checks ``(args) -> None`` raising `ArgumentError`.
+        idempotency_key: a template on business fields (default: run and call id).
+        timeout: seconds before the outcome is declared unknown.
+        max_result_chars: results longer than this are cut with a marker.
+        secret_fields: arguments never written to the ledger or audit in clear.
+    """
+    if fn is not None:
+        return make_spec(fn)
+
+    def decorate(f: Callable[..., Any]) -> ToolSpec:
+        return make_spec(f, **contract)
+
+    return decorate
+
+
+class Registry:
+    """The set of tools a gate can run, by name."""
+
+    def __init__(self, tools: Iterable[ToolSpec] = ()) -> None:
+        self._tools: dict[str, ToolSpec] = {}
+        for spec in tools:
+            self.add(spec)
+
+    def add(self, spec: ToolSpec) -> ToolSpec:
+        """Register a tool; a second tool of the same name is a definition error."""
+        if not isinstance(spec, ToolSpec):
+            raise DefinitionError(
+                f"Registry.add expects a ToolSpec (decorate the function with @tool), "
+                f"got {type(spec).__name__}"
+            )
+        if spec.name in self._tools:
+            raise DefinitionError(f"a tool named {spec.name!r} is already registered")
+        self._tools[spec.name] = spec
+        return spec
+
+    @overload
+    def tool(self, fn: Callable[..., Any], /) -> ToolSpec: ...
+    @overload
+    def tool(self, **contract: Any) -> Callable[[Callable[..., Any]], ToolSpec]: ...
+    def tool(  # type: ignore[misc]
+        self, fn: Callable[..., Any] | None = None, /, **contract: Any
+    ) -> ToolSpec | Callable[[Callable[..., Any]], ToolSpec]:
+        """Like `tool`, and register the result in this registry."""
+        if fn is not None:
+            return self.add(make_spec(fn))
+
+        def decorate(f: Callable[..., Any]) -> ToolSpec:
+            return self.add(make_spec(f, **contract))
+
+        return decorate
+
+    def get(self, name: str) -> ToolSpec | None:
+        """The tool of that name, or None."""
+        return self._tools.get(name)
+
+    def closest(self, name: str, n: int = 3) -> list[str]:
+        """Registered names closest to ``name``, for 'did you mean' messages."""
+        names = list(self._tools)
+        close = difflib.get_close_matches(name, names, n=n, cutoff=0.5)
+        if not close:
+            lowered = name.lower()
+            close = [t for t in names if lowered in t.lower() or t.lower() in lowered][:n]
+        return close
+
+    def names(self) -> list[str]:
+        """Names of every registered tool, in registration order."""
+        return list(self._tools)
+
+    def subset(self, names: Iterable[str]) -> Registry:
+        """A registry holding only the named tools (least privilege in the prompt)."""
+        return Registry(self._tools[n] for n in names if n in self._tools)
+
+    def __iter__(self) -> Iterator[ToolSpec]:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools

@@ -1,0 +1,89 @@
+"""Stages ``schema`` and ``semantic``: shape first, then the tool's own checks.
+
+Pure functions of the tool and the decoded arguments: no I/O happens here
+beyond what a tool's own semantic check chooses to do.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from callgate.calls import Stage
+from callgate.errors import ArgumentError
+from callgate.messages import Problem, Rejection, schema_problems
+from callgate.tools import Registry, ToolSpec
+
+__all__ = ["unknown_tool", "validate_arguments"]
+
+_SCHEMA_ADVICE = "Fix the arguments named above and send the call again; nothing was executed."
+_SEMANTIC_ADVICE = "Correct the value named above and send the call again; nothing was executed."
+
+
+def unknown_tool(name: str, registry: Registry) -> Rejection:
+    """The rejection of a call to a tool that is not registered, naming the closest ones."""
+    close = registry.closest(name) if name else []
+    shown = json.dumps(name[:64])
+    text = f"unknown tool {shown}" if name else "the call has an empty tool name"
+    if close:
+        text += "; did you mean " + " or ".join(f"'{c}'" for c in close) + "?"
+    return Rejection(
+        stage=Stage.SCHEMA,
+        problems=(Problem(rule="unknown_tool", message=text, actual=shown),),
+        advice="Call one of the tools you were given, by its exact name; nothing was executed.",
+    )
+
+
+def validate_arguments(
+    spec: ToolSpec, arguments: Mapping[str, Any], text: str | None = None
+) -> BaseModel | Rejection:
+    """Validate decoded arguments against the tool's schema, then its semantic checks.
+
+    ``text`` is the exact JSON the arguments were decoded from, if any; it
+    saves encoding them again.
+    """
+    if spec.null_means_default and any(
+        arguments.get(name, 0) is None for name in spec.null_means_default
+    ):
+        text = None
+        # OpenAI strict mode sends null for an optional field the model leaves out.
+        arguments = {
+            k: v for k, v in arguments.items() if not (v is None and k in spec.null_means_default)
+        }
+    try:
+        model = spec.arguments_model.model_validate_json(
+            text if text is not None else json.dumps(arguments)
+        )
+    except ValidationError as exc:
+        return Rejection(
+            stage=Stage.SCHEMA,
+            problems=schema_problems(exc, spec.input_schema, arguments),
+            advice=_SCHEMA_ADVICE,
+        )
+    except (TypeError, ValueError):
+        return Rejection(
+            stage=Stage.SCHEMA,
+            problems=(
+                Problem(rule="json_value", message="arguments contain a value JSON cannot hold"),
+            ),
+            advice=_SCHEMA_ADVICE,
+        )
+    for check in spec.checks:
+        try:
+            check(model)
+        except ArgumentError as exc:
+            return Rejection(
+                stage=Stage.SEMANTIC,
+                problems=(
+                    Problem(
+                        rule="semantic",
+                        field=exc.field,
+                        message=f"field '{exc.field}': {exc.message}" if exc.field else exc.message,
+                    ),
+                ),
+                advice=_SEMANTIC_ADVICE,
+            )
+    return model
