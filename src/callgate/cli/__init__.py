@@ -1,0 +1,32 @@
+"""The ``callgate`` command: one typer app, one sub-app per concern.
+
+Sub-apps live in their own modules (``ledger``, ``approvals``, ``policy``,
+``mcp``, ...) and are added here. Exit codes: 0 success, 1 the command ran
+and found a problem (e.g. a tampered ledger), 2 bad usage or input.
+"""
+
+from __future__ import annotations
+
+import typer
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="callgate",
+    help="callgate: authorize and execute the tool calls a language model proposes.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+@app.command()
+def version() -> None:
+    """Print callgate's version."""
+    from callgate import __version__
+
+    typer.echo(__version__)
+
+
+def main() -> None:
+    """Entry point of the ``callgate`` console script."""
+    app()

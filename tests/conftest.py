@@ -1,0 +1,3 @@
+"""Shared fixtures. Each test module builds its own small registry."""
+
+from __future__ import annotations
