@@ -19,6 +19,11 @@ app = typer.Typer(
 )
 
 
+@app.callback()
+def _root() -> None:
+    """callgate: authorize and execute the tool calls a language model proposes."""
+
+
 @app.command()
 def version() -> None:
     """Print callgate's version."""

@@ -1,0 +1,5 @@
+"""``python -m callgate.cli``."""
+
+from callgate.cli import main
+
+main()
