@@ -90,7 +90,7 @@ class ToolCall:
     after: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class Observation:
     """callgate's answer to one proposed call.
 
@@ -98,6 +98,8 @@ class Observation:
     result for ``ok``; the model-facing message otherwise). ``result`` is the
     handler's return value, for the application. ``retryable`` says whether
     sending the call again is safe: no effect can be doubled by it.
+    (Not frozen only because frozen dataclasses cost 3x to build on the hot
+    path; treat it as read-only.)
     """
 
     call_id: str

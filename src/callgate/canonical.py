@@ -23,6 +23,8 @@ def canonical_arguments(arguments: BaseModel) -> str:
 
 def digest(*parts: str) -> str:
     """A SHA-256 hex digest of the parts, joined unambiguously."""
+    if len(parts) == 2 and "\x00" not in parts[0]:
+        return hashlib.sha256(f"{parts[0]}\x00{parts[1]}".encode()).hexdigest()
     h = hashlib.sha256()
     for part in parts:
         data = part.encode()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from callgate.errors import DefinitionError
 
@@ -22,8 +22,7 @@ __all__ = ["Effect", "Grant", "Grants"]
 _GRANT = re.compile(r"^(?P<pattern>[^<>=\s]+?)(?:<=(?P<bound>-?\d+(?:\.\d+)?))?$")
 
 
-@dataclass(frozen=True, slots=True)
-class Effect:
+class Effect(NamedTuple):
     """One required effect: a name and, for bounded kinds such as ``spend``, a quantity."""
 
     name: str
@@ -86,4 +85,5 @@ class Grants:
 
     def missing(self, effects: Iterable[Effect]) -> list[Effect]:
         """The effects no grant covers, in order."""
-        return [e for e in effects if not self.covers(e)]
+        cache = self._cache
+        return [e for e in effects if not (cache.get(e) or self.covers(e))]

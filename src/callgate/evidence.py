@@ -7,20 +7,34 @@ run" asks `Evidence.latest("get_order_status", order_id=...)`.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
+
+from pydantic import BaseModel
 
 __all__ = ["Evidence", "EvidenceItem"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
 class EvidenceItem:
     """One successful observation: which tool, with which arguments, returned what."""
 
-    call_id: str
-    tool: str
-    arguments: Mapping[str, Any]
-    result: Any
+    __slots__ = ("_arguments", "_model", "call_id", "result", "tool")
+
+    def __init__(self, call_id: str, tool: str, arguments: BaseModel, result: Any) -> None:
+        self.call_id = call_id
+        self.tool = tool
+        self.result = result
+        self._model = arguments
+        self._arguments: dict[str, Any] | None = None
+
+    @property
+    def arguments(self) -> Mapping[str, Any]:
+        """The call's validated arguments as JSON values (computed when first asked)."""
+        if self._arguments is None:
+            self._arguments = self._model.model_dump(mode="json")
+        return self._arguments
+
+    def __repr__(self) -> str:
+        return f"EvidenceItem(call_id={self.call_id!r}, tool={self.tool!r})"
 
 
 class Evidence:

@@ -57,7 +57,7 @@ class ExecutionSettings:
     """Timeout for tools that declare none (None: no timeout)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class Admitted:
     """Everything execution needs about one admitted call."""
 
@@ -82,6 +82,13 @@ class _Invoke:
     kwargs: Mapping[str, Any]
     timeout: float | None
     offload: bool
+    is_async: bool
+
+
+def _hook(
+    fn: Callable[..., Any], args: tuple[Any, ...], timeout: float | None, offload: bool
+) -> _Invoke:
+    return _Invoke(fn, args, {}, timeout, offload, inspect.iscoroutinefunction(fn))
 
 
 _MAX_ERROR_CHARS = 500
@@ -183,14 +190,7 @@ def _attempt_logic(
             continue
         status = Status(outcome.status)
         if status is Status.OK:
-            evidence.add(
-                EvidenceItem(
-                    call_id=ctx.call_id,
-                    tool=spec.name,
-                    arguments=item.arguments.model_dump(mode="json"),
-                    result=result,
-                )
-            )
+            evidence.add(EvidenceItem(ctx.call_id, spec.name, item.arguments, result))
         return _observation(item, outcome, attempt, result)
 
 
@@ -206,7 +206,7 @@ def _run_handler(
     """Run the handler, then verify or reconcile; never raises for handler failures."""
     spec = item.spec
     try:
-        result = yield _Invoke(spec.fn, (), kwargs, timeout, item.offload)
+        result = yield _Invoke(spec.fn, (), kwargs, timeout, item.offload, spec.is_async)
     except ToolFailure as exc:
         return _outcome("error", _failure_text(exc.message, item, redactor), exc, redactor), None
     except Exception as exc:
@@ -218,7 +218,7 @@ def _run_handler(
     content = result_text(result)
     if spec.verify is not None:
         try:
-            held = yield _Invoke(spec.verify, (item.arguments, result), {}, timeout, item.offload)
+            held = yield _hook(spec.verify, (item.arguments, result), timeout, item.offload)
         except Exception as exc:
             return _outcome(
                 "unknown",
@@ -247,8 +247,8 @@ def _reconcile(
     """Ask the tool's reconcile hook what really happened to an unknown attempt."""
     assert item.spec.reconcile is not None
     try:
-        result = yield _Invoke(
-            item.spec.reconcile, (item.arguments, item.context), {}, item.spec.timeout, item.offload
+        result = yield _hook(
+            item.spec.reconcile, (item.arguments, item.context), item.spec.timeout, item.offload
         )
     except ToolFailure as exc:
         text = "reconciled: the effect did not happen. " + _failure_text(
@@ -381,17 +381,19 @@ def _thread_pool() -> concurrent.futures.ThreadPoolExecutor:
 
 
 def _call_sync(step: _Invoke) -> Any:
+    if step.timeout is None and not step.is_async:
+        value = step.fn(*step.args, **step.kwargs)
+        if inspect.isawaitable(value):
+            return _run_coroutine_sync(lambda: value, None)
+        return value
     bound = functools.partial(step.fn, *step.args, **step.kwargs)
-    if inspect.iscoroutinefunction(step.fn):
+    if step.is_async:
         return _run_coroutine_sync(bound, step.timeout)
-    if step.timeout is None:
-        value = bound()
-    else:
-        future = _thread_pool().submit(bound)
-        try:
-            value = future.result(timeout=step.timeout)
-        except concurrent.futures.TimeoutError:
-            raise TimeoutError(f"timed out after {step.timeout} s") from None
+    future = _thread_pool().submit(bound)
+    try:
+        value = future.result(timeout=step.timeout)
+    except concurrent.futures.TimeoutError:
+        raise TimeoutError(f"timed out after {step.timeout} s") from None
     if inspect.isawaitable(value):
         return _run_coroutine_sync(lambda: value, step.timeout)
     return value
@@ -413,12 +415,12 @@ def _run_coroutine_sync(make: Callable[[], Any], timeout: float | None) -> Any:
 
 
 async def _call_async(step: _Invoke) -> Any:
-    bound = functools.partial(step.fn, *step.args, **step.kwargs)
-    if inspect.iscoroutinefunction(step.fn):
+    if step.is_async:
         if step.timeout is None:
-            return await bound()
+            return await step.fn(*step.args, **step.kwargs)
         with anyio.fail_after(step.timeout):
-            return await bound()
+            return await step.fn(*step.args, **step.kwargs)
+    bound = functools.partial(step.fn, *step.args, **step.kwargs)
     if step.timeout is None and not step.offload:
         value = bound()
     else:

@@ -42,7 +42,7 @@ from callgate.schedule import (
     run_batch_sync,
 )
 from callgate.tools import CallContext, Registry, ToolSpec
-from callgate.validate import unknown_tool, validate_arguments
+from callgate.validate import run_checks, unknown_tool, validate_arguments, validate_text_fast
 
 __all__ = ["Gate", "Run"]
 
@@ -124,6 +124,8 @@ class Run:
         def one(item: Admitted) -> Observation:
             return execute_sync(item, gate.ledger, self.evidence, gate.redactor, gate.settings)
 
+        if len(staged) == 1:
+            return [one(admitted[0])]
         done = run_batch_sync(plan_batch(admitted), one)
         return self._merge(staged, [done[i] for i in range(len(admitted))])
 
@@ -136,6 +138,12 @@ class Run:
         if len(admitted) > 1:
             admitted = [dataclasses.replace(a, offload=True) for a in admitted]
         gate = self.gate
+        if len(staged) == 1:
+            return [
+                await execute_async(
+                    admitted[0], gate.ledger, self.evidence, gate.redactor, gate.settings
+                )
+            ]
 
         async def one(item: Admitted) -> Observation:
             return await execute_async(
@@ -175,6 +183,11 @@ class Run:
     def _admit_batch(self, calls: Iterable[ToolCall]) -> list[Observation | Admitted]:
         """Admit each call; reject duplicates, dependency cycles and failed dependencies."""
         calls = list(calls)
+        if len(calls) == 1 and isinstance(calls[0], ToolCall) and calls[0].id:
+            single = self._admit(calls[0])
+            if isinstance(single, Admitted):
+                self._record_admitted(single)
+            return [single]
         for call in calls:
             if not isinstance(call, ToolCall):
                 raise TypeError(
@@ -242,16 +255,13 @@ class Run:
         spec = gate.registry.get(call.name)
         if spec is None:
             return self._rejected(call, None, unknown_tool(call.name, gate.registry))
-        parsed = parse_arguments(call.arguments)
-        if isinstance(parsed, Rejection):
-            return self._rejected(call, spec, parsed)
-        model = validate_arguments(spec, parsed.value, parsed.text)
-        if isinstance(model, Rejection):
-            return self._rejected(call, spec, model, raw=parsed)
+        model = self._validated(call, spec)
+        if isinstance(model, Observation):
+            return model
         decision = authorize(spec, model, self.authority, gate.policy, self.evidence)
         if decision.rejection is not None:
             return self._rejected(call, spec, decision.rejection, model=model, decision=decision)
-        canonical = canonical_json(model.model_dump(mode="json"))
+        canonical = self._canonical(spec, model)
         request_hash = digest(spec.name, canonical)
         approval_id = None
         if decision.action is Action.ASK:
@@ -260,13 +270,17 @@ class Run:
                 return approved
             approval_id = approved.id
         key = self._idempotency_key(call, spec, model)
-        secrets = gate.redactor.secret_values(model.__dict__, spec.secret_fields)
+        secrets = (
+            gate.redactor.secret_values(model.__dict__, spec.secret_fields)
+            if spec.secret_fields
+            else ()
+        )
         record = self._call_record(
             call,
             spec,
             CallState.ADMITTED,
             Stage.POLICY,
-            arguments=self._redacted_arguments(spec, model),
+            arguments=self._redacted_arguments(spec, model, canonical),
             decision=decision,
             request_hash=request_hash,
             idempotency_key=key,
@@ -288,6 +302,29 @@ class Run:
             request_hash=request_hash,
             secrets=tuple(secrets),
         )
+
+    def _validated(self, call: ToolCall, spec: ToolSpec) -> BaseModel | Observation:
+        """Stages parse, schema and semantic: the typed arguments, or the rejection."""
+        arguments = call.arguments
+        if isinstance(arguments, str) and arguments:
+            fast = validate_text_fast(spec, arguments)
+            if fast is not None:
+                checked = run_checks(spec, fast) if spec.checks else None
+                return fast if checked is None else self._rejected(call, spec, checked)
+        parsed = parse_arguments(arguments)
+        if isinstance(parsed, Rejection):
+            return self._rejected(call, spec, parsed)
+        model = validate_arguments(spec, parsed.value, parsed.text)
+        if isinstance(model, Rejection):
+            return self._rejected(call, spec, model, raw=parsed)
+        return model
+
+    @staticmethod
+    def _canonical(spec: ToolSpec, model: BaseModel) -> str:
+        """Canonical JSON of validated arguments: equal arguments give equal text."""
+        if spec.dump_is_canonical:
+            return model.model_dump_json()
+        return canonical_json(model.model_dump(mode="json"))
 
     def _approval(
         self,
@@ -321,7 +358,7 @@ class Run:
                 call_id=call.id,
                 principal=principal,
                 tool=spec.name,
-                arguments_json=self._redacted_arguments(spec, model),
+                arguments_json=self._redacted_arguments(spec, model, canonical),
                 arguments_hash=request_hash,
                 effects=tuple(str(e) for e in decision.effects),
                 preview=gate.redactor.text(preview),
@@ -375,16 +412,22 @@ class Run:
     # -- helpers -------------------------------------------------------------
 
     def _idempotency_key(self, call: ToolCall, spec: ToolSpec, model: BaseModel) -> str:
+        """The tool's business key (scoped to principal and tool), or the run and call ids."""
         if spec.idempotency_key is not None:
             business = spec.idempotency_key.expand(model.__dict__)
             return "cg_" + digest(self.authority.principal, spec.name, business)[:32]
-        return "cg_" + digest(self.id, call.id)[:32]
+        return f"{self.id}/{call.id}"
 
-    def _redacted_arguments(self, spec: ToolSpec, model: BaseModel) -> str:
-        values = model.model_dump(mode="json")
+    def _redacted_arguments(
+        self, spec: ToolSpec, model: BaseModel, canonical: str | None = None
+    ) -> str:
+        """Canonical arguments as the ledger may hold them: secret fields and values scrubbed."""
         if spec.secret_fields:
-            values = self.gate.redactor.arguments(values, spec.secret_fields)
-        return self.gate.redactor.text(canonical_json(values))
+            values = self.gate.redactor.arguments(model.model_dump(mode="json"), spec.secret_fields)
+            canonical = canonical_json(values)
+        elif canonical is None:
+            canonical = self._canonical(spec, model)
+        return self.gate.redactor.text(canonical)
 
     def _bad_id(self, call: ToolCall) -> Observation:
         text = (

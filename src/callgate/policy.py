@@ -174,7 +174,7 @@ class Policy:
         return decided.action, decided
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class Decision:
     """The outcome of the policy stage for one call."""
 
@@ -199,8 +199,8 @@ def authorize(
 ) -> Decision:
     """Decide one validated call: effects, then rules, then the precondition."""
     values = arguments.__dict__
-    effects = spec.required_effects(values)
-    missing = authority.missing(effects) if effects else []
+    effects = tuple([t.expand(values) for t in spec.effects]) if spec.effects else ()
+    missing = authority.missing(effects) if effects else ()
     if missing:
         problems = tuple(
             Problem(

@@ -27,23 +27,46 @@ DEFAULT_SECRET_PATTERNS: tuple[str, ...] = (
 )
 
 
+# Lower-case literals one of which appears in any text a default pattern matches:
+# a cheap test that lets most texts skip the regular expression entirely.
+_DEFAULT_TRIGGERS = (
+    "sk-",
+    "ghp_",
+    "gho_",
+    "ghs_",
+    "github_pat_",
+    "akia",
+    "xox",
+    "bearer",
+    "://",
+    "password=",
+    "private key",
+)
+
+
 class Redactor:
     """Replaces secret values and credential-shaped text with ``[redacted]``."""
 
-    __slots__ = ("_pattern",)
+    __slots__ = ("_pattern", "_triggers")
 
     def __init__(self, patterns: Iterable[str] = DEFAULT_SECRET_PATTERNS) -> None:
+        patterns = tuple(patterns)
         joined = "|".join(f"(?:{p})" for p in patterns)
         self._pattern = re.compile(joined) if joined else None
+        self._triggers = _DEFAULT_TRIGGERS if patterns == DEFAULT_SECRET_PATTERNS else None
 
     def text(self, text: str, secrets: Iterable[str] = ()) -> str:
         """``text`` with the given secret values and credential-shaped strings redacted."""
         for secret in secrets:
             if secret and len(secret) >= 4:
                 text = text.replace(secret, REDACTED)
-        if self._pattern is not None:
-            text = self._pattern.sub(REDACTED, text)
-        return text
+        if self._pattern is None:
+            return text
+        if self._triggers is not None:
+            lowered = text.lower()
+            if not any(t in lowered for t in self._triggers):
+                return text
+        return self._pattern.sub(REDACTED, text)
 
     def arguments(self, values: Mapping[str, Any], secret_fields: Iterable[str]) -> dict[str, Any]:
         """A copy of ``values`` with the secret fields replaced."""

@@ -24,6 +24,7 @@ from callgate.errors import DefinitionError
 __all__ = [
     "ArgumentsModel",
     "build_arguments_model",
+    "has_open_objects",
     "inline_refs",
     "json_schema",
     "parse_docstring",
@@ -197,6 +198,21 @@ def _accepts_null(prop: JSON) -> bool:
     if isinstance(prop.get("type"), list) and "null" in prop["type"]:
         return True
     return any(_accepts_null(alt) for alt in prop.get("anyOf", []) if isinstance(alt, dict))
+
+
+def has_open_objects(schema: Any) -> bool:
+    """Whether the schema has an object whose keys are not fixed (a free-form dict)."""
+    if isinstance(schema, list):
+        return any(has_open_objects(item) for item in schema)
+    if not isinstance(schema, dict):
+        return False
+    if schema.get("type") == "object" and (
+        "properties" not in schema or schema.get("additionalProperties") not in (None, False)
+    ):
+        return True
+    if schema.get("additionalProperties") not in (None, False):
+        return True
+    return any(has_open_objects(v) for v in schema.values() if isinstance(v, dict | list))
 
 
 def inline_refs(schema: JSON) -> JSON:

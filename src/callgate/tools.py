@@ -24,7 +24,13 @@ from pydantic import BaseModel
 
 from callgate.effects import Effect
 from callgate.errors import DefinitionError
-from callgate.schema import ArgumentsModel, build_arguments_model, json_schema, parse_docstring
+from callgate.schema import (
+    ArgumentsModel,
+    build_arguments_model,
+    has_open_objects,
+    json_schema,
+    parse_docstring,
+)
 
 if TYPE_CHECKING:
     from callgate.evidence import Evidence
@@ -75,7 +81,7 @@ class CallContext:
 class Template:
     """A string with ``{argument}`` fields, expanded on a call's validated arguments."""
 
-    __slots__ = ("fields", "text")
+    __slots__ = ("_parts", "fields", "text")
 
     def __init__(self, text: str, *, tool: str, parameters: Iterable[str], what: str) -> None:
         names = set(parameters)
@@ -97,12 +103,18 @@ class Template:
             fields.append(field_name)
         self.text = text
         self.fields = tuple(fields)
+        self._parts = tuple((literal, name) for literal, name, _, _ in parsed)
 
     def expand(self, values: Mapping[str, Any]) -> str:
         """The template with each field replaced by the argument's value."""
         if not self.fields:
             return self.text
-        return self.text.format_map({name: _plain(values[name]) for name in self.fields})
+        out = []
+        for literal, name in self._parts:
+            out.append(literal)
+            if name is not None:
+                out.append(str(_plain(values[name])))
+        return "".join(out)
 
     def __repr__(self) -> str:
         return f"Template({self.text!r})"
@@ -189,8 +201,12 @@ class ToolSpec:
     max_result_chars: int = DEFAULT_MAX_RESULT_CHARS
     secret_fields: frozenset[str] = frozenset()
     ordered: bool = False
+    max_concurrency: int | None = None
+    """Calls of this tool running at once within one batch (None: only the gate's bound)."""
     version: str = ""
     null_means_default: frozenset[str] = field(default=frozenset())
+    dump_is_canonical: bool = False
+    """Whether ``model_dump_json`` is canonical (no free-form objects whose key order varies)."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
@@ -272,6 +288,7 @@ def make_spec(
     max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
     secret_fields: Sequence[str] = (),
     ordered: bool = False,
+    max_concurrency: int | None = None,
 ) -> ToolSpec:
     """Build a `ToolSpec` from a function and its declared contract."""
     tool_name = name or fn.__name__
@@ -282,6 +299,15 @@ def make_spec(
         )
     if timeout is not None and timeout <= 0:
         raise DefinitionError(f"tool {tool_name!r}: timeout must be positive, got {timeout}")
+    if max_concurrency is not None and (
+        isinstance(max_concurrency, bool)
+        or not isinstance(max_concurrency, int)
+        or max_concurrency < 1
+    ):
+        raise DefinitionError(
+            f"tool {tool_name!r}: max_concurrency must be a positive integer or None, "
+            f"got {max_concurrency!r}"
+        )
     if max_result_chars < 100:
         raise DefinitionError(
             f"tool {tool_name!r}: max_result_chars must be at least 100, got {max_result_chars}"
@@ -337,7 +363,9 @@ def make_spec(
         max_result_chars=max_result_chars,
         secret_fields=frozenset(secret_fields),
         ordered=ordered,
+        max_concurrency=max_concurrency,
         null_means_default=_null_means_default(model),
+        dump_is_canonical=not has_open_objects(json_schema(model)),
     )
     return dataclasses.replace(spec, version=_spec_version(spec))
 
@@ -364,6 +392,7 @@ def tool(
     max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
     secret_fields: Sequence[str] = (),
     ordered: bool = False,
+    max_concurrency: int | None = None,
 ) -> Callable[[Callable[..., Any]], ToolSpec]: ...
 def tool(
     fn: Callable[..., Any] | None = None, /, **contract: Any
@@ -388,6 +417,10 @@ def tool(
         timeout: seconds before the outcome is declared unknown.
         max_result_chars: results longer than this are cut with a marker.
         secret_fields: arguments never written to the ledger or audit in clear.
+        ordered: calls of this tool in one batch run in proposal order, each
+            depending on the one before.
+        max_concurrency: at most this many calls of this tool run at once in a
+            batch (a downstream rate limit, a connection pool).
     """
     if fn is not None:
         return make_spec(fn)

@@ -17,7 +17,7 @@ from callgate.errors import ArgumentError
 from callgate.messages import Problem, Rejection, schema_problems
 from callgate.tools import Registry, ToolSpec
 
-__all__ = ["unknown_tool", "validate_arguments"]
+__all__ = ["run_checks", "unknown_tool", "validate_arguments", "validate_text_fast"]
 
 _SCHEMA_ADVICE = "Fix the arguments named above and send the call again; nothing was executed."
 _SEMANTIC_ADVICE = "Correct the value named above and send the call again; nothing was executed."
@@ -71,6 +71,23 @@ def validate_arguments(
             ),
             advice=_SCHEMA_ADVICE,
         )
+    return run_checks(spec, model) or model
+
+
+def validate_text_fast(spec: ToolSpec, text: str) -> BaseModel | None:
+    """The common case in one step: argument text that validates as it is.
+
+    Returns None when the text is not JSON or does not fit the schema; the
+    caller then takes the full path (parse, repair, validate) to say why.
+    """
+    try:
+        return spec.arguments_model.model_validate_json(text)
+    except ValueError:
+        return None
+
+
+def run_checks(spec: ToolSpec, model: BaseModel) -> Rejection | None:
+    """The tool's own semantic checks, after the schema held."""
     for check in spec.checks:
         try:
             check(model)
@@ -86,4 +103,4 @@ def validate_arguments(
                 ),
                 advice=_SEMANTIC_ADVICE,
             )
-    return model
+    return None
