@@ -34,6 +34,7 @@ from callgate.schema import (
 
 if TYPE_CHECKING:
     from callgate.evidence import Evidence
+    from callgate.provenance import OutputTrust
 
 __all__ = [
     "CallContext",
@@ -202,6 +203,12 @@ class ToolSpec:
     secret_fields: frozenset[str] = frozenset()
     ordered: bool = False
     max_concurrency: int | None = None
+    sinks: Mapping[str, str | None] = field(default_factory=dict)
+    """Arguments whose value decides where an effect goes, with an optional kind."""
+    output_trust: OutputTrust | None = None
+    """Which parts of the output come from a trusted system of record (default: none)."""
+    resource_version: Callable[[BaseModel], str | None] | None = None
+    """Reads the current version of the resource a call acts on, for approvals."""
     """Calls of this tool running at once within one batch (None: only the gate's bound)."""
     version: str = ""
     null_means_default: frozenset[str] = field(default=frozenset())
@@ -232,9 +239,23 @@ def _spec_version(spec: ToolSpec) -> str:
         "writes": [t.text for t in spec.writes],
         "risk": spec.risk.value,
         "idempotency_key": spec.idempotency_key.text if spec.idempotency_key else None,
+        "sinks": dict(spec.sinks),
     }
     blob = json.dumps(contract, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def _sinks(
+    tool: str, sinks: Sequence[str] | Mapping[str, str | None], params: Sequence[str]
+) -> dict[str, str | None]:
+    """Sink declarations as ``{argument: kind or None}``, checked against the parameters."""
+    declared = dict(sinks) if isinstance(sinks, Mapping) else dict.fromkeys(sinks)
+    for name in declared:
+        if name not in params:
+            raise DefinitionError(
+                f"tool {tool!r}: sink {name!r} is not a parameter; use one of {sorted(params)}"
+            )
+    return declared
 
 
 def _as_tuple(value: str | Sequence[str] | None) -> tuple[str, ...]:
@@ -289,10 +310,13 @@ def make_spec(
     secret_fields: Sequence[str] = (),
     ordered: bool = False,
     max_concurrency: int | None = None,
+    sinks: Sequence[str] | Mapping[str, str | None] = (),
+    output_trust: OutputTrust | None = None,
+    resource_version: Callable[[BaseModel], str | None] | None = None,
 ) -> ToolSpec:
     """Build a `ToolSpec` from a function and its declared contract."""
     tool_name = name or fn.__name__
-    if not TOOL_NAME.match(tool_name):
+    if not TOOL_NAME.fullmatch(tool_name):
         raise DefinitionError(
             f"tool name {tool_name!r} is not allowed: use 1 to 64 letters, digits, '_' or '-' "
             "(the strictest limit among model providers)"
@@ -364,6 +388,9 @@ def make_spec(
         secret_fields=frozenset(secret_fields),
         ordered=ordered,
         max_concurrency=max_concurrency,
+        sinks=_sinks(tool_name, sinks, params),
+        output_trust=output_trust,
+        resource_version=resource_version,
         null_means_default=_null_means_default(model),
         dump_is_canonical=not has_open_objects(json_schema(model)),
     )
@@ -393,6 +420,9 @@ def tool(
     secret_fields: Sequence[str] = (),
     ordered: bool = False,
     max_concurrency: int | None = None,
+    sinks: Sequence[str] | Mapping[str, str | None] = (),
+    output_trust: OutputTrust | None = None,
+    resource_version: Callable[[BaseModel], str | None] | None = None,
 ) -> Callable[[Callable[..., Any]], ToolSpec]: ...
 def tool(
     fn: Callable[..., Any] | None = None, /, **contract: Any
@@ -417,6 +447,13 @@ def tool(
         timeout: seconds before the outcome is declared unknown.
         max_result_chars: results longer than this are cut with a marker.
         secret_fields: arguments never written to the ledger or audit in clear.
+        sinks: arguments whose value decides where an effect goes (recipient, account,
+            URL, path, id of a thing to delete): ``["to"]`` or ``{"file_id": "file"}``
+            for a typed identifier. Their values must come from trusted input.
+        output_trust: which output comes from a trusted system of record: ``True``,
+            ``{"field": "kind"}``, or a function of one output record.
+        resource_version: ``(args) -> str``, the current version of the resource the
+            call acts on; an approval covers only that version.
         ordered: calls of this tool in one batch run in proposal order, each
             depending on the one before.
         max_concurrency: at most this many calls of this tool run at once in a

@@ -1,0 +1,235 @@
+"""Policies written as TOML files, and the argument predicates they use.
+
+```toml
+version = "2026-11-29"           # optional label recorded with approvals
+preset = "standard"              # optional fallback by risk: "none" (default) or "standard"
+untrusted_sinks = "ask"          # or "deny": sink values no trusted input vouches for
+
+[[rule]]
+name = "small refunds"
+action = "allow"                 # allow | ask | deny
+tool = "refund"                  # glob on the tool name (default "*")
+effect = "spend:*"               # optional glob on the call's effects
+reason = "..."                   # shown to the model when the rule denies
+when.amount = { le = 50 }        # every predicate must hold
+when.currency = { in = ["USD", "EUR"] }
+```
+
+Predicates: ``eq``, ``ne``, ``in``, ``not_in``, ``glob``, ``regex``, ``lt``,
+``le``, ``gt``, ``ge``, and ``under`` (a path inside a root after ``..`` and
+symlinks are resolved). Several in one table must all hold.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import os
+import re
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from callgate.errors import DefinitionError
+from callgate.policy import Action, Policy, Preset, Rule
+
+__all__ = ["ArgumentTest", "PolicyFileError", "load_policy_file", "parse_policy"]
+
+
+class PolicyFileError(DefinitionError):
+    """A policy file that cannot be loaded; the message names file, line, rule and fix."""
+
+
+_ACTIONS = {"allow": Action.ADMIT, "ask": Action.ASK, "deny": Action.DENY}
+_RULE_KEYS = {"name", "action", "tool", "effect", "reason", "when"}
+_TOP_KEYS = {"version", "preset", "untrusted_sinks", "rule"}
+_OPS = ("eq", "ne", "in", "not_in", "glob", "regex", "lt", "le", "gt", "ge", "under")
+
+
+@dataclass(frozen=True, slots=True)
+class ArgumentTest:
+    """One predicate on one argument, e.g. ``amount <= 50``; callable on argument values."""
+
+    argument: str
+    op: str
+    operand: Any
+
+    def __call__(self, values: Mapping[str, Any]) -> bool:
+        if self.argument not in values:
+            return False
+        value = values[self.argument]
+        value = getattr(value, "value", value) if not isinstance(value, str) else value
+        return _OP_FUNCS[self.op](value, self.operand)
+
+    def describe(self) -> str:
+        """The predicate as a person reads it."""
+        symbol = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+        if self.op in symbol:
+            return f"{self.argument} {symbol[self.op]} {self.operand!r}"
+        return f"{self.argument} {self.op.replace('_', ' ')} {self.operand!r}"
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(number) else number
+
+
+def _compare(check: Callable[[float, float], bool]) -> Callable[[Any, Any], bool]:
+    def run(value: Any, operand: Any) -> bool:
+        number = _number(value)
+        return number is not None and check(number, float(operand))
+
+    return run
+
+
+def _under(value: Any, root: Any) -> bool:
+    """Whether the path ``value`` lies inside ``root`` once ``..`` and symlinks are resolved."""
+    if not isinstance(value, str) or not value or "\x00" in value:
+        return False
+    resolved_root = Path(os.path.realpath(str(root)))
+    candidate = Path(value)
+    if not candidate.is_absolute():
+        candidate = resolved_root / candidate
+    resolved = Path(os.path.realpath(candidate))
+    return resolved == resolved_root or resolved_root in resolved.parents
+
+
+_OP_FUNCS: dict[str, Callable[[Any, Any], bool]] = {
+    "eq": lambda v, o: bool(v == o),
+    "ne": lambda v, o: bool(v != o),
+    "in": lambda v, o: v in o,
+    "not_in": lambda v, o: v not in o,
+    "glob": lambda v, o: isinstance(v, str) and fnmatch.fnmatchcase(v, o),
+    "regex": lambda v, o: isinstance(v, str) and o.fullmatch(v) is not None,
+    "lt": _compare(lambda a, b: a < b),
+    "le": _compare(lambda a, b: a <= b),
+    "gt": _compare(lambda a, b: a > b),
+    "ge": _compare(lambda a, b: a >= b),
+    "under": _under,
+}
+
+
+class _AllOf:
+    """Several argument tests that must all hold; named for explanations."""
+
+    def __init__(self, tests: list[ArgumentTest]) -> None:
+        self.tests = tests
+        self.__name__ = " and ".join(t.describe() for t in tests)
+        self.__qualname__ = self.__name__
+
+    def __call__(self, values: Mapping[str, Any]) -> bool:
+        return all(t(values) for t in self.tests)
+
+
+def load_policy_file(path: str | os.PathLike[str]) -> Policy:
+    """Read and validate a policy file."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PolicyFileError(f"{file}: cannot read the policy file: {exc.strerror}") from exc
+    return parse_policy(text, source=str(file))
+
+
+def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
+    """Build a `Policy` from TOML text; every error names the line and the rule."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise PolicyFileError(f"{source}: not valid TOML: {exc}") from exc
+    rule_lines = [i + 1 for i, line in enumerate(text.splitlines()) if line.strip() == "[[rule]]"]
+    unknown = set(data) - _TOP_KEYS
+    if unknown:
+        raise PolicyFileError(
+            f"{source}: unknown top-level key(s) {sorted(unknown)}; allowed: {sorted(_TOP_KEYS)}"
+        )
+    raw_rules = data.get("rule", [])
+    if not isinstance(raw_rules, list):
+        raise PolicyFileError(f"{source}: 'rule' must be an array of tables: write [[rule]]")
+    rules = []
+    for index, raw in enumerate(raw_rules):
+        line = rule_lines[index] if index < len(rule_lines) else None
+        where = f"{source}:{line}" if line else source
+        label = f"rule {index + 1}" + (f" ({raw.get('name')!r})" if raw.get("name") else "")
+        rules.append(_rule(raw, f"{where}: {label}"))
+    try:
+        return Policy(
+            rules,
+            preset=data.get("preset", Preset.NONE),
+            untrusted_sinks=data.get("untrusted_sinks", "ask"),
+            version=str(data["version"]) if "version" in data else None,
+        )
+    except DefinitionError as exc:
+        raise PolicyFileError(f"{source}: {exc}") from exc
+
+
+def _rule(raw: Any, where: str) -> Rule:
+    if not isinstance(raw, dict):
+        raise PolicyFileError(f"{where}: a rule must be a table")
+    unknown = set(raw) - _RULE_KEYS
+    if unknown:
+        raise PolicyFileError(
+            f"{where}: unknown key(s) {sorted(unknown)}; a rule may have {sorted(_RULE_KEYS)}"
+        )
+    action = raw.get("action")
+    if action not in _ACTIONS:
+        raise PolicyFileError(
+            f"{where}: action must be one of 'allow', 'ask', 'deny', got {action!r}"
+        )
+    for key in ("name", "tool", "effect", "reason"):
+        if key in raw and not isinstance(raw[key], str):
+            raise PolicyFileError(f"{where}: '{key}' must be a string, got {raw[key]!r}")
+    when = raw.get("when", {})
+    if not isinstance(when, dict):
+        raise PolicyFileError(
+            f"{where}: 'when' must be a table of argument predicates, e.g. "
+            "when.amount = { le = 50 }"
+        )
+    tests = [t for argument, spec in when.items() for t in _tests(argument, spec, where)]
+    return Rule(
+        action=_ACTIONS[action],
+        tool=raw.get("tool", "*"),
+        effect=raw.get("effect"),
+        when=_AllOf(tests) if tests else None,
+        name=raw.get("name", ""),
+        reason=raw.get("reason", ""),
+    )
+
+
+def _tests(argument: str, spec: Any, where: str) -> list[ArgumentTest]:
+    if not isinstance(spec, dict):
+        spec = {"eq": spec}
+    if not spec:
+        raise PolicyFileError(f"{where}: when.{argument} is empty; give a predicate such as eq")
+    tests = []
+    for op, operand in spec.items():
+        if op not in _OPS:
+            raise PolicyFileError(
+                f"{where}: when.{argument}: unknown predicate {op!r}; use one of {list(_OPS)}"
+            )
+        if op in ("lt", "le", "gt", "ge") and _number(operand) is None:
+            raise PolicyFileError(f"{where}: when.{argument}.{op} needs a number, got {operand!r}")
+        if op in ("in", "not_in") and not isinstance(operand, list):
+            raise PolicyFileError(
+                f'{where}: when.{argument}.{op} needs a list, e.g. ["USD", "EUR"]'
+            )
+        if op in ("glob", "under") and not isinstance(operand, str):
+            raise PolicyFileError(f"{where}: when.{argument}.{op} needs a string")
+        if op == "regex":
+            if not isinstance(operand, str):
+                raise PolicyFileError(f"{where}: when.{argument}.regex needs a string")
+            try:
+                operand = re.compile(operand)
+            except re.error as exc:
+                raise PolicyFileError(
+                    f"{where}: when.{argument}.regex is not a valid regular expression: {exc}"
+                ) from exc
+        tests.append(ArgumentTest(argument, op, operand))
+    return tests
