@@ -32,6 +32,15 @@ def version() -> None:
     typer.echo(__version__)
 
 
+def _add_sub_apps() -> None:
+    from callgate.cli import policy
+
+    app.add_typer(policy.app, name="policy")
+
+
+_add_sub_apps()
+
+
 def main() -> None:
     """Entry point of the ``callgate`` console script."""
     app()
