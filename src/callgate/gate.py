@@ -61,6 +61,8 @@ class Gate:
         max_concurrency: calls of one batch running at once (async submit).
         approval_ttl: seconds before an approval request expires.
         secret_patterns: regexes of credential-shaped text to redact everywhere.
+        repair: try a conservative repair of argument text that is not JSON
+            (``callgate.parse.repair_json``); a repaired call is marked ``repaired``.
     """
 
     def __init__(
@@ -75,6 +77,7 @@ class Gate:
         max_concurrency: int = 16,
         approval_ttl: float = DEFAULT_APPROVAL_TTL,
         secret_patterns: Iterable[str] | None = None,
+        repair: bool = True,
     ) -> None:
         if not isinstance(registry, Registry):
             raise DefinitionError(f"Gate needs a Registry, got {type(registry).__name__}")
@@ -88,6 +91,7 @@ class Gate:
         self.max_concurrency = max_concurrency
         self.approval_ttl = approval_ttl
         self.redactor = Redactor() if secret_patterns is None else Redactor(secret_patterns)
+        self.repair = repair
 
     def run(self, *, authority: Authority, run_id: str | None = None) -> Run:
         """Start a run: a sequence of batches under one authority, sharing evidence."""
@@ -255,9 +259,10 @@ class Run:
         spec = gate.registry.get(call.name)
         if spec is None:
             return self._rejected(call, None, unknown_tool(call.name, gate.registry))
-        model = self._validated(call, spec)
-        if isinstance(model, Observation):
-            return model
+        validated = self._validated(call, spec)
+        if isinstance(validated, Observation):
+            return validated
+        call, model = validated
         decision = authorize(spec, model, self.authority, gate.policy, self.evidence)
         if decision.rejection is not None:
             return self._rejected(call, spec, decision.rejection, model=model, decision=decision)
@@ -303,21 +308,25 @@ class Run:
             secrets=tuple(secrets),
         )
 
-    def _validated(self, call: ToolCall, spec: ToolSpec) -> BaseModel | Observation:
-        """Stages parse, schema and semantic: the typed arguments, or the rejection."""
+    def _validated(
+        self, call: ToolCall, spec: ToolSpec
+    ) -> tuple[ToolCall, BaseModel] | Observation:
+        """Stages parse, schema and semantic: the call (marked if repaired) and typed arguments."""
         arguments = call.arguments
         if isinstance(arguments, str) and arguments:
             fast = validate_text_fast(spec, arguments)
             if fast is not None:
                 checked = run_checks(spec, fast) if spec.checks else None
-                return fast if checked is None else self._rejected(call, spec, checked)
-        parsed = parse_arguments(arguments)
+                return (call, fast) if checked is None else self._rejected(call, spec, checked)
+        parsed = parse_arguments(arguments, repair=self.gate.repair)
         if isinstance(parsed, Rejection):
             return self._rejected(call, spec, parsed)
+        if parsed.repaired:
+            call = dataclasses.replace(call, repaired=True)
         model = validate_arguments(spec, parsed.value, parsed.text)
         if isinstance(model, Rejection):
             return self._rejected(call, spec, model, raw=parsed)
-        return model
+        return call, model
 
     @staticmethod
     def _canonical(spec: ToolSpec, model: BaseModel) -> str:
