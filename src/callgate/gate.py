@@ -35,6 +35,7 @@ from callgate.parse import ParsedArguments, parse_arguments
 from callgate.policy import Action, Authority, Decision, Policy, authorize
 from callgate.redact import Redactor
 from callgate.schedule import (
+    Batch,
     dependency_failed,
     find_cycle,
     plan_batch,
@@ -58,7 +59,12 @@ class Gate:
         approvals: where approval requests wait for a person.
         read_retries: extra attempts for a read-only call whose outcome was unknown.
         default_timeout: seconds allowed to tools that declare no timeout.
-        max_concurrency: calls of one batch running at once (async submit).
+        max_concurrency: calls of one batch running at once (tools may set a
+            lower bound of their own with ``@tool(max_concurrency=...)``).
+        max_batch_calls: calls one batch may propose; calls beyond the first
+            ``max_batch_calls`` are rejected at stage ``schedule``, not run.
+        batch_deadline: seconds a batch may take once scheduling starts (None:
+            no deadline); ``submit(..., deadline=...)`` overrides it per batch.
         approval_ttl: seconds before an approval request expires.
         secret_patterns: regexes of credential-shaped text to redact everywhere.
         repair: try a conservative repair of argument text that is not JSON
@@ -75,6 +81,8 @@ class Gate:
         read_retries: int = 2,
         default_timeout: float | None = None,
         max_concurrency: int = 16,
+        max_batch_calls: int = 64,
+        batch_deadline: float | None = None,
         approval_ttl: float = DEFAULT_APPROVAL_TTL,
         secret_patterns: Iterable[str] | None = None,
         repair: bool = True,
@@ -88,7 +96,17 @@ class Gate:
         self.settings = ExecutionSettings(
             read_retries=read_retries, default_timeout=default_timeout
         )
+        bounds = (("max_concurrency", max_concurrency), ("max_batch_calls", max_batch_calls))
+        for name, value in bounds:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise DefinitionError(f"Gate {name} must be a positive integer, got {value!r}")
+        if batch_deadline is not None and not batch_deadline > 0:
+            raise DefinitionError(
+                f"Gate batch_deadline must be positive seconds or None, got {batch_deadline!r}"
+            )
         self.max_concurrency = max_concurrency
+        self.max_batch_calls = max_batch_calls
+        self.batch_deadline = batch_deadline
         self.approval_ttl = approval_ttl
         self.redactor = Redactor() if secret_patterns is None else Redactor(secret_patterns)
         self.repair = repair
@@ -112,52 +130,59 @@ class Run:
 
     # -- public ------------------------------------------------------------
 
-    def submit(self, calls: Iterable[ToolCall]) -> list[Observation]:
+    def submit(
+        self, calls: Iterable[ToolCall], *, deadline: float | None = None
+    ) -> list[Observation]:
         """Run a batch of proposed calls; one observation per call, in the same order.
 
-        Calls run in the calling thread, in an order that respects their
-        dependencies and conflicts; a sync tool without a timeout never hops
-        to another thread.
+        Independent calls run concurrently (sync tools in worker threads, async
+        tools on an event loop), conflicting ones in proposal order; see
+        docs/schedule.md. A lone call runs in the calling thread. ``deadline``
+        (seconds; default the gate's ``batch_deadline``) bounds the batch.
         """
         staged = self._admit_batch(calls)
         admitted = [s for s in staged if isinstance(s, Admitted)]
         if not admitted:
             return self._merge(staged, [])
         gate = self.gate
+        limit = self._deadline(deadline)
+        if len(admitted) == 1 and limit is None:
+            item = admitted[0]
+            one = execute_sync(item, gate.ledger, self.evidence, gate.redactor, gate.settings)
+            return [one] if len(staged) == 1 else self._merge(staged, [one])
+        done = run_batch_sync(
+            self._plan(admitted),
+            self._execute,
+            max_concurrency=gate.max_concurrency,
+            deadline=limit,
+            on_skipped=self._skipped,
+        )
+        return self._merge(staged, done)
 
-        def one(item: Admitted) -> Observation:
-            return execute_sync(item, gate.ledger, self.evidence, gate.redactor, gate.settings)
+    async def asubmit(
+        self, calls: Iterable[ToolCall], *, deadline: float | None = None
+    ) -> list[Observation]:
+        """Like `submit`, on the running event loop; independent calls run concurrently.
 
-        if len(staged) == 1:
-            return [one(admitted[0])]
-        done = run_batch_sync(plan_batch(admitted), one)
-        return self._merge(staged, [done[i] for i in range(len(admitted))])
-
-    async def asubmit(self, calls: Iterable[ToolCall]) -> list[Observation]:
-        """Like `submit`, on the running event loop; independent calls run concurrently."""
+        If the caller is cancelled, calls not yet started are recorded as
+        rejected (never started), running calls as ``unknown``, and the
+        cancellation propagates.
+        """
         staged = self._admit_batch(calls)
         admitted = [s for s in staged if isinstance(s, Admitted)]
         if not admitted:
             return self._merge(staged, [])
-        if len(admitted) > 1:
-            admitted = [dataclasses.replace(a, offload=True) for a in admitted]
-        gate = self.gate
-        if len(staged) == 1:
-            return [
-                await execute_async(
-                    admitted[0], gate.ledger, self.evidence, gate.redactor, gate.settings
-                )
-            ]
-
-        async def one(item: Admitted) -> Observation:
-            return await execute_async(
-                item, gate.ledger, self.evidence, gate.redactor, gate.settings
-            )
-
+        limit = self._deadline(deadline)
+        if len(staged) == 1 and limit is None:
+            return [await self._execute(admitted[0])]
         done = await run_batch_async(
-            plan_batch(admitted), one, max_concurrency=gate.max_concurrency
+            self._plan(admitted),
+            self._execute,
+            max_concurrency=self.gate.max_concurrency,
+            deadline=limit,
+            on_skipped=self._skipped,
         )
-        return self._merge(staged, [done[i] for i in range(len(admitted))])
+        return self._merge(staged, done)
 
     def resume(self) -> list[Observation]:
         """Submit again the calls of this run whose approval has since been decided."""
@@ -175,6 +200,39 @@ class Run:
         return list(self._pending)
 
     # -- stages --------------------------------------------------------------
+
+    def _deadline(self, deadline: float | None) -> float | None:
+        """The batch deadline in seconds: the submit argument, else the gate's."""
+        if deadline is None:
+            return self.gate.batch_deadline
+        if not deadline > 0:
+            raise ValueError(f"deadline must be positive seconds or None, got {deadline!r}")
+        return deadline
+
+    @staticmethod
+    def _plan(admitted: list[Admitted]) -> Batch:
+        """The batch graph; with several calls, sync handlers go to worker threads."""
+        if len(admitted) > 1:
+            admitted = [dataclasses.replace(a, offload=True) for a in admitted]
+        return plan_batch(admitted)
+
+    async def _execute(self, item: Admitted) -> Observation:
+        gate = self.gate
+        return await execute_async(item, gate.ledger, self.evidence, gate.redactor, gate.settings)
+
+    def _skipped(self, item: Admitted, obs: Observation) -> None:
+        """Record a call the scheduler settled without running it (it was recorded admitted)."""
+        if item.record is not None:
+            self.gate.ledger.record_decision(
+                dataclasses.replace(
+                    item.record,
+                    state=CallState.REJECTED,
+                    stage=obs.stage.value,
+                    message=obs.content,
+                    updated_at=time.time(),
+                )
+            )
+
 
     @staticmethod
     def _merge(
@@ -203,11 +261,13 @@ class Run:
             counts[call.id] = counts.get(call.id, 0) + 1
         in_cycle = find_cycle(calls)
         staged: list[Observation | Admitted] = []
-        for call in calls:
+        for index, call in enumerate(calls):
             if counts[call.id] > 1 or not call.id:
                 staged.append(self._bad_id(call))
-            elif call.id in in_cycle:
+            elif in_cycle:
                 staged.append(self._cycle(call, in_cycle))
+            elif index >= self.gate.max_batch_calls:
+                staged.append(self._too_many(call, len(calls)))
             else:
                 staged.append(self._admit(call))
         if any(c.after for c in calls):
@@ -240,16 +300,33 @@ class Run:
                         changed = True
 
     def _cycle(self, call: ToolCall, cycle: Sequence[str]) -> Observation:
+        """A cycle of ``after`` dependencies rejects the whole batch: nothing runs."""
+        path = " -> ".join(bounded(c, 80) for c in [*cycle, cycle[0]])
+        if call.id in cycle:
+            text = f"the calls' 'after' dependencies form a cycle: {path}"
+        else:
+            text = f"the batch was not run because its 'after' dependencies form a cycle: {path}"
+        rejection = Rejection(
+            stage=Stage.SCHEDULE,
+            problems=(Problem(rule="dependency_cycle", message=text),),
+            advice="Nothing in this batch was executed. Send the calls again without the cycle.",
+        )
+        return self._rejected(call, self.gate.registry.get(call.name), rejection)
+
+    def _too_many(self, call: ToolCall, proposed: int) -> Observation:
+        """A call beyond the gate's per-batch bound: rejected, never silently dropped."""
+        limit = self.gate.max_batch_calls
         rejection = Rejection(
             stage=Stage.SCHEDULE,
             problems=(
                 Problem(
-                    rule="dependency_cycle",
-                    message="the calls' 'after' dependencies form a cycle: "
-                    + " -> ".join([*cycle, cycle[0]]),
+                    rule="batch_too_large",
+                    message=f"this batch proposed {proposed} calls and at most {limit} run per "
+                    f"batch; this call came after the first {limit}",
                 ),
             ),
-            advice="Nothing in this cycle was executed. Send the calls again without the cycle.",
+            advice="Nothing was executed for this call. Send it again in a later turn, once "
+            "the results of this batch are in.",
         )
         return self._rejected(call, self.gate.registry.get(call.name), rejection)
 
