@@ -430,6 +430,10 @@ def test_cycle_rejects_the_whole_batch_and_runs_nothing() -> None:
 
 def test_call_after_itself_is_a_cycle() -> None:
     assert find_cycle([ToolCall(id="a", name="t", after=("a",))]) == ["a"]
+    observations, timeline, _ = submit_virtual([call("a", res="x", after=["a"])])
+    assert observations[0].status is Status.REJECTED
+    assert "form a cycle: a -> a" in observations[0].content
+    assert timeline.spans == {}
 
 
 def test_find_cycle_handles_long_chains_without_recursion() -> None:

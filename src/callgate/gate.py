@@ -245,7 +245,8 @@ class Run:
     def _admit_batch(self, calls: Iterable[ToolCall]) -> list[Observation | Admitted]:
         """Admit each call; reject duplicates, dependency cycles and failed dependencies."""
         calls = list(calls)
-        if len(calls) == 1 and isinstance(calls[0], ToolCall) and calls[0].id:
+        lone = len(calls) == 1 and isinstance(calls[0], ToolCall)
+        if lone and calls[0].id and not calls[0].after:
             single = self._admit(calls[0])
             if isinstance(single, Admitted):
                 self._record_admitted(single)
