@@ -12,6 +12,7 @@ import dataclasses
 import time
 import uuid
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -33,6 +34,7 @@ from callgate.ledger.memory import MemoryLedger
 from callgate.messages import Problem, Rejection, bounded
 from callgate.parse import ParsedArguments, parse_arguments
 from callgate.policy import Action, Authority, Decision, Policy, authorize
+from callgate.provenance import OutputTrust, Provenance
 from callgate.redact import Redactor
 from callgate.schedule import (
     Batch,
@@ -111,11 +113,27 @@ class Gate:
         self.redactor = Redactor() if secret_patterns is None else Redactor(secret_patterns)
         self.repair = repair
 
-    def run(self, *, authority: Authority, run_id: str | None = None) -> Run:
-        """Start a run: a sequence of batches under one authority, sharing evidence."""
+    def run(
+        self,
+        *,
+        authority: Authority,
+        run_id: str | None = None,
+        trusted: Iterable[str] = (),
+        trusted_values: Iterable[Any] = (),
+    ) -> Run:
+        """Start a run: a sequence of batches under one authority, sharing evidence.
+
+        ``trusted`` is the run's trusted text (system, developer and user
+        messages); ``trusted_values`` are values the application vouches for.
+        Sink arguments must come from them or from trusted tool output.
+        """
         if not isinstance(authority, Authority):
             raise DefinitionError(f"run() needs an Authority, got {type(authority).__name__}")
-        return Run(self, authority, run_id or "run_" + uuid.uuid4().hex[:20])
+        if isinstance(trusted, str):
+            trusted = [trusted]
+        run = Run(self, authority, run_id or "run_" + uuid.uuid4().hex[:20])
+        run.provenance = Provenance(trusted, trusted_values)
+        return run
 
 
 class Run:
@@ -126,7 +144,16 @@ class Run:
         self.authority = authority
         self.id = run_id
         self.evidence = Evidence()
+        self.provenance = Provenance()
         self._pending: dict[str, ToolCall] = {}
+
+    def trust(self, text: str) -> None:
+        """Add trusted text to the run, e.g. the user's next message."""
+        self.provenance.add_trusted_text(text)
+
+    def trust_value(self, value: Any, kind: str | None = None) -> None:
+        """Vouch for one value (optionally of a kind, such as ``"file"``)."""
+        self.provenance.add_trusted_value(value, kind)
 
     # -- public ------------------------------------------------------------
 
@@ -232,7 +259,6 @@ class Run:
                     updated_at=time.time(),
                 )
             )
-
 
     @staticmethod
     def _merge(
@@ -341,7 +367,11 @@ class Run:
         if isinstance(validated, Observation):
             return validated
         call, model = validated
-        decision = authorize(spec, model, self.authority, gate.policy, self.evidence)
+        provenance = None
+        if spec.sinks:
+            provenance = self.provenance
+            provenance.absorb(self.evidence, self._output_trust)
+        decision = authorize(spec, model, self.authority, gate.policy, self.evidence, provenance)
         if decision.rejection is not None:
             return self._rejected(call, spec, decision.rejection, model=model, decision=decision)
         canonical = self._canonical(spec, model)
@@ -425,8 +455,12 @@ class Run:
         """An approval that releases exactly this call, or the pending/denied observation."""
         gate = self.gate
         principal = self.authority.principal
+        version = spec.resource_version(model) if spec.resource_version is not None else None
         used = gate.approvals.consume(
-            principal=principal, tool=spec.name, arguments_hash=request_hash, resource_version=None
+            principal=principal,
+            tool=spec.name,
+            arguments_hash=request_hash,
+            resource_version=version,
         )
         if used is not None:
             gate.ledger.record_event(
@@ -438,6 +472,9 @@ class Run:
             return used
         now = time.time()
         preview = spec.preview(model) if spec.preview else f"{spec.name}({canonical})"
+        why = "; ".join(f.explain() for f in decision.provenance)
+        if why:
+            preview = f"{preview} [provenance: {why}]"
         request = gate.approvals.request(
             ApprovalRequest(
                 id=new_approval_id(),
@@ -451,9 +488,17 @@ class Run:
                 preview=gate.redactor.text(preview),
                 created_at=now,
                 expires_at=now + gate.approval_ttl,
+                resource_version=version,
                 policy_version=gate.policy.version,
             )
         )
+        if decision.provenance:
+            gate.ledger.record_event(
+                "provenance.untrusted_sink",
+                run_id=self.id,
+                call_id=call.id,
+                data={"findings": [f.as_dict() for f in decision.provenance]},
+            )
         if request.status is ApprovalStatus.DENIED:
             rejection = Rejection(
                 stage=Stage.APPROVAL,
@@ -498,6 +543,10 @@ class Run:
 
     # -- helpers -------------------------------------------------------------
 
+    def _output_trust(self, tool: str) -> OutputTrust | None:
+        spec = self.gate.registry.get(tool)
+        return spec.output_trust if spec is not None else None
+
     def _idempotency_key(self, call: ToolCall, spec: ToolSpec, model: BaseModel) -> str:
         """The tool's business key (scoped to principal and tool), or the run and call ids."""
         if spec.idempotency_key is not None:
@@ -541,6 +590,13 @@ class Run:
         record: bool = True,
     ) -> Observation:
         message = rejection.message
+        if decision is not None and decision.provenance:
+            self.gate.ledger.record_event(
+                "provenance.untrusted_sink",
+                run_id=self.id,
+                call_id=call.id,
+                data={"findings": [f.as_dict() for f in decision.provenance]},
+            )
         if record:
             if model is not None and spec is not None:
                 arguments = self._redacted_arguments(spec, model)
