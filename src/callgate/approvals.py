@@ -69,7 +69,8 @@ class Approvals(abc.ABC):
 
     @abc.abstractmethod
     def request(self, request: ApprovalRequest) -> ApprovalRequest:
-        """Store ``request``, or return the open request already bound to the same effect."""
+        """Store ``request``, or return the unexpired pending, approved or denied request
+        already bound to the same effect (a denied call stays denied until it expires)."""
 
     @abc.abstractmethod
     def consume(
@@ -122,7 +123,8 @@ class MemoryApprovals(Approvals):
         with self._lock:
             for item in self._items.values():
                 if (
-                    item.status in (ApprovalStatus.PENDING, ApprovalStatus.APPROVED)
+                    item.status
+                    in (ApprovalStatus.PENDING, ApprovalStatus.APPROVED, ApprovalStatus.DENIED)
                     and item.expires_at > request.created_at
                     and item.binds(
                         principal=request.principal,

@@ -31,7 +31,7 @@ class Effect(NamedTuple):
     def __str__(self) -> str:
         if self.quantity is None:
             return self.name
-        q = int(self.quantity) if self.quantity == int(self.quantity) else self.quantity
+        q = int(self.quantity) if float(self.quantity).is_integer() else self.quantity
         return f"{self.name}={q}"
 
 

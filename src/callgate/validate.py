@@ -54,8 +54,9 @@ def validate_arguments(
             k: v for k, v in arguments.items() if not (v is None and k in spec.null_means_default)
         }
     try:
+        # No arguments may come from blank text ("" from several providers): not JSON.
         model = spec.arguments_model.model_validate_json(
-            text if text is not None else json.dumps(arguments)
+            text if text is not None and arguments else json.dumps(arguments)
         )
     except ValidationError as exc:
         return Rejection(
