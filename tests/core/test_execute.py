@@ -6,6 +6,7 @@ idempotency key ``{operation_id}``) and small purpose-built tools.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from typing import Any
 
@@ -414,6 +415,8 @@ def test_unexpected_exception_text_never_reaches_the_model() -> None:
     assert obs.status is Status.UNKNOWN
     assert CANARY not in obs.content
     assert "RuntimeError" in obs.content
+    assert "Traceback" not in obs.content
+    assert 'File "' not in obs.content
     assert all(CANARY not in str(d) for d in obs.details)
 
 
@@ -616,3 +619,105 @@ def test_is_error_is_false_only_for_ok() -> None:
     bad = one(single_tool_run(_behaving("read:x", None, "failure")), "probe", {"n": 1})
     assert ok.is_error is False
     assert bad.is_error is True
+
+
+def test_same_operation_twice_in_one_batch_runs_once() -> None:
+    """Two calls of one batch with one idempotency key and the same arguments: one commit."""
+    db = OrderDatabase()
+    run = Gate(orders_registry(db)).run(authority=ALLOW_ALL)
+    read_status(run)
+    observations = run.submit(
+        [
+            ToolCall(id="c1", name="cancel_order", arguments=cancel(3)),
+            ToolCall(id="c2", name="cancel_order", arguments=cancel(3)),
+        ]
+    )
+    assert [o.call_id for o in observations] == ["c1", "c2"]
+    assert [o.status for o in observations] == [Status.OK, Status.OK]
+    assert db.calls["cancel_order"] == 1
+    assert db.commits == [("A-100", "op-1")]
+
+
+def test_one_key_for_two_different_operations_in_one_batch_runs_one_of_them() -> None:
+    """Same ``operation_id`` on two orders in one batch: one runs, the other is refused."""
+    db = OrderDatabase()
+    run = Gate(orders_registry(db)).run(authority=ALLOW_ALL)
+    read_status(run, "A-100")
+    read_status(run, "B-200", call_id="read-b")
+    observations = run.submit(
+        [
+            ToolCall(id="c1", name="cancel_order", arguments=cancel(3, "op-1", "A-100")),
+            ToolCall(id="c2", name="cancel_order", arguments=cancel(1, "op-1", "B-200")),
+        ]
+    )
+    assert sorted(o.status.value for o in observations) == ["ok", "rejected"]
+    refused = next(o for o in observations if o.status is Status.REJECTED)
+    assert refused.stage is Stage.EXECUTE
+    assert db.calls["cancel_order"] == 1
+    assert len(db.commits) == 1
+
+
+# -- postconditions ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("holds", "status"), [(True, Status.OK), (False, Status.ERROR)])
+def test_postcondition_decides_whether_a_reported_success_is_ok(
+    holds: bool, status: Status
+) -> None:
+    """A handler saying "done" is not proof: ``verify`` checks the authoritative state."""
+    db = OrderDatabase()
+    checked: list[Any] = []
+
+    def verify(args: Any, result: Any) -> bool:
+        checked.append(result)
+        return holds
+
+    @tool(effects="write:orders", verify=verify)
+    def mark_shipped(order_id: str) -> dict:
+        """Mark an order shipped."""
+        return {"order_id": order_id, "status": "shipped"}
+
+    obs = one(single_tool_run(mark_shipped), "mark_shipped", {"order_id": "A-100"})
+    assert obs.status is status
+    assert checked == [{"order_id": "A-100", "status": "shipped"}]
+    if not holds:
+        assert obs.stage is Stage.VERIFY
+        assert "postcondition" in obs.content
+    assert db.rows["A-100"].status == "placed"
+
+
+def test_sync_handler_past_its_timeout_is_unknown() -> None:
+    """A blocking sync handler that overruns its timeout is reported ``unknown``, not waited for."""
+    import threading
+
+    release = threading.Event()
+
+    @tool(effects="write:x", timeout=0.05)
+    def hang(n: int) -> str:
+        """Hang."""
+        release.wait(2)
+        return "late"
+
+    try:
+        started = time.monotonic()
+        obs = one(single_tool_run(hang), "hang", {"n": 1})
+        elapsed = time.monotonic() - started
+    finally:
+        release.set()
+    assert obs.status is Status.UNKNOWN
+    assert obs.retryable is False
+    assert elapsed < 1.0
+
+
+def test_default_timeout_applies_to_tools_without_one() -> None:
+    """``Gate(default_timeout=...)`` bounds async tools that declare no timeout."""
+
+    @tool(effects="read:x")
+    async def slow(n: int) -> str:
+        """Slow."""
+        await anyio.sleep(5)
+        return "late"
+
+    obs = one(single_tool_run(slow, default_timeout=0.05, read_retries=0), "slow", {"n": 1})
+    assert obs.status is Status.UNKNOWN
+    assert obs.retryable is True

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import itertools
+import time
 from typing import Any
 
 import pytest
 
 from callgate import (
+    ApprovalError,
     Authority,
     Gate,
     Observation,
@@ -491,3 +493,35 @@ def test_evidence_records_the_read_result() -> None:
     assert item.call_id == "read"
     assert item.result == {"order_id": "A-100", "status": "placed", "revision": 3}
     assert run.evidence.latest("get_order_status", order_id="B-200") is None
+
+
+def test_approving_an_expired_request_fails_and_the_call_stays_unrun() -> None:
+    """An approval request past its expiry cannot be approved; proposing again asks anew."""
+    store = GroceryStore()
+    gate = Gate(grocery_registry(store), policy=ASK_ORDERS, approval_ttl=0.05)
+    run = gate.run(authority=ALLOW_ALL)
+    with_cart(run)
+    pending = one(run, "place_order", order(20))
+    assert pending.approval_id is not None
+    time.sleep(0.08)
+    with pytest.raises(ApprovalError, match="expired"):
+        gate.approvals.approve(pending.approval_id, by="manager")
+    again = one(run, "place_order", order(20), call_id="c2")
+    assert again.status is Status.PENDING
+    assert again.approval_id != pending.approval_id
+    assert store.calls["place_order"] == 0
+
+
+def test_an_approval_can_be_decided_only_once() -> None:
+    """Approving a request twice, or denying an approved one, is an `ApprovalError`."""
+    run, _ = grocery_run(policy=ASK_ORDERS)
+    with_cart(run)
+    pending = one(run, "place_order", order(20))
+    assert pending.approval_id is not None
+    run.gate.approvals.approve(pending.approval_id, by="manager")
+    with pytest.raises(ApprovalError):
+        run.gate.approvals.approve(pending.approval_id, by="manager")
+    with pytest.raises(ApprovalError):
+        run.gate.approvals.deny(pending.approval_id, by="manager", reason="changed my mind")
+    with pytest.raises(ApprovalError):
+        run.gate.approvals.approve("apr_does_not_exist", by="manager")
