@@ -1,0 +1,212 @@
+"""Google Gemini: ``functionCall`` parts in, ``functionResponse`` parts out.
+
+`extract` reads a ``GenerateContentResponse`` (first candidate) or a
+``Content``, as decoded REST JSON (camelCase) or as the snake_case dump of
+an SDK object. Gemini's calls often have no ids: each gets a stable one
+built from the response and the part's position, so the same response
+always gives the same ids and the answers pair up by id. `render` answers
+in one ``user`` content of ``functionResponse`` parts, in call order, with
+the model's own id echoed only when it sent one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from callgate.calls import Observation, Status, ToolCall
+from callgate.providers.base import (
+    Extraction,
+    Tools,
+    as_data,
+    as_list,
+    as_text,
+    cut_off,
+    finish,
+    observation_text,
+    pick,
+    specs_of,
+    synthetic_id,
+    unreadable,
+)
+from callgate.schema import inline_refs
+
+__all__ = ["extract", "render", "tool_definitions"]
+
+SYNTHETIC_PREFIX = "call_"
+"""Prefix of the ids callgate assigns; Gemini's own ids are echoed, these are not."""
+
+_CUT = "the response reached the output token limit"
+
+
+def extract(response: Any) -> Extraction:
+    """The function calls and text of the first candidate, in part order."""
+    data = as_data(response)
+    candidate = data
+    if isinstance(data, Mapping) and "candidates" in data:
+        candidates = as_list(data["candidates"])
+        candidate = candidates[0] if candidates else {}
+    content = pick(candidate, "content")
+    if content is None:
+        content = candidate
+    stop = pick(candidate, "finishReason", "finish_reason")
+    stop = stop if isinstance(stop, str) else None
+    truncated = stop == "MAX_TOKENS"
+    parts = as_list(pick(content, "parts"))
+    seed = as_text(pick(data, "responseId", "response_id")) or _fingerprint(parts)
+    items: list[ToolCall | Observation] = []
+    text: list[str] = []
+    for position, part in enumerate(parts):
+        call = pick(part, "functionCall", "function_call")
+        if call is not None:
+            own_id = as_text(pick(call, "id"))
+            call_id = own_id or _assigned_id(seed, position)
+            name = as_text(pick(call, "name"))
+            if truncated and position == len(parts) - 1:
+                items.append(cut_off(call_id, name, _CUT))
+            else:
+                items.append(_call(call_id, name, pick(call, "args")))
+        elif not pick(part, "thought"):
+            text.append(as_text(pick(part, "text")))
+    return finish(items, text="".join(text), stop_reason=stop, truncated=truncated)
+
+
+def _assigned_id(seed: str, position: int) -> str:
+    return synthetic_id("gemini", seed, str(position))
+
+
+def _fingerprint(parts: list[Any]) -> str:
+    """The parts as canonical JSON: responses without a ``responseId`` differ by content."""
+    return json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _call(call_id: str, name: str, arguments: Any) -> ToolCall | Observation:
+    if arguments is None:
+        return ToolCall(id=call_id, name=name, arguments={})
+    if isinstance(arguments, Mapping):
+        return ToolCall(id=call_id, name=name, arguments=dict(arguments))
+    return unreadable(call_id, name, "the functionCall 'args' must be an object")
+
+
+def render(observations: Sequence[Observation]) -> list[dict[str, Any]]:
+    """One ``user`` content with a ``functionResponse`` part per observation, in order.
+
+    The response is ``{"output": text}`` for ``ok`` and ``{"error": text}``
+    otherwise, the keys Gemini reads as success and failure.
+    """
+    if not observations:
+        return []
+    parts = []
+    for obs in observations:
+        key = "output" if obs.status is Status.OK else "error"
+        response: dict[str, Any] = {"name": obs.tool, "response": {key: observation_text(obs)}}
+        if not _is_assigned(obs.call_id):
+            response["id"] = obs.call_id
+        parts.append({"functionResponse": response})
+    return [{"role": "user", "parts": parts}]
+
+
+def _is_assigned(call_id: str) -> bool:
+    return call_id.startswith(SYNTHETIC_PREFIX) and len(call_id) == len(SYNTHETIC_PREFIX) + 24
+
+
+# -- schema export ---------------------------------------------------------------
+
+# The OpenAPI 3.0 subset Gemini's function declarations accept. Constraints
+# outside it are dropped from what the model is told; the gate enforces them.
+_KEEP = frozenset(
+    {
+        "type",
+        "format",
+        "description",
+        "nullable",
+        "enum",
+        "items",
+        "properties",
+        "required",
+        "anyOf",
+        "minItems",
+        "maxItems",
+        "minimum",
+        "maximum",
+        "minLength",
+        "maxLength",
+        "pattern",
+    }
+)
+_FORMATS = frozenset({"date-time", "int32", "int64", "float", "double", "enum"})
+
+
+def tool_definitions(tools: Tools) -> list[dict[str, Any]]:
+    """Gemini ``functionDeclarations``: ``{"name", "description", "parameters"}`` per tool.
+
+    Put them in a request as ``tools=[{"functionDeclarations": [...]}]``. A
+    tool without parameters has no ``parameters`` (Gemini rejects an object
+    schema with no properties).
+    """
+    declarations = []
+    for spec in specs_of(tools):
+        declaration: dict[str, Any] = {"name": spec.name}
+        if spec.description:
+            declaration["description"] = spec.description
+        if spec.input_schema.get("properties"):
+            declaration["parameters"] = openapi_schema(spec.input_schema)
+        declarations.append(declaration)
+    return declarations
+
+
+def openapi_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A JSON Schema rewritten into Gemini's OpenAPI subset.
+
+    References are inlined, ``anyOf`` with ``null`` becomes ``nullable``,
+    ``const`` becomes a one-value ``enum``, and keywords outside the subset
+    (``additionalProperties``, ``default``, exclusive bounds, ...) are dropped.
+    """
+    converted: dict[str, Any] = _convert(inline_refs(schema))
+    return converted
+
+
+def _convert(node: Any) -> Any:
+    if not isinstance(node, dict):
+        return node
+    node = dict(node)
+    nullable = False
+    alternatives = node.get("anyOf")
+    if isinstance(alternatives, list):
+        others = [a for a in alternatives if not (isinstance(a, dict) and a.get("type") == "null")]
+        nullable = len(others) < len(alternatives)
+        del node["anyOf"]
+        if len(others) == 1 and isinstance(others[0], dict):
+            node = {**others[0], **node}
+        else:
+            node["anyOf"] = others
+    kind = node.get("type")
+    if isinstance(kind, list):
+        others = [k for k in kind if k != "null"]
+        nullable = nullable or len(others) < len(kind)
+        node["type"] = others[0] if len(others) == 1 else others
+    if kind == "null":
+        nullable = True
+    if "const" in node:
+        node["enum"] = [node.pop("const")]
+    enum = node.get("enum")
+    if isinstance(enum, list) and not all(isinstance(v, str) for v in enum):
+        del node["enum"]  # Gemini enums are strings only
+    if node.get("format") not in _FORMATS:
+        node.pop("format", None)
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key not in _KEEP:
+            continue
+        if key == "properties" and isinstance(value, dict):
+            out[key] = {name: _convert(sub) for name, sub in value.items()}
+        elif key == "items":
+            out[key] = _convert(value)
+        elif key == "anyOf" and isinstance(value, list):
+            out[key] = [_convert(sub) for sub in value]
+        else:
+            out[key] = value
+    if nullable:
+        out["nullable"] = True
+    return out
