@@ -213,6 +213,7 @@ class Policy:
                 f"untrusted_sinks must be 'ask' or 'deny', got {untrusted_sinks!r}"
             )
         self.untrusted_sinks = Action(sinks)
+        self.has_predicates = any(r.when is not None for r in self.rules)
         described = [r.describe() for r in self.rules]
         described.append(f"preset={self.preset.value}|sinks={self.untrusted_sinks.value}")
         digest = hashlib.sha256("\n".join(described).encode()).hexdigest()
@@ -293,7 +294,9 @@ def authorize(
                 stage=Stage.POLICY, problems=problems, advice=_DENIED_ADVICE, retryable=False
             ),
         )
-    action, rule = policy.decide(spec, values, effects)
+    # Predicates see JSON values ("USD", not Currency.USD), as in a policy file.
+    plain = arguments.model_dump(mode="json") if policy.has_predicates else values
+    action, rule = policy.decide(spec, plain, effects)
     if action is Action.DENY:
         if rule is None:
             text = f"no policy rule allows the tool '{spec.name}' in this run"

@@ -315,7 +315,7 @@ def make_spec(
     resource_version: Callable[[BaseModel], str | None] | None = None,
 ) -> ToolSpec:
     """Build a `ToolSpec` from a function and its declared contract."""
-    tool_name = name or fn.__name__
+    tool_name = fn.__name__ if name is None else name
     if not TOOL_NAME.fullmatch(tool_name):
         raise DefinitionError(
             f"tool name {tool_name!r} is not allowed: use 1 to 64 letters, digits, '_' or '-' "
