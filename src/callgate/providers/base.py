@@ -185,8 +185,9 @@ def finish(items: Iterable[ToolCall | Observation], **fields: Any) -> Extraction
     unambiguously, so none of the calls sharing it is executed.
     """
     items = list(items)
-    counts = Counter(item.id for item in items if isinstance(item, ToolCall))
-    if any(n > 1 for n in counts.values()):
+    ids = [item.id for item in items if isinstance(item, ToolCall)]
+    if len(set(ids)) < len(ids):
+        counts = Counter(ids)
         items = [
             _duplicate(item, counts[item.id])
             if isinstance(item, ToolCall) and counts[item.id] > 1

@@ -78,14 +78,17 @@ def extract(response: Any) -> Extraction:
 
 
 def _tool_call(entry: Any, cut: str | None) -> ToolCall | Observation:
-    if not isinstance(entry, Mapping):
+    # Decoded JSON and SDK dumps are plain dicts: `dict` checks keep this hot path cheap.
+    if not isinstance(entry, dict):
         return unreadable("", "", "each entry of tool_calls must be an object")
-    call_id = as_text(entry.get("id"))
+    call_id = entry.get("id")
+    if not isinstance(call_id, str):
+        call_id = ""
     if entry.get("type", "function") != "function":
         kind = as_text(entry.get("type")) or "?"
         return unreadable(call_id, "", f"tool calls of type {kind!r} are not supported")
     function = entry.get("function")
-    if not isinstance(function, Mapping):
+    if not isinstance(function, dict):
         return unreadable(call_id, "", "the tool call has no 'function' object")
     return _call(call_id, function, cut)
 
@@ -100,7 +103,9 @@ def _legacy_call(function: Any, completion_id: str, cut: str | None) -> ToolCall
 
 
 def _call(call_id: str, function: Mapping[str, Any], cut: str | None) -> ToolCall | Observation:
-    name = as_text(function.get("name"))
+    name = function.get("name")
+    if not isinstance(name, str):
+        name = ""
     arguments = function.get("arguments")
     if arguments is None:
         arguments = ""
