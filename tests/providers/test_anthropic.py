@@ -50,16 +50,26 @@ def test_sdk_message_gives_the_same_extraction_as_the_json() -> None:
     assert anthropic.extract(Message.model_validate(data)) == anthropic.extract(data)
 
 
-def test_tool_use_cut_by_max_tokens_is_rejected() -> None:
-    """At ``max_tokens`` the final ``tool_use`` block may be incomplete: it does not run."""
+@pytest.mark.parametrize(
+    ("stop_reason", "why"),
+    [
+        ("max_tokens", "the response reached the output token limit"),
+        ("refusal", "the response stopped early (refusal)"),
+    ],
+)
+def test_tool_use_ending_an_abnormally_stopped_message_is_rejected(
+    stop_reason: str, why: str
+) -> None:
+    """At ``max_tokens`` or a refusal the final ``tool_use`` may be incomplete: it does not run."""
     data = copy.deepcopy(payload("anthropic_message.json"))
-    data["stop_reason"] = "max_tokens"
+    data["stop_reason"] = stop_reason
     data["content"][3]["input"] = {"cart_id": "cart-2"}
     ex = anthropic.extract(data)
     assert ex.truncated is True
     assert ex.calls == CALLS[:2]
     [cut] = ex.rejected
     assert (cut.call_id, cut.tool, cut.stage) == (CALLS[2].id, "add_to_cart", Stage.PARSE)
+    assert why in cut.content
 
 
 def test_server_tools_and_thinking_are_not_calls() -> None:

@@ -119,6 +119,34 @@ def test_call_cut_off_by_the_token_limit_is_rejected_not_repaired() -> None:
     assert "output token limit" in cut.content
 
 
+@pytest.mark.parametrize(
+    ("finish_reason", "why"),
+    [
+        ("length", "the response reached the output token limit"),
+        ("content_filter", "the response stopped early (content_filter)"),
+    ],
+)
+def test_any_abnormal_finish_rejects_calls_whose_arguments_are_incomplete(
+    finish_reason: str, why: str
+) -> None:
+    """A filter can cut a response as surely as the token limit; the cut call never runs."""
+    data = copy.deepcopy(payload("openai_chat_truncated.json"))
+    data["choices"][0]["finish_reason"] = finish_reason
+    ex = openai_chat.extract(data)
+    assert ex.truncated is True
+    assert [c.name for c in ex.calls] == ["get_weather"]
+    assert why in ex.rejected[0].content
+
+
+def test_a_normal_finish_leaves_broken_arguments_to_the_gate() -> None:
+    """With ``tool_calls`` as finish reason, broken JSON is the model's slip: the gate parses it."""
+    data = copy.deepcopy(payload("openai_chat_truncated.json"))
+    data["choices"][0]["finish_reason"] = "tool_calls"
+    ex = openai_chat.extract(data)
+    assert ex.truncated is False
+    assert [c.name for c in ex.calls] == ["get_weather", "add_to_cart"]
+
+
 def test_duplicate_call_ids_are_each_rejected() -> None:
     """Two calls sharing an id cannot be answered apart: neither runs, the others do."""
     data = copy.deepcopy(payload("openai_chat_parallel.json"))

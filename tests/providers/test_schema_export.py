@@ -12,9 +12,9 @@ import copy
 from typing import Annotated, Any, Literal
 
 import jsonschema
-import mcp.types
 import pytest
 from anthropic.types import ToolParam
+from mcp_types import Tool as McpTool  # what mcp.types.Tool re-exports; no tests/mcp shadowing
 from openai.types.chat import ChatCompletionFunctionToolParam
 from openai.types.responses import FunctionToolParam
 from pydantic import BaseModel, ConfigDict, Field
@@ -301,7 +301,7 @@ def test_gemini_declarations_use_the_openapi_subset() -> None:
 
 
 def test_mcp_tools_validate_as_mcp_tool_objects() -> None:
-    """MCP: ``{"name", "description", "inputSchema"}``, accepted by ``mcp.types.Tool``."""
+    """MCP: ``{"name", "description", "inputSchema"}``, accepted by the SDK's ``Tool`` model."""
     definitions = mcp_format.tool_definitions(REGISTRY)
     assert definitions[0] == {
         "name": "ship_order",
@@ -309,7 +309,7 @@ def test_mcp_tools_validate_as_mcp_tool_objects() -> None:
         "inputSchema": CANONICAL_SHIP,
     }
     for definition, spec in zip(definitions, REGISTRY, strict=True):
-        tool = mcp.types.Tool.model_validate(definition)
+        tool = McpTool.model_validate(definition)
         assert tool.name == spec.name
         assert tool.description == spec.description
         assert tool.input_schema == spec.input_schema

@@ -28,13 +28,13 @@ from callgate.providers.base import (
     observation_text,
     pick,
     specs_of,
+    stopped_early,
     unreadable,
 )
 
 __all__ = ["StreamAssembler", "extract", "render", "tool_definitions"]
 
-_CUT_REASONS = frozenset({"max_tokens", "model_context_window_exceeded"})
-_CUT = "the response reached the output token limit"
+_NORMAL_STOPS = frozenset({"end_turn", "tool_use", "stop_sequence", "pause_turn"})
 _STREAM_CUT = "the stream ended before this tool_use block was complete"
 
 
@@ -49,7 +49,7 @@ def extract(response: Any) -> Extraction:
     data = as_data(response)
     stop = pick(data, "stop_reason")
     stop = stop if isinstance(stop, str) else None
-    truncated = stop in _CUT_REASONS
+    truncated = stop is not None and stop not in _NORMAL_STOPS
     blocks = as_list(pick(data, "content"))
     items: list[ToolCall | Observation] = []
     text: list[str] = []
@@ -60,8 +60,8 @@ def extract(response: Any) -> Extraction:
         elif kind == "tool_use":
             call_id = as_text(pick(block, "id"))
             name = as_text(pick(block, "name"))
-            if truncated and position == len(blocks) - 1:
-                items.append(cut_off(call_id, name, _CUT))
+            if stop and truncated and position == len(blocks) - 1:
+                items.append(cut_off(call_id, name, stopped_early(stop)))
             else:
                 items.append(_call(call_id, name, pick(block, "input")))
     prose = "\n".join(t for t in text if t)
@@ -163,7 +163,9 @@ class StreamAssembler:
 
     def extraction(self) -> Extraction:
         """The calls and prose assembled so far; unfinished ``tool_use`` blocks are rejected."""
-        truncated = self._stop in _CUT_REASONS or not (self._ended or self._stop)
+        stop = self._stop
+        truncated = (stop is not None and stop not in _NORMAL_STOPS) or not (self._ended or stop)
+        why = stopped_early(stop) if stop else "the stream ended before the message was complete"
         items: list[ToolCall | Observation] = []
         text: list[str] = []
         for index in sorted(self._blocks):
@@ -171,7 +173,7 @@ class StreamAssembler:
             if block.kind == "text":
                 text.append("".join(block.text))
             elif block.kind == "tool_use":
-                items.append(self._call(block, truncated))
+                items.append(self._call(block, why if truncated else None))
         prose = "\n".join(t for t in text if t)
         return finish(
             items,
@@ -182,14 +184,14 @@ class StreamAssembler:
         )
 
     @staticmethod
-    def _call(block: _Block, truncated: bool) -> ToolCall | Observation:
+    def _call(block: _Block, cut: str | None) -> ToolCall | Observation:
         if not block.stopped:
             return cut_off(block.id, block.name, _STREAM_CUT)
         arguments = "".join(block.text)
         if not arguments.strip():
             return _call(block.id, block.name, block.initial_input)
-        if truncated and not is_complete_json(arguments):
-            return cut_off(block.id, block.name, _CUT)
+        if cut is not None and not is_complete_json(arguments):
+            return cut_off(block.id, block.name, cut)
         return ToolCall(id=block.id, name=block.name, arguments=arguments)
 
 

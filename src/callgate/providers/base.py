@@ -44,7 +44,8 @@ class Extraction:
     stop_reason: str | None = None
     """Why the model stopped, as the provider says it (``tool_calls``, ``max_tokens``, ...)."""
     truncated: bool = False
-    """The response was cut off by the output token limit (or the stream ended early)."""
+    """The response did not end normally (token limit, content filter, refusal, a stream
+    that ended early): calls at its end may be incomplete, and those that are were rejected."""
 
     @property
     def calls(self) -> list[ToolCall]:
@@ -166,6 +167,18 @@ def cut_off(call_id: str, tool: str, why: str) -> Observation:
         "Nothing was executed. Send the whole call again; keep the arguments short "
         "if they were cut by the output length limit.",
     )
+
+
+_TOKEN_LIMIT = frozenset(
+    {"length", "max_tokens", "max_output_tokens", "MAX_TOKENS", "model_context_window_exceeded"}
+)
+
+
+def stopped_early(reason: str) -> str:
+    """Why a call was cut off, from the provider's stop reason, for the rejection's message."""
+    if reason in _TOKEN_LIMIT:
+        return "the response reached the output token limit"
+    return f"the response stopped early ({reason})"
 
 
 def unreadable(call_id: str, tool: str, what: str) -> Observation:

@@ -27,6 +27,7 @@ from callgate.providers.base import (
     observation_text,
     pick,
     specs_of,
+    stopped_early,
     synthetic_id,
     unreadable,
 )
@@ -37,7 +38,7 @@ __all__ = ["extract", "render", "tool_definitions"]
 SYNTHETIC_PREFIX = "call_"
 """Prefix of the ids callgate assigns; Gemini's own ids are echoed, these are not."""
 
-_CUT = "the response reached the output token limit"
+_NORMAL_STOPS = frozenset({"STOP"})
 
 
 def extract(response: Any) -> Extraction:
@@ -52,7 +53,7 @@ def extract(response: Any) -> Extraction:
         content = candidate
     stop = pick(candidate, "finishReason", "finish_reason")
     stop = stop if isinstance(stop, str) else None
-    truncated = stop == "MAX_TOKENS"
+    truncated = stop is not None and stop not in _NORMAL_STOPS
     parts = as_list(pick(content, "parts"))
     seed = as_text(pick(data, "responseId", "response_id")) or _fingerprint(parts)
     items: list[ToolCall | Observation] = []
@@ -63,8 +64,8 @@ def extract(response: Any) -> Extraction:
             own_id = as_text(pick(call, "id"))
             call_id = own_id or _assigned_id(seed, position)
             name = as_text(pick(call, "name"))
-            if truncated and position == len(parts) - 1:
-                items.append(cut_off(call_id, name, _CUT))
+            if stop and truncated and position == len(parts) - 1:
+                items.append(cut_off(call_id, name, stopped_early(stop)))
             else:
                 items.append(_call(call_id, name, pick(call, "args")))
         elif not pick(part, "thought"):

@@ -27,6 +27,7 @@ from callgate.providers.base import (
     observation_text,
     pick,
     specs_of,
+    stopped_early,
     synthetic_id,
     unreadable,
 )
@@ -38,7 +39,7 @@ __all__ = ["StreamAssembler", "extract", "render", "strict_parameters", "tool_de
 LEGACY_PREFIX = "function_call-"
 """Id prefix of a call read from the legacy ``function_call`` field, which has no id."""
 
-_CUT = "the response reached the output token limit"
+_NORMAL_STOPS = frozenset({"stop", "tool_calls", "function_call"})
 _STREAM_CUT = "the stream ended before the response was complete"
 
 
@@ -47,7 +48,7 @@ def extract(response: Any) -> Extraction:
 
     Accepts a ``ChatCompletion``, a ``Choice`` or a ``ChatCompletionMessage``,
     as SDK objects or decoded JSON. A call whose arguments were cut off by
-    the token limit (``finish_reason: "length"``) is rejected, never repaired.
+    the token limit (``finish_reason: "length"``) or a filter is rejected, never repaired.
     """
     data = as_data(response)
     choice = data
@@ -59,14 +60,14 @@ def extract(response: Any) -> Extraction:
         message = choice
     finish_reason = pick(choice, "finish_reason")
     stop = finish_reason if isinstance(finish_reason, str) else None
-    truncated = stop == "length"
+    truncated = stop is not None and stop not in _NORMAL_STOPS
+    cut = stopped_early(stop) if truncated and stop else None
     items: list[ToolCall | Observation] = [
-        _tool_call(entry, _CUT if truncated else None)
-        for entry in as_list(pick(message, "tool_calls"))
+        _tool_call(entry, cut) for entry in as_list(pick(message, "tool_calls"))
     ]
     legacy = pick(message, "function_call")
     if legacy is not None:
-        items.append(_legacy_call(legacy, as_text(pick(data, "id")), _CUT if truncated else None))
+        items.append(_legacy_call(legacy, as_text(pick(data, "id")), cut))
     refusal = pick(message, "refusal")
     return finish(
         items,
@@ -218,8 +219,8 @@ class StreamAssembler:
     def extraction(self) -> Extraction:
         """The calls and prose assembled so far; incomplete calls become rejections."""
         finished = self._finish is not None
-        truncated = not finished or self._finish == "length"
-        why = _CUT if finished else _STREAM_CUT
+        truncated = not finished or self._finish not in _NORMAL_STOPS
+        why = stopped_early(self._finish) if self._finish else _STREAM_CUT
         items: list[ToolCall | Observation] = []
         for index in sorted(self._calls):
             partial = self._calls[index]

@@ -24,13 +24,13 @@ from callgate.providers.base import (
     observation_text,
     pick,
     specs_of,
+    stopped_early,
     unreadable,
 )
 from callgate.providers.openai_chat import strict_parameters
 
 __all__ = ["extract", "render", "tool_definitions"]
 
-_CUT = "the response reached the output token limit"
 _UNSUPPORTED_CALLS = frozenset({"custom_tool_call"})
 
 
@@ -46,7 +46,9 @@ def extract(response: Any) -> Extraction:
     status = pick(data, "status")
     reason = pick(pick(data, "incomplete_details"), "reason")
     incomplete = status == "incomplete"
-    truncated = incomplete and reason in (None, "max_output_tokens")
+    truncated = isinstance(status, str) and status != "completed"
+    stop = reason if incomplete and isinstance(reason, str) else status
+    why = stopped_early(stop if isinstance(stop, str) else "incomplete")
     items: list[ToolCall | Observation] = []
     text: list[str] = []
     refusal: list[str] = []
@@ -60,13 +62,12 @@ def extract(response: Any) -> Extraction:
                 elif pick(part, "type") == "refusal":
                     refusal.append(as_text(pick(part, "refusal")))
         elif kind == "function_call":
-            items.append(_call(item, truncated))
+            items.append(_call(item, why if truncated else None))
         elif isinstance(kind, str) and kind in _UNSUPPORTED_CALLS:
             call_id = as_text(pick(item, "call_id"))
             items.append(
                 unreadable(call_id, "", f"output items of type {kind!r} are not supported")
             )
-    stop = reason if incomplete and isinstance(reason, str) else status
     return finish(
         items,
         text="".join(text),
@@ -76,7 +77,7 @@ def extract(response: Any) -> Extraction:
     )
 
 
-def _call(item: Mapping[str, Any], truncated: bool) -> ToolCall | Observation:
+def _call(item: Mapping[str, Any], cut: str | None) -> ToolCall | Observation:
     call_id = as_text(item.get("call_id"))
     name = as_text(item.get("name"))
     arguments = item.get("arguments")
@@ -86,9 +87,10 @@ def _call(item: Mapping[str, Any], truncated: bool) -> ToolCall | Observation:
         return ToolCall(id=call_id, name=name, arguments=dict(arguments))
     if not isinstance(arguments, str):
         return unreadable(call_id, name, "'arguments' must be a string of JSON")
-    cut = truncated or item.get("status") == "incomplete"
-    if cut and not is_complete_json(arguments):
-        return cut_off(call_id, name, _CUT)
+    if item.get("status") == "incomplete" and cut is None:
+        cut = stopped_early("incomplete")
+    if cut is not None and not is_complete_json(arguments):
+        return cut_off(call_id, name, cut)
     return ToolCall(id=call_id, name=name, arguments=arguments)
 
 
