@@ -17,11 +17,21 @@ when.currency = { in = ["USD", "EUR"] }
 
 Predicates: ``eq``, ``ne``, ``in``, ``not_in``, ``glob``, ``regex``, ``lt``,
 ``le``, ``gt``, ``ge``, and ``under`` (a path inside a root after ``..`` and
-symlinks are resolved). Several in one table must all hold.
+symlinks are resolved). Several in one table must all hold. ``glob`` and
+``regex`` are case-sensitive (write ``(?i)`` in a regex to ignore case).
+For a list-valued argument a ``deny`` or ``ask`` rule applies if *any*
+element satisfies its predicates, an ``allow`` rule only if *every* element
+does, so a list can neither hide a blocked value nor smuggle in one that is
+not allowed.
+
+Evaluation: a matching ``deny`` wins, then a matching ``ask``, then a
+matching ``allow``, whatever their order in the file; with no matching rule
+the preset decides, and without one the call is denied.
 """
 
 from __future__ import annotations
 
+import enum
 import fnmatch
 import math
 import os
@@ -46,6 +56,8 @@ _ACTIONS = {"allow": Action.ADMIT, "ask": Action.ASK, "deny": Action.DENY}
 _RULE_KEYS = {"name", "action", "tool", "effect", "reason", "when"}
 _TOP_KEYS = {"version", "preset", "untrusted_sinks", "rule"}
 _OPS = ("eq", "ne", "in", "not_in", "glob", "regex", "lt", "le", "gt", "ge", "under")
+_RULE_HEADER = re.compile(r"^\s*\[\[\s*rule\s*\]\]\s*(?:#.*)?$")
+_ERROR_LINE = re.compile(r"at line (?P<line>\d+)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,13 +67,25 @@ class ArgumentTest:
     argument: str
     op: str
     operand: Any
+    each: str = "any"
+    """For a list-valued argument: ``"any"`` element must satisfy the test (the
+    default, used by ``deny`` and ``ask`` rules) or ``"all"`` (``allow`` rules),
+    so a list can neither slip a blocked value past a deny nor an unlisted one
+    into an allow."""
 
     def __call__(self, values: Mapping[str, Any]) -> bool:
         if self.argument not in values:
             return False
         value = values[self.argument]
-        value = getattr(value, "value", value) if not isinstance(value, str) else value
-        return _OP_FUNCS[self.op](value, self.operand)
+        test = _OP_FUNCS[self.op]
+        if isinstance(value, list | tuple | set | frozenset) and not (
+            self.op in ("eq", "ne") and isinstance(self.operand, list)
+        ):
+            items = [_plain(v) for v in value]
+            if self.each == "all":
+                return all(test(v, self.operand) for v in items)
+            return any(test(v, self.operand) for v in items)
+        return bool(test(_plain(value), self.operand))
 
     def describe(self) -> str:
         """The predicate as a person reads it."""
@@ -69,6 +93,11 @@ class ArgumentTest:
         if self.op in symbol:
             return f"{self.argument} {symbol[self.op]} {self.operand!r}"
         return f"{self.argument} {self.op.replace('_', ' ')} {self.operand!r}"
+
+
+def _plain(value: Any) -> Any:
+    """An Enum member's value; anything else as it is."""
+    return getattr(value, "value", value) if isinstance(value, enum.Enum) else value
 
 
 def _number(value: Any) -> float | None:
@@ -140,15 +169,30 @@ def load_policy_file(path: str | os.PathLike[str]) -> Policy:
 
 def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
     """Build a `Policy` from TOML text; every error names the line and the rule."""
+    rule_lines = [i + 1 for i, line in enumerate(text.splitlines()) if _RULE_HEADER.match(line)]
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise PolicyFileError(f"{source}: not valid TOML: {exc}") from exc
-    rule_lines = [i + 1 for i, line in enumerate(text.splitlines()) if line.strip() == "[[rule]]"]
+        at = _ERROR_LINE.search(str(exc))
+        line = int(at["line"]) if at else None
+        inside = sum(1 for start in rule_lines if line is not None and start <= line)
+        where = f"{source}:{line}" if line else source
+        rule = f" (in rule {inside})" if inside else ""
+        raise PolicyFileError(f"{where}{rule}: not valid TOML: {exc}") from exc
     unknown = set(data) - _TOP_KEYS
     if unknown:
+        first = sorted(unknown)[0]
+        line = next(
+            (
+                i + 1
+                for i, t in enumerate(text.splitlines())
+                if re.match(rf"\s*\"?{re.escape(first)}\"?\s*=", t)
+            ),
+            None,
+        )
         raise PolicyFileError(
-            f"{source}: unknown top-level key(s) {sorted(unknown)}; allowed: {sorted(_TOP_KEYS)}"
+            f"{source}:{line or '?'}: unknown top-level key(s) {sorted(unknown)}; "
+            f"allowed: {sorted(_TOP_KEYS)}"
         )
     raw_rules = data.get("rule", [])
     if not isinstance(raw_rules, list):
@@ -157,7 +201,8 @@ def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
     for index, raw in enumerate(raw_rules):
         line = rule_lines[index] if index < len(rule_lines) else None
         where = f"{source}:{line}" if line else source
-        label = f"rule {index + 1}" + (f" ({raw.get('name')!r})" if raw.get("name") else "")
+        name = raw.get("name") if isinstance(raw, dict) else None
+        label = f"rule {index + 1}" + (f" ({name!r})" if name else "")
         rules.append(_rule(raw, f"{where}: {label}"))
     try:
         return Policy(
@@ -192,7 +237,8 @@ def _rule(raw: Any, where: str) -> Rule:
             f"{where}: 'when' must be a table of argument predicates, e.g. "
             "when.amount = { le = 50 }"
         )
-    tests = [t for argument, spec in when.items() for t in _tests(argument, spec, where)]
+    each = "all" if action == "allow" else "any"
+    tests = [t for argument, spec in when.items() for t in _tests(argument, spec, where, each)]
     return Rule(
         action=_ACTIONS[action],
         tool=raw.get("tool", "*"),
@@ -203,7 +249,7 @@ def _rule(raw: Any, where: str) -> Rule:
     )
 
 
-def _tests(argument: str, spec: Any, where: str) -> list[ArgumentTest]:
+def _tests(argument: str, spec: Any, where: str, each: str) -> list[ArgumentTest]:
     if not isinstance(spec, dict):
         spec = {"eq": spec}
     if not spec:
@@ -231,5 +277,5 @@ def _tests(argument: str, spec: Any, where: str) -> list[ArgumentTest]:
                 raise PolicyFileError(
                     f"{where}: when.{argument}.regex is not a valid regular expression: {exc}"
                 ) from exc
-        tests.append(ArgumentTest(argument, op, operand))
+        tests.append(ArgumentTest(argument, op, operand, each))
     return tests

@@ -15,15 +15,25 @@ What the matcher detects, and what it does not:
 
 * Values are compared after normalisation: case, surrounding whitespace,
   URL scheme, ``www.`` and trailing slash, spaces inside IBAN-like values.
-* Inside free text (a user's message) only whole tokens count, and numbers
-  never match free text: "June 13" does not vouch for ``delete_file("13")``.
+* Inside free text (a user's message) only whole tokens count: a word, an
+  email, a URL, an IBAN written in groups, a path or dotfile (``/srv/a.pdf``,
+  ``.env``). Numbers never match free text: "June 13" does not vouch for
+  ``delete_file("13")``; trusted code can vouch for a number explicitly.
 * A sink may be typed (``sinks={"file_id": "file"}``): then only a trusted
   field of that kind vouches for it (a file tool's ``id``), never free text
-  or a field of another kind with the same value.
-* URLs inside free-text arguments of a tool with sinks are sinks too.
+  or a field of another kind with the same value. An *untyped* sink accepts
+  a trusted field of any kind, so declare trusted only fields whose content
+  no third party chooses (not a shared file's name, not a sender's subject).
+* URLs inside free-text arguments of a tool with sinks are sinks too, also
+  when nested in lists or objects. Only ``http(s)://`` links are found: a
+  bare ``evil.example/x`` in a message body is not.
 * It does not detect a value the model derived from tainted text (spelled
-  differently, computed, translated), nor a harmful action whose values are
-  all trusted: narrow the run's authority for that.
+  differently, computed, translated, a prefix of it), nor a harmful action
+  whose values are all trusted, nor a value that trusted text merely
+  mentions ("never write to eve@evil.example" vouches for that address):
+  narrow the run's authority for those.
+* Indexing is linear in the size of tool output, so a hostile page cannot
+  stall the gate.
 """
 
 from __future__ import annotations
@@ -57,8 +67,12 @@ OutputTrust = (
 """
 
 _URL = re.compile(r"\bhttps?://[^\s<>\"'()\[\]{}]+", re.IGNORECASE)
-_EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
+# Matched against one piece of a token only (``fullmatch``, possessive): a
+# search over the whole text is quadratic on untrusted input such as "a.a.a…".
+_EMAIL = re.compile(r"[\w.+-]++@[\w-]++(?:\.[\w-]++)++")
 _TOKEN = re.compile(r"[\w.+@:/-]+")
+# An IBAN written in groups ("DE89 3704 0044 ..."), which whitespace would split.
+_IBAN_GROUPED = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?\b")
 _IBANISH = re.compile(r"^[A-Z]{2}\d{2}[A-Z0-9 ]{10,40}$", re.IGNORECASE)
 _NUMBER = re.compile(r"^[+-]?\d+(?:[.,]\d+)*$")
 
@@ -76,16 +90,30 @@ def normalize(value: Any) -> str:
     return lowered
 
 
-def _tokens(text: str) -> Iterator[str]:
-    """Whole tokens of free text, normalised; URLs and emails kept whole; no numbers."""
+def _tokens(text: str, *, numbers: bool = False) -> Iterator[str]:
+    """Whole tokens of free text, normalised; URLs, emails, grouped IBANs, paths kept whole.
+
+    Numbers are left out unless ``numbers`` (used only to say where an untrusted
+    value came from, never to vouch for one).
+    """
     for match in _URL.finditer(text):
         yield normalize(match.group(0).rstrip(".,;:!?"))
-    for match in _EMAIL.finditer(text):
+    for match in _IBAN_GROUPED.finditer(text):
         yield normalize(match.group(0))
     for raw in _TOKEN.findall(text):
         token = raw.strip(".,;:!?/-")
-        if token and not _NUMBER.match(token):
+        if not token:
+            continue
+        if "@" in token:
+            for piece in re.split(r"[:/]", token):
+                piece = piece.strip(".,;:!?-")
+                if piece != token and _EMAIL.fullmatch(piece):
+                    yield normalize(piece)
+        if numbers or not _NUMBER.match(token):
             yield normalize(token)
+        kept = raw.rstrip(".,;:!?")
+        if kept != token and kept.startswith(("/", ".")):
+            yield normalize(kept)  # a path or dotfile: "/etc/passwd", "./run.sh", ".env"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -176,7 +204,7 @@ class Provenance:
     def _untrusted(self, value: Any, call_id: str) -> None:
         text = str(value)
         seen = self._index.untrusted
-        for token in {normalize(text), *_tokens(text)}:
+        for token in {normalize(text), *_tokens(text, numbers=True)}:
             calls = seen.setdefault(token, [])
             if call_id not in calls:
                 calls.append(call_id)
@@ -196,13 +224,14 @@ class Provenance:
                     findings.append(finding)
         if links:
             for argument, value in values.items():
-                if argument in sinks or not isinstance(value, str):
+                if argument in sinks:
                     continue
-                for match in _URL.finditer(value):
-                    url = match.group(0).rstrip(".,;:!?")
-                    finding = self._check_value(argument, url, None)
-                    if finding is not None:
-                        findings.append(finding)
+                for text in _strings(value):
+                    for match in _URL.finditer(text):
+                        url = match.group(0).rstrip(".,;:!?")
+                        finding = self._check_value(argument, url, None)
+                        if finding is not None:
+                            findings.append(finding)
         return findings
 
     def _check_value(self, argument: str, value: Any, kind: str | None) -> SinkFinding | None:
@@ -217,6 +246,24 @@ class Provenance:
             return None
         tainted = tuple(index.untrusted.get(key, ()))
         return SinkFinding(argument=argument, value=str(value), kind=kind, tainted_by=tainted)
+
+
+def _strings(value: Any, depth: int = 0) -> Iterator[str]:
+    """The text inside an argument value: itself, or the strings nested in it."""
+    if isinstance(value, str):
+        yield value
+    elif depth > 20:
+        return
+    elif isinstance(value, BaseModel):
+        for item in value.__dict__.values():
+            yield from _strings(item, depth + 1)
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _strings(key, depth + 1)
+            yield from _strings(item, depth + 1)
+    elif isinstance(value, list | tuple | set | frozenset):
+        for item in value:
+            yield from _strings(item, depth + 1)
 
 
 def _records(result: Any) -> Iterator[Mapping[str, Any]]:
