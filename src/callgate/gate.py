@@ -211,6 +211,29 @@ class Run:
         )
         return self._merge(staged, done)
 
+    def record_rejected(self, observations: Iterable[Observation]) -> None:
+        """Record rejections made before the gate (e.g. a provider's cut-off call).
+
+        Provider adapters reject some calls before they reach `submit`
+        (duplicate ids, arguments cut off by the token limit); recording them
+        here keeps the ledger a complete account of what the model proposed.
+        """
+        for obs in observations:
+            if obs.status is not Status.REJECTED:
+                raise ValueError(
+                    f"record_rejected() takes rejected observations, got {obs.status.value} "
+                    f"for call {obs.call_id!r}"
+                )
+            spec = self.gate.registry.get(obs.tool)
+            self._record(
+                ToolCall(id=obs.call_id, name=obs.tool),
+                spec,
+                CallState.REJECTED,
+                obs.stage,
+                arguments="{}",
+                message=obs.content,
+            )
+
     def resume(self) -> list[Observation]:
         """Submit again the calls of this run whose approval has since been decided."""
         ready = []
