@@ -200,19 +200,32 @@ def _accepts_null(prop: JSON) -> bool:
     return any(_accepts_null(alt) for alt in prop.get("anyOf", []) if isinstance(alt, dict))
 
 
-def has_open_objects(schema: Any) -> bool:
-    """Whether the schema has an object whose keys are not fixed (a free-form dict)."""
-    if isinstance(schema, list):
-        return any(has_open_objects(item) for item in schema)
-    if not isinstance(schema, dict):
+def has_open_objects(node: Any) -> bool:
+    """Whether a schema admits free-form objects or untyped values.
+
+    Such values have no fixed key order (so a model dump is not canonical) and
+    cannot be described by OpenAI's strict mode.
+    """
+    if not isinstance(node, dict):
         return False
-    if schema.get("type") == "object" and (
-        "properties" not in schema or schema.get("additionalProperties") not in (None, False)
-    ):
+    if not any(k in node for k in ("type", "anyOf", "oneOf", "allOf", "$ref", "enum", "const")):
         return True
-    if schema.get("additionalProperties") not in (None, False):
+    if node.get("additionalProperties", False) is not False:
         return True
-    return any(has_open_objects(v) for v in schema.values() if isinstance(v, dict | list))
+    if node.get("type") == "object" and "properties" not in node:
+        return True
+    for key, value in node.items():
+        if key in ("properties", "$defs") and isinstance(value, dict):
+            subs: list[Any] = list(value.values())
+        elif key == "items":
+            subs = [value]
+        elif key in ("anyOf", "oneOf", "allOf", "prefixItems") and isinstance(value, list):
+            subs = value
+        else:
+            continue
+        if any(has_open_objects(sub) for sub in subs):
+            return True
+    return False
 
 
 def inline_refs(schema: JSON) -> JSON:

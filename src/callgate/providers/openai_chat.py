@@ -31,7 +31,7 @@ from callgate.providers.base import (
     synthetic_id,
     unreadable,
 )
-from callgate.schema import strict_schema
+from callgate.schema import has_open_objects, strict_schema
 from callgate.tools import ToolSpec
 
 __all__ = ["StreamAssembler", "extract", "render", "strict_parameters", "tool_definitions"]
@@ -285,34 +285,10 @@ def strict_parameters(spec: ToolSpec) -> tuple[dict[str, Any], bool]:
     Strict mode needs every object closed; a tool taking a free-form object
     (``dict[str, X]``) is exported with its own schema and ``strict: false``.
     """
-    if _has_open_object(spec.input_schema):
+    if has_open_objects(spec.input_schema):
         return spec.input_schema, False
     strict = strict_schema(spec.input_schema)
     return _drop_unsupported(strict, strict.get("$defs", {})), True
-
-
-def _has_open_object(node: Any) -> bool:
-    """Whether a schema admits values strict mode cannot describe: free-form objects or anything."""
-    if not isinstance(node, dict):
-        return False
-    if not any(k in node for k in ("type", "anyOf", "oneOf", "allOf", "$ref", "enum", "const")):
-        return True
-    if node.get("additionalProperties", False) is not False:
-        return True
-    if node.get("type") == "object" and "properties" not in node:
-        return True
-    for key, value in node.items():
-        if key in ("properties", "$defs") and isinstance(value, dict):
-            subs: list[Any] = list(value.values())
-        elif key == "items":
-            subs = [value]
-        elif key in ("anyOf", "oneOf", "allOf", "prefixItems") and isinstance(value, list):
-            subs = value
-        else:
-            continue
-        if any(_has_open_object(sub) for sub in subs):
-            return True
-    return False
 
 
 def _drop_unsupported(node: Any, defs: dict[str, Any]) -> Any:
