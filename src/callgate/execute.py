@@ -19,7 +19,7 @@ import functools
 import inspect
 import threading
 import time
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +44,14 @@ from callgate.messages import bounded
 from callgate.redact import Redactor
 from callgate.tools import CallContext, ToolSpec
 
-__all__ = ["Admitted", "ExecutionSettings", "execute_async", "execute_sync", "result_text"]
+__all__ = [
+    "Admitted",
+    "ExecutionSettings",
+    "execute_async",
+    "execute_sync",
+    "reconcile_sync",
+    "result_text",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -91,6 +98,23 @@ def _hook(
     return _Invoke(fn, args, {}, timeout, offload, inspect.iscoroutinefunction(fn))
 
 
+class _Record:
+    """A ledger write the attempt logic needs done; the async driver awaits its async form.
+
+    Yielding it (instead of calling the ledger) lets concurrent async calls
+    share one commit (group commit) while the logic stays written once.
+    """
+
+    __slots__ = ("arg", "async_fn", "fn")
+
+    def __init__(
+        self, fn: Callable[[Any], Any], async_fn: Callable[[Any], Awaitable[Any]], arg: Any
+    ) -> None:
+        self.fn = fn
+        self.async_fn = async_fn
+        self.arg = arg
+
+
 _MAX_ERROR_CHARS = 500
 
 
@@ -131,7 +155,7 @@ def _attempt_logic(
     evidence: Evidence,
     redactor: Redactor,
     settings: ExecutionSettings,
-) -> Generator[_Invoke, Any, Observation]:
+) -> Generator[_Invoke | _Record, Any, Observation]:
     spec = item.spec
     ctx = item.context
     timeout = spec.timeout if spec.timeout is not None else settings.default_timeout
@@ -143,20 +167,19 @@ def _attempt_logic(
     while True:
         attempt += 1
         now = time.time()
-        claim = ledger.begin_attempt(
-            AttemptStart(
-                run_id=ctx.run_id,
-                call_id=ctx.call_id,
-                tool=spec.name,
-                tool_version=spec.version,
-                attempt=attempt,
-                idempotency_key=ctx.idempotency_key,
-                request_hash=item.request_hash,
-                started_at=now,
-                key_expires_at=now + spec.key_retention,
-                side_effecting=spec.side_effecting,
-            )
+        start = AttemptStart(
+            run_id=ctx.run_id,
+            call_id=ctx.call_id,
+            tool=spec.name,
+            tool_version=spec.version,
+            attempt=attempt,
+            idempotency_key=ctx.idempotency_key,
+            request_hash=item.request_hash,
+            started_at=now,
+            key_expires_at=now + spec.key_retention,
+            side_effecting=spec.side_effecting,
         )
+        claim: Claim = yield _Record(ledger.begin_attempt, ledger.abegin_attempt, start)
         if claim.kind is not ClaimKind.RUN:
             return _claim_observation(item, claim)
         if attempt > 1 and spec.context_param is not None:
@@ -166,7 +189,7 @@ def _attempt_logic(
         except BaseException as exc:
             # Cancellation or interpreter exit while the handler ran: the effect may
             # have happened. Record that honestly, then let the cancellation go on.
-            cancelled = _outcome("unknown", _cancelled_text(item), exc, redactor)
+            cancelled = _outcome("unknown", _cancelled_text(item), exc, redactor, item.secrets)
             ledger.finish_attempt(
                 AttemptFinish(
                     run_id=ctx.run_id,
@@ -174,18 +197,19 @@ def _attempt_logic(
                     attempt=attempt,
                     idempotency_key=ctx.idempotency_key,
                     outcome=cancelled,
+                    side_effecting=spec.side_effecting,
                 )
             )
             raise
-        ledger.finish_attempt(
-            AttemptFinish(
-                run_id=ctx.run_id,
-                call_id=ctx.call_id,
-                attempt=attempt,
-                idempotency_key=ctx.idempotency_key,
-                outcome=outcome,
-            )
+        finish = AttemptFinish(
+            run_id=ctx.run_id,
+            call_id=ctx.call_id,
+            attempt=attempt,
+            idempotency_key=ctx.idempotency_key,
+            outcome=_stored(outcome, item, redactor),
+            side_effecting=spec.side_effecting,
         )
+        yield _Record(ledger.finish_attempt, ledger.afinish_attempt, finish)
         if outcome.status == "unknown" and attempt < attempts_allowed:
             continue
         status = Status(outcome.status)
@@ -208,10 +232,11 @@ def _run_handler(
     try:
         result = yield _Invoke(spec.fn, (), kwargs, timeout, item.offload, spec.is_async)
     except ToolFailure as exc:
-        return _outcome("error", _failure_text(exc.message, item, redactor), exc, redactor), None
+        text = _failure_text(exc.message, item, redactor)
+        return _outcome("error", text, exc, redactor, item.secrets), None
     except Exception as exc:
         text = _unknown_text(exc, timeout, item, redactor)
-        unknown = _outcome("unknown", text, exc, redactor)
+        unknown = _outcome("unknown", text, exc, redactor, item.secrets)
         if spec.reconcile is None:
             return unknown, None
         return (yield from _reconcile(item, unknown, redactor))
@@ -226,6 +251,7 @@ def _run_handler(
                 "the effect may or may not have happened. Do not retry this call blindly.",
                 exc,
                 redactor,
+                item.secrets,
             ), None
         if not held:
             return Outcome(
@@ -254,7 +280,7 @@ def _reconcile(
         text = "reconciled: the effect did not happen. " + _failure_text(
             exc.message, item, redactor
         )
-        return _outcome("error", text, exc, redactor, reconciled=True), None
+        return _outcome("error", text, exc, redactor, item.secrets, reconciled=True), None
     except Exception:
         return unknown, None
     return Outcome(
@@ -286,9 +312,15 @@ def _unknown_text(exc: BaseException, timeout: float | None, item: Admitted, r: 
 
 
 def _outcome(
-    status: str, content: str, exc: BaseException, redactor: Redactor, *, reconciled: bool = False
+    status: str,
+    content: str,
+    exc: BaseException,
+    redactor: Redactor,
+    secrets: Iterable[str] = (),
+    *,
+    reconciled: bool = False,
 ) -> Outcome:
-    detail = redactor.text(f"{type(exc).__name__}: {exc}")[:_MAX_ERROR_CHARS]
+    detail = redactor.text(f"{type(exc).__name__}: {exc}", secrets)[:_MAX_ERROR_CHARS]
     return Outcome(
         status=status,
         content=content,
@@ -296,6 +328,15 @@ def _outcome(
         finished_at=time.time(),
         reconciled=reconciled,
     )
+
+
+def _stored(outcome: Outcome, item: Admitted, redactor: Redactor) -> Outcome:
+    """The outcome as the ledger may hold it: the call's secrets and credential-shaped text
+    scrubbed from the result (a handler may echo what it was given)."""
+    content = redactor.text(outcome.content, item.secrets)
+    if content == outcome.content:
+        return outcome
+    return dataclasses.replace(outcome, content=content)
 
 
 def _observation(item: Admitted, outcome: Outcome, attempts: int, result: Any) -> Observation:
@@ -440,17 +481,33 @@ def execute_sync(
     settings: ExecutionSettings,
 ) -> Observation:
     """Execute one admitted call in the calling thread (no thread hop without a timeout)."""
-    logic = _attempt_logic(item, ledger, evidence, redactor, settings)
+    result: Observation = _drive_sync(_attempt_logic(item, ledger, evidence, redactor, settings))
+    return result
+
+
+def reconcile_sync(item: Admitted, unknown: Outcome, redactor: Redactor) -> tuple[Outcome, Any]:
+    """Ask the tool's reconcile hook what happened to an attempt whose outcome is ``unknown``.
+
+    Used by crash recovery; the outcome is ``unknown`` again when the hook
+    cannot tell.
+    """
+    return _drive_sync(_reconcile(item, unknown, redactor))  # type: ignore[no-any-return]
+
+
+def _drive_sync(logic: Generator[_Invoke | _Record, Any, Any]) -> Any:
+    """Run a step generator in the calling thread."""
     value: Any = None
     error: BaseException | None = None
     while True:
         try:
             step = logic.send(value) if error is None else logic.throw(error)
         except StopIteration as stop:
-            result: Observation = stop.value
-            return result
+            return stop.value
         try:
-            value, error = _call_sync(step), None
+            if isinstance(step, _Record):
+                value, error = step.fn(step.arg), None
+            else:
+                value, error = _call_sync(step), None
         except BaseException as exc:
             value, error = None, exc
 
@@ -473,6 +530,9 @@ async def execute_async(
             result: Observation = stop.value
             return result
         try:
-            value, error = await _call_async(step), None
+            if isinstance(step, _Record):
+                value, error = await step.async_fn(step.arg), None
+            else:
+                value, error = await _call_async(step), None
         except BaseException as exc:
             value, error = None, exc

@@ -3,35 +3,76 @@
 It holds what was proposed, what was decided, every attempt and every
 outcome, and answers the one question that must be atomic: *may this
 attempt run?* (`Ledger.begin_attempt`, which also enforces idempotency keys).
-Backends: `MemoryLedger` here; SQLite and PostgreSQL build on the same records.
+
+Backends: `MemoryLedger` (tests), `SQLiteLedger` (the embedded default) and
+`PostgresLedger` (many workers sharing one ledger). The rules every backend
+must apply identically live here, once: which state changes are allowed
+(`may_decide`, `may_finish`), how an existing idempotency key answers a new
+attempt (`claim_for_key`), and how the audit trail is chained and verified
+(`audit_hash`, `verify_chain`).
+
+Call states::
+
+    proposed ─▶ rejected
+        │
+        └─────▶ pending ─▶ admitted ─▶ running ─▶ ok | error | unknown
+                   │                                            │
+                   └─▶ rejected               unknown ─▶ ok | error  (reconciled)
+
+Transitions only go forward. A read-only call whose attempt ended
+``unknown`` may be attempted again (``unknown → running``); a side-effecting
+one never is: its ``unknown`` is settled by the tool's reconcile hook or by a
+person (`Ledger.resolve`).
 """
 
 from __future__ import annotations
 
 import abc
 import enum
+import hashlib
+import json
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from callgate.errors import CallgateError
+
 __all__ = [
+    "GENESIS",
     "AttemptFinish",
     "AttemptRecord",
     "AttemptStart",
+    "AuditCheck",
     "AuditRecord",
     "CallRecord",
     "CallState",
     "Claim",
     "ClaimKind",
     "Ledger",
+    "LedgerError",
     "Outcome",
+    "audit_hash",
+    "audit_json",
+    "begin_states",
+    "claim_for_key",
+    "may_decide",
+    "may_finish",
+    "settled_state",
+    "verify_chain",
 ]
+
+
+class LedgerError(CallgateError):
+    """A ledger cannot do what was asked: a missing call, a state that forbids the change,
+    a schema newer than this version of callgate. The message says what to do instead."""
 
 
 class CallState(enum.StrEnum):
     """Where a call stands.
 
-    ``proposed → rejected | pending → admitted → running → ok | error | unknown``
+    ``proposed → rejected | pending → admitted → running → ok | error | unknown``,
+    and ``unknown → ok | error`` once reconciled.
     """
 
     PROPOSED = "proposed"
@@ -47,6 +88,44 @@ class CallState(enum.StrEnum):
     def terminal(self) -> bool:
         """Whether nothing more will happen to the call by itself."""
         return self in (CallState.REJECTED, CallState.OK, CallState.ERROR, CallState.UNKNOWN)
+
+
+# A decision may replace a call's record only while nothing has run yet.
+_DECIDABLE_FROM: dict[CallState, frozenset[CallState]] = {
+    CallState.PROPOSED: frozenset({CallState.PROPOSED}),
+    CallState.PENDING: frozenset({CallState.PROPOSED, CallState.PENDING}),
+    CallState.REJECTED: frozenset({CallState.PROPOSED, CallState.PENDING, CallState.ADMITTED}),
+    CallState.ADMITTED: frozenset({CallState.PROPOSED, CallState.PENDING}),
+}
+
+
+def may_decide(current: CallState | None, new: CallState) -> bool:
+    """Whether ``record_decision`` may move a call from ``current`` (None: no record) to ``new``.
+
+    A call id that comes back after its call ran keeps its first record: the
+    new decision is audited, the record is not rewritten.
+    """
+    if new not in _DECIDABLE_FROM:
+        return False
+    return current is None or current in _DECIDABLE_FROM[new]
+
+
+def may_finish(current: CallState | None, outcome: Outcome) -> bool:
+    """Whether an attempt's outcome may be written over a call in state ``current``.
+
+    ``running → ok | error | unknown``; ``unknown → ok | error`` only for a
+    reconciled outcome (a reconcile hook or a person said what happened).
+    """
+    if current is None or current is CallState.RUNNING:
+        return True
+    return current is CallState.UNKNOWN and outcome.reconciled and outcome.status != "unknown"
+
+
+def begin_states(side_effecting: bool, attempt: int) -> tuple[CallState, ...]:
+    """The states an attempt may start from: ``admitted`` (a read retry: ``unknown``)."""
+    if attempt > 1 and not side_effecting:
+        return (CallState.ADMITTED, CallState.UNKNOWN)
+    return (CallState.ADMITTED,)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -131,6 +210,41 @@ class Claim:
     """``(run_id, call_id)`` of the call that first used the key."""
 
 
+_RUN = Claim(kind=ClaimKind.RUN)
+
+
+def claim_for_key(
+    start: AttemptStart,
+    *,
+    request_hash: str,
+    holder: tuple[str, str],
+    expires_at: float,
+    outcome: Outcome | None,
+) -> Claim | None:
+    """How an existing key answers a new attempt; None when the attempt may take the key.
+
+    The matching rule, the same in every backend: an expired key counts as
+    absent; a different request hash is a conflict; an unfinished key is in
+    progress (even for the call that holds it: after a crash it is the
+    reconcile hook's to settle, never a second run); a finished key replays
+    its outcome, including ``unknown``, which is never re-run blindly.
+    """
+    if expires_at <= start.started_at:
+        return None
+    if request_hash != start.request_hash:
+        return Claim(kind=ClaimKind.CONFLICT, holder=holder)
+    if outcome is None:
+        return Claim(kind=ClaimKind.IN_PROGRESS, holder=holder)
+    return Claim(kind=ClaimKind.REPLAY, outcome=outcome, holder=holder)
+
+
+def settled_state(claim: Claim) -> tuple[CallState, str]:
+    """The state and stage of a call that will not run because of ``claim``."""
+    if claim.kind is ClaimKind.REPLAY and claim.outcome is not None:
+        return CallState(claim.outcome.status), claim.outcome.stage
+    return CallState.REJECTED, "execute"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AttemptFinish:
     """The end of an attempt."""
@@ -140,6 +254,12 @@ class AttemptFinish:
     attempt: int
     idempotency_key: str
     outcome: Outcome
+    actor: str | None = None
+    """Who settled the outcome when it is not the attempt itself: a person, or ``recovery``."""
+    note: str | None = None
+    """The person's note for a manual resolution."""
+    side_effecting: bool = True
+    """False for a read-only tool: its outcome need not wait for the disk."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -154,11 +274,13 @@ class AttemptRecord:
     request_hash: str
     started_at: float
     outcome: Outcome | None = None
+    worker: str = ""
+    """The worker (process) that ran the attempt; recovery can be limited to one worker."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AuditRecord:
-    """One entry of the audit trail."""
+    """One entry of the audit trail, chained to the one before it by ``prev_hash``."""
 
     seq: int
     at: float
@@ -166,14 +288,107 @@ class AuditRecord:
     run_id: str
     call_id: str | None
     data: Mapping[str, Any] = field(default_factory=dict)
+    prev_hash: str = ""
+    hash: str = ""
+    data_json: str = ""
+    """``data`` exactly as stored; the hash covers this text."""
+
+
+GENESIS = "0" * 64
+"""The ``prev_hash`` of the first audit record."""
+
+
+def audit_json(data: Mapping[str, Any]) -> str:
+    """The exact text an audit record's data is hashed and stored as."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def audit_hash(
+    prev_hash: str, seq: int, at: float, kind: str, run_id: str, call_id: str | None, data: str
+) -> str:
+    """The hash of one audit record: SHA-256 over the previous hash and every field.
+
+    ``data`` is the record's data exactly as stored (`AuditRecord.data_json`).
+    Variable fields are length-prefixed, so no two records share an encoding.
+    """
+    cid = "-" if call_id is None else f"{len(call_id)}:{call_id}"
+    blob = f"{prev_hash}|{seq}|{at!r}|{len(kind)}:{kind}|{len(run_id)}:{run_id}|{cid}|{data}"
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuditCheck:
+    """The result of verifying the audit chain."""
+
+    ok: bool
+    records: int
+    head: str
+    """The hash of the last record: keep it elsewhere to detect a rewrite of the whole chain."""
+    problems: tuple[str, ...] = ()
+    first_bad_seq: int | None = None
+
+
+def verify_chain(records: Sequence[AuditRecord], head: tuple[int, str] | None) -> AuditCheck:
+    """Check every record's hash and link, and that the chain ends at the recorded head.
+
+    An edited record breaks its own hash; a deleted record breaks the next
+    record's link (and the sequence); a deleted tail no longer ends at the head.
+    """
+    problems: list[str] = []
+    first_bad: int | None = None
+    prev = GENESIS
+    expected_seq = 1
+    for r in records:
+        if r.seq != expected_seq:
+            problems.append(
+                f"record {r.seq}: expected sequence number {expected_seq}; "
+                f"{r.seq - expected_seq} record(s) before it are missing"
+            )
+        if r.prev_hash != prev:
+            problems.append(f"record {r.seq}: does not link to the record before it")
+        data = r.data_json or audit_json(r.data)
+        if audit_hash(r.prev_hash, r.seq, r.at, r.kind, r.run_id, r.call_id, data) != r.hash:
+            problems.append(f"record {r.seq}: its content does not match its hash (edited)")
+        if problems and first_bad is None:
+            first_bad = r.seq
+        prev = r.hash
+        expected_seq = r.seq + 1
+    last = (records[-1].seq, records[-1].hash) if records else (0, GENESIS)
+    if head is not None and head != last:
+        problems.append(
+            f"the chain ends at record {last[0]} but the ledger's head is record {head[0]}: "
+            "records at the end were deleted or the head was altered"
+        )
+        if first_bad is None:
+            first_bad = last[0] + 1
+    return AuditCheck(
+        ok=not problems,
+        records=len(records),
+        head=last[1],
+        problems=tuple(problems),
+        first_bad_seq=first_bad,
+    )
 
 
 class Ledger(abc.ABC):
-    """Where calls, attempts and outcomes are recorded. Small on purpose: four writes."""
+    """Where calls, attempts and outcomes are recorded. Small on purpose: four writes.
+
+    A backend implements the abstract methods; the async twins of the two
+    writes that sit around a handler (`abegin_attempt`, `afinish_attempt`)
+    default to the sync ones and exist so a backend can share one commit
+    among concurrent calls (group commit).
+    """
+
+    worker: str = ""
+    """The id this process's attempts are recorded under (see `callgate.recovery`)."""
 
     @abc.abstractmethod
     def record_decision(self, record: CallRecord) -> None:
-        """Record a proposed call and its decision (rejected, pending or admitted)."""
+        """Record a proposed call and its decision (rejected, pending or admitted).
+
+        A call that already ran keeps its record (see `may_decide`); the new
+        decision is still audited.
+        """
 
     @abc.abstractmethod
     def begin_attempt(self, start: AttemptStart) -> Claim:
@@ -181,12 +396,13 @@ class Ledger(abc.ABC):
 
         Same key and request hash, finished: `ClaimKind.REPLAY`. Same key,
         still running: `ClaimKind.IN_PROGRESS`. Same key, different request
-        hash: `ClaimKind.CONFLICT`. Expired keys count as absent.
+        hash: `ClaimKind.CONFLICT`. Expired keys count as absent. For a
+        side-effecting call the attempt is durable when this returns.
         """
 
     @abc.abstractmethod
-    def finish_attempt(self, finish: AttemptFinish) -> None:
-        """Record how an attempt ended and release its key with the outcome."""
+    def finish_attempt(self, finish: AttemptFinish) -> bool:
+        """Record how an attempt ended; False if the call's state forbids it (`may_finish`)."""
 
     @abc.abstractmethod
     def record_event(
@@ -200,7 +416,11 @@ class Ledger(abc.ABC):
 
     @abc.abstractmethod
     def calls(
-        self, *, run_id: str | None = None, state: CallState | None = None
+        self,
+        *,
+        run_id: str | None = None,
+        state: CallState | None = None,
+        call_id: str | None = None,
     ) -> Sequence[CallRecord]:
         """Call records, oldest first, optionally filtered."""
 
@@ -210,7 +430,64 @@ class Ledger(abc.ABC):
 
     @abc.abstractmethod
     def audit(self) -> Sequence[AuditRecord]:
-        """The audit trail, oldest first."""
+        """The audit trail, oldest first, each record chained to the one before."""
+
+    def audit_head(self) -> tuple[int, str] | None:
+        """``(seq, hash)`` of the last audit record as the ledger recorded it separately."""
+        return None
+
+    async def abegin_attempt(self, start: AttemptStart) -> Claim:
+        """`begin_attempt` for async callers; backends may share commits between callers."""
+        return self.begin_attempt(start)
+
+    async def afinish_attempt(self, finish: AttemptFinish) -> bool:
+        """`finish_attempt` for async callers; backends may share commits between callers."""
+        return self.finish_attempt(finish)
+
+    def verify(self) -> AuditCheck:
+        """Verify the audit chain: an edited, deleted or truncated record is reported."""
+        return verify_chain(self.audit(), self.audit_head())
+
+    def resolve(self, run_id: str, call_id: str, *, status: str, by: str, note: str) -> CallRecord:
+        """A person settles an ``unknown`` call as ``ok`` or ``error``; audited with the note.
+
+        Raises `LedgerError` when the call does not exist or is not ``unknown``.
+        """
+        if status not in ("ok", "error"):
+            raise LedgerError(f"resolve a call as 'ok' or 'error', not {status!r}")
+        if not by.strip() or not note.strip():
+            raise LedgerError("a resolution needs who resolved it (by) and a note saying why")
+        call = self.get_call(run_id, call_id)
+        if call is None:
+            raise LedgerError(f"no call {call_id!r} in run {run_id!r}; list calls to find it")
+        if call.state is not CallState.UNKNOWN:
+            raise LedgerError(
+                f"call {call_id!r} is {call.state.value}; only an unknown call can be resolved"
+            )
+        attempts = self.attempts(run_id, call_id)
+        number = attempts[-1].attempt if attempts else max(call.attempts, 1)
+        what = "happened" if status == "ok" else "did not happen"
+        outcome = Outcome(
+            status=status,
+            content=f"resolved by {by}: the effect {what}. {note}",
+            finished_at=time.time(),
+            reconciled=True,
+        )
+        applied = self.finish_attempt(
+            AttemptFinish(
+                run_id=run_id,
+                call_id=call_id,
+                attempt=number,
+                idempotency_key=call.idempotency_key or "",
+                outcome=outcome,
+                actor=by,
+                note=note,
+            )
+        )
+        settled = self.get_call(run_id, call_id)
+        if not applied or settled is None:
+            raise LedgerError(f"call {call_id!r} changed while it was being resolved; try again")
+        return settled
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources; the memory ledger has none."""

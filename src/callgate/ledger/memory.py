@@ -1,7 +1,15 @@
-"""`MemoryLedger`: the ledger kept in process memory, for tests and quick scripts."""
+"""`MemoryLedger`: the ledger kept in process memory, for tests and quick scripts.
+
+It applies the same rules as the durable backends (`callgate.ledger.base`):
+forward-only states, the idempotency matching rule, a hash-chained audit
+trail. The chain is computed when the trail is read, so the hot path pays
+nothing for it.
+"""
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -9,6 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from callgate.ledger.base import (
+    GENESIS,
     AttemptFinish,
     AttemptRecord,
     AttemptStart,
@@ -18,9 +27,18 @@ from callgate.ledger.base import (
     Claim,
     ClaimKind,
     Ledger,
+    audit_hash,
+    audit_json,
+    begin_states,
+    claim_for_key,
+    may_decide,
+    may_finish,
+    settled_state,
 )
 
 __all__ = ["MemoryLedger"]
+
+_RUN = Claim(kind=ClaimKind.RUN)
 
 
 class _Key:
@@ -33,15 +51,22 @@ class _Key:
         self.outcome: Any = None
 
 
+def default_worker() -> str:
+    """``host:pid``: the worker id of a process that was given none."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
 class MemoryLedger(Ledger):
     """Everything in dicts behind one lock. Nothing survives the process."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, worker: str | None = None) -> None:
+        self.worker = worker or default_worker()
         self._lock = threading.Lock()
         self._calls: dict[tuple[str, str], CallRecord] = {}
         self._attempts: dict[tuple[str, str], list[AttemptRecord]] = {}
         self._keys: dict[str, _Key] = {}
         self._audit: list[AuditRecord] = []
+        self._chained = 0
 
     def _event(self, kind: str, run_id: str, call_id: str | None, data: Mapping[str, Any]) -> None:
         self._audit.append(
@@ -56,31 +81,51 @@ class MemoryLedger(Ledger):
         )
 
     def record_decision(self, record: CallRecord) -> None:
+        ident = (record.run_id, record.call_id)
         with self._lock:
-            self._calls[(record.run_id, record.call_id)] = record
+            current = self._calls.get(ident)
+            if current is None or may_decide(current.state, record.state):
+                self._calls[ident] = record
             self._event(
                 f"call.{record.state.value}",
                 record.run_id,
                 record.call_id,
                 {
+                    "actor": record.principal,
                     "tool": record.tool,
                     "tool_version": record.tool_version,
-                    "principal": record.principal,
                     "arguments": record.arguments,
                     "stage": record.stage,
                     "decided_by": record.decided_by,
                     "effects": list(record.effects),
+                    "approval_id": record.approval_id,
+                    "message": record.message,
                 },
             )
 
     def begin_attempt(self, start: AttemptStart) -> Claim:
         ident = (start.run_id, start.call_id)
         with self._lock:
-            claim = self._check_key(start) if start.side_effecting else None
-            if claim is not None:
-                self._settle_without_running(ident, claim, start.started_at)
-                return claim
+            call = self._calls.get(ident)
             if start.side_effecting:
+                key = self._keys.get(start.idempotency_key)
+                claim = (
+                    None
+                    if key is None
+                    else claim_for_key(
+                        start,
+                        request_hash=key.request_hash,
+                        holder=key.holder,
+                        expires_at=key.expires_at,
+                        outcome=key.outcome,
+                    )
+                )
+                if claim is None and call is not None and call.state is not CallState.ADMITTED:
+                    # The call already ran (its id came back): never a second execution.
+                    claim = Claim(kind=ClaimKind.IN_PROGRESS, holder=ident)
+                if claim is not None:
+                    self._settle_without_running(ident, claim, start.started_at)
+                    return claim
                 self._keys[start.idempotency_key] = _Key(
                     start.request_hash, ident, start.key_expires_at
                 )
@@ -93,10 +138,10 @@ class MemoryLedger(Ledger):
                     idempotency_key=start.idempotency_key,
                     request_hash=start.request_hash,
                     started_at=start.started_at,
+                    worker=self.worker,
                 )
             )
-            call = self._calls.get(ident)
-            if call is not None:
+            if call is not None and call.state in begin_states(start.side_effecting, start.attempt):
                 self._calls[ident] = replace(
                     call,
                     state=CallState.RUNNING,
@@ -107,44 +152,36 @@ class MemoryLedger(Ledger):
                 "attempt.started",
                 start.run_id,
                 start.call_id,
-                {"attempt": start.attempt, "idempotency_key": start.idempotency_key},
+                {
+                    "actor": self.worker,
+                    "attempt": start.attempt,
+                    "idempotency_key": start.idempotency_key,
+                    "request_hash": start.request_hash,
+                    "tool_version": start.tool_version,
+                },
             )
-            return Claim(kind=ClaimKind.RUN)
-
-    def _check_key(self, start: AttemptStart) -> Claim | None:
-        """The claim decided by an existing, unexpired key; None if the attempt may run."""
-        key = self._keys.get(start.idempotency_key)
-        if key is None or key.expires_at <= start.started_at:
-            return None
-        if key.request_hash != start.request_hash:
-            return Claim(kind=ClaimKind.CONFLICT, holder=key.holder)
-        if key.outcome is None:
-            if key.holder == (start.run_id, start.call_id):
-                return None
-            return Claim(kind=ClaimKind.IN_PROGRESS, holder=key.holder)
-        # Finished, or unknown: an unknown outcome is never re-run blindly.
-        return Claim(kind=ClaimKind.REPLAY, outcome=key.outcome, holder=key.holder)
+            return _RUN
 
     def _settle_without_running(self, ident: tuple[str, str], claim: Claim, now: float) -> None:
         """Move a call that will not run to its final state, and audit why."""
         call = self._calls.get(ident)
-        if claim.kind is ClaimKind.REPLAY and claim.outcome is not None:
-            state, stage = CallState(claim.outcome.status), claim.outcome.stage
-        else:
-            state, stage = CallState.REJECTED, "execute"
-        if call is not None:
+        state, stage = settled_state(claim)
+        if call is not None and call.state is CallState.ADMITTED:
             self._calls[ident] = replace(call, state=state, stage=stage, updated_at=now)
         self._event(
             f"idempotency.{claim.kind.value}",
             ident[0],
             ident[1],
-            {"holder": list(claim.holder) if claim.holder else None},
+            {"actor": self.worker, "holder": list(claim.holder) if claim.holder else None},
         )
 
-    def finish_attempt(self, finish: AttemptFinish) -> None:
+    def finish_attempt(self, finish: AttemptFinish) -> bool:
         outcome = finish.outcome
         ident = (finish.run_id, finish.call_id)
         with self._lock:
+            call = self._calls.get(ident)
+            if not may_finish(call.state if call is not None else None, outcome):
+                return False
             key = self._keys.get(finish.idempotency_key)
             if key is not None and key.holder == ident:
                 key.outcome = outcome
@@ -152,7 +189,6 @@ class MemoryLedger(Ledger):
             for i, a in enumerate(attempts):
                 if a.attempt == finish.attempt:
                     attempts[i] = replace(a, outcome=outcome)
-            call = self._calls.get(ident)
             if call is not None:
                 self._calls[ident] = replace(
                     call,
@@ -165,34 +201,74 @@ class MemoryLedger(Ledger):
                 f"attempt.{outcome.status}",
                 finish.run_id,
                 finish.call_id,
-                {
-                    "attempt": finish.attempt,
-                    "error": outcome.error,
-                    "reconciled": outcome.reconciled,
-                },
+                _finish_data(finish, self.worker),
             )
+            return True
 
     def record_event(
         self, kind: str, *, run_id: str, call_id: str | None, data: Mapping[str, Any]
     ) -> None:
         with self._lock:
-            self._event(kind, run_id, call_id, data)
+            self._event(kind, run_id, call_id, dict(data))
 
     def get_call(self, run_id: str, call_id: str) -> CallRecord | None:
         return self._calls.get((run_id, call_id))
 
     def calls(
-        self, *, run_id: str | None = None, state: CallState | None = None
+        self,
+        *,
+        run_id: str | None = None,
+        state: CallState | None = None,
+        call_id: str | None = None,
     ) -> Sequence[CallRecord]:
         with self._lock:
             return [
                 c
                 for c in self._calls.values()
-                if (run_id is None or c.run_id == run_id) and (state is None or c.state is state)
+                if (run_id is None or c.run_id == run_id)
+                and (state is None or c.state is state)
+                and (call_id is None or c.call_id == call_id)
             ]
 
     def attempts(self, run_id: str, call_id: str) -> Sequence[AttemptRecord]:
         return list(self._attempts.get((run_id, call_id), ()))
 
     def audit(self) -> Sequence[AuditRecord]:
-        return list(self._audit)
+        with self._lock:
+            self._chain()
+            return list(self._audit)
+
+    def audit_head(self) -> tuple[int, str] | None:
+        with self._lock:
+            self._chain()
+            return (len(self._audit), self._audit[-1].hash) if self._audit else None
+
+    def _chain(self) -> None:
+        """Hash the records appended since the last read."""
+        audit = self._audit
+        prev = audit[self._chained - 1].hash if self._chained else GENESIS
+        for i in range(self._chained, len(audit)):
+            r = audit[i]
+            data = audit_json(r.data)
+            h = audit_hash(prev, r.seq, r.at, r.kind, r.run_id, r.call_id, data)
+            audit[i] = replace(r, prev_hash=prev, hash=h, data_json=data)
+            prev = h
+        self._chained = len(audit)
+
+
+def _finish_data(finish: AttemptFinish, worker: str) -> dict[str, Any]:
+    """The audit data of an attempt's end: who settled it, how, and the evidence it left."""
+    outcome = finish.outcome
+    data: dict[str, Any] = {
+        "actor": finish.actor or worker,
+        "attempt": finish.attempt,
+        "status": outcome.status,
+        "stage": outcome.stage,
+        "error": outcome.error,
+        "reconciled": outcome.reconciled,
+        "transaction_id": outcome.transaction_id,
+        "evidence_id": finish.call_id if outcome.status == "ok" else None,
+    }
+    if finish.note is not None:
+        data["note"] = finish.note
+    return data

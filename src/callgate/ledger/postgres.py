@@ -1,0 +1,121 @@
+"""`PostgresLedger`: one ledger shared by many workers and hosts.
+
+The statements and rules are the SQLite ledger's (`callgate.ledger.sql`);
+here they run on pooled psycopg 3 connections. What PostgreSQL adds:
+
+* atomic conditional updates (``UPDATE … WHERE state IN (…)``) and
+  ``INSERT … ON CONFLICT`` claim calls and idempotency keys across workers:
+  two workers submitting the same key at once wait on the key's row, and
+  exactly one of them runs;
+* the audit chain is extended under a row lock on its head, so records from
+  every worker form one chain;
+* writes that need not wait for the disk commit with
+  ``synchronous_commit = off`` (still crash-safe for the database, visible to
+  every worker at once);
+* the schema is migrated on start, under an advisory lock so that workers
+  starting together migrate once; ``schema_version`` records each version.
+
+Requires the ``postgres`` extra: ``pip install 'callgate[postgres]'``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+from callgate.ledger.base import LedgerError
+from callgate.ledger.sql import HEAD_QUERY, Item, SqlLedger, _Tx, apply_migrations, run_items
+
+__all__ = ["PostgresLedger"]
+
+_TYPES = {"real": "DOUBLE PRECISION", "bigint": "BIGINT", "without_rowid": ""}
+_HEAD_FOR_UPDATE = HEAD_QUERY.replace("?", "%s") + " FOR UPDATE"
+_MIGRATION_LOCK = 0x63616C6C67617465  # "callgate"
+
+
+@functools.lru_cache(maxsize=1024)
+def _pg(statement: str) -> str:
+    """The statement with psycopg's placeholders (the shared statements use ``?``)."""
+    return statement.replace("?", "%s")
+
+
+class PostgresLedger(SqlLedger):
+    """A ledger in a PostgreSQL database, on a pool of connections. Thread-safe.
+
+    Args:
+        dsn: a libpq connection string or URL, e.g.
+            ``postgresql://callgate@db.internal/callgate``.
+        worker: the id this process's attempts are recorded under (default
+            ``host:pid``); give each worker a stable one so that, after a
+            restart, it recovers only its own calls (`Gate.recover`).
+        min_size, max_size: connections kept open, and the most opened.
+        timeout: seconds to wait for the database (and for a pooled connection).
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        worker: str | None = None,
+        min_size: int = 1,
+        max_size: int = 8,
+        timeout: float = 10.0,
+    ) -> None:
+        super().__init__(worker=worker)
+        try:
+            import psycopg
+            import psycopg_pool
+        except ImportError as exc:  # pragma: no cover - depends on the install
+            raise LedgerError(
+                "PostgresLedger needs psycopg 3 and psycopg-pool: pip install 'callgate[postgres]'"
+            ) from exc
+        self._errors = (psycopg.Error, psycopg_pool.PoolTimeout)
+        self._pool = psycopg_pool.ConnectionPool(
+            dsn,
+            min_size=min_size,
+            max_size=max_size,
+            timeout=timeout,
+            kwargs={"autocommit": True},
+            open=False,
+            name="callgate-ledger",
+        )
+        try:
+            self._pool.open(wait=True, timeout=timeout)
+            self._migrate()
+        except self._errors as exc:
+            self._pool.close()
+            raise LedgerError(
+                f"cannot open the PostgreSQL ledger: {exc}; check the DSN, that the server "
+                "is running and that the user may create tables in the database"
+            ) from exc
+
+    def _migrate(self) -> None:
+        with self._pool.connection() as conn, conn.transaction():
+            cur = conn.cursor()
+            cur.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            apply_migrations(cur, _pg, _TYPES)
+
+    def _transact(self, items: Sequence[Item], *, durable: bool) -> list[Any]:
+        deferred = self._take_deferred()
+        with self._pool.connection() as conn, conn.transaction():
+            cur = conn.cursor()
+            if not durable:
+                cur.execute("SET LOCAL synchronous_commit TO OFF")
+            results = run_items(_Tx(cur, _pg), [*deferred, *items], self.worker, _HEAD_FOR_UPDATE)
+        return results[len(deferred) :]
+
+    def _query(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
+        with self._pool.connection() as conn:
+            return conn.execute(_pg(statement), params).fetchall()
+
+    def close(self) -> None:
+        """Commit deferred writes and close the pool."""
+        try:
+            if self._deferred:
+                self._transact((), durable=True)
+        finally:
+            self._pool.close()
+
+    def __repr__(self) -> str:
+        return f"PostgresLedger(worker={self.worker!r})"

@@ -1,0 +1,129 @@
+"""`SQLiteLedger`: the embedded default ledger, one file in WAL mode.
+
+Durability where it is promised: a side-effecting attempt commits with
+``synchronous=FULL`` (the WAL is synced) before its handler runs, and its
+outcome commits the same way; that is two syncs per side-effecting call.
+Read-only calls and rejections commit with ``synchronous=NORMAL``: written
+to the WAL, safe from a crash of the process, made durable by the next full
+commit, and never waited onto the disk.
+
+Concurrent async callers share commits (group commit, see `SqlLedger`): a
+batch of N concurrent side-effecting calls costs about two syncs, not 2N.
+
+Several processes may open the same file: SQLite serializes writers, and a
+writer waits up to ``timeout`` seconds for another to finish.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from callgate.ledger.base import LedgerError
+from callgate.ledger.sql import HEAD_QUERY, Item, SqlLedger, _Tx, apply_migrations, run_items
+
+__all__ = ["DEFAULT_PATH", "SQLiteLedger"]
+
+DEFAULT_PATH = "callgate.db"
+"""Where the default `Gate` keeps its ledger: ``./callgate.db``."""
+
+_TYPES = {"real": "REAL", "bigint": "INTEGER", "without_rowid": " WITHOUT ROWID"}
+
+
+def _same(statement: str) -> str:
+    return statement
+
+
+class SQLiteLedger(SqlLedger):
+    """A ledger in one SQLite file (WAL mode). Thread-safe; one connection per ledger.
+
+    Args:
+        path: the database file; created, with its schema, if missing.
+        worker: the id this process's attempts are recorded under (default
+            ``host:pid``); give a stable one to recover only this worker's calls.
+        timeout: seconds to wait for another process holding the write lock.
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, worker: str | None = None, timeout: float = 10.0
+    ) -> None:
+        super().__init__(worker=worker)
+        self.path = os.fspath(path)
+        try:
+            self._conn = sqlite3.connect(
+                self.path,
+                timeout=timeout,
+                isolation_level=None,
+                check_same_thread=False,
+                cached_statements=512,
+            )
+            self._lock = threading.RLock()
+            self._cur = self._conn.cursor()
+            self._full = True
+            self._open(timeout)
+        except sqlite3.Error as exc:
+            raise LedgerError(
+                f"cannot open the SQLite ledger at {self.path!r}: {exc}; "
+                "check that the path is a callgate ledger in a writable directory"
+            ) from exc
+
+    def _open(self, timeout: float) -> None:
+        cur = self._cur
+        cur.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+        mode = cur.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        if mode.lower() != "wal" and self.path != ":memory:":
+            raise LedgerError(
+                f"the SQLite ledger at {self.path!r} could not switch to WAL mode "
+                f"(got {mode!r}); put it on a local file system"
+            )
+        cur.execute("PRAGMA synchronous=FULL")
+        with self._lock:
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                apply_migrations(cur, _same, _TYPES)
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+            cur.execute("COMMIT")
+
+    # -- transactions -----------------------------------------------------------
+
+    def _transact(self, items: Sequence[Item], *, durable: bool) -> list[Any]:
+        with self._lock:
+            deferred = self._take_deferred()
+            if durable is not self._full:
+                self._cur.execute(
+                    "PRAGMA synchronous=FULL" if durable else "PRAGMA synchronous=NORMAL"
+                )
+                self._full = durable
+            cur = self._cur
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                results = run_items(_Tx(cur, _same), [*deferred, *items], self.worker, HEAD_QUERY)
+                cur.execute("COMMIT")
+            except BaseException:
+                if self._conn.in_transaction:
+                    cur.execute("ROLLBACK")
+                raise
+        return results[len(deferred) :]
+
+    def _query(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
+        with self._lock:
+            return self._cur.execute(statement, params).fetchall()
+
+    # -- lifecycle --------------------------------------------------------------
+
+    def close(self) -> None:
+        """Commit deferred writes and close the file."""
+        with self._lock:
+            try:
+                if self._deferred:
+                    self._transact((), durable=True)
+            finally:
+                self._conn.close()
+
+    def __repr__(self) -> str:
+        return f"SQLiteLedger({self.path!r})"

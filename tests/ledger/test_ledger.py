@@ -1,0 +1,373 @@
+"""The ledger contract, run against every backend (memory, SQLite, PostgreSQL).
+
+Each test states one rule of `callgate.ledger.base`: the state machine, the
+idempotency matching rule, outcomes, resolution, and the audit chain.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Callable
+
+import anyio
+import pytest
+
+from callgate.ledger import (
+    AttemptFinish,
+    AttemptStart,
+    CallRecord,
+    CallState,
+    ClaimKind,
+    Ledger,
+    Outcome,
+)
+from callgate.ledger.base import LedgerError
+
+DAY = 24 * 3600.0
+
+
+def decision(
+    call_id: str, *, run_id: str = "run-1", state: CallState = CallState.ADMITTED, key: str = ""
+) -> CallRecord:
+    now = time.time()
+    return CallRecord(
+        run_id=run_id,
+        call_id=call_id,
+        tool="charge",
+        tool_version="v1",
+        principal="alice",
+        arguments='{"amount":5}',
+        state=state,
+        stage="policy",
+        request_hash="h1",
+        idempotency_key=key or f"{run_id}/{call_id}",
+        decided_by="allow charge",
+        effects=("spend:USD",),
+        created_at=now,
+        updated_at=now,
+    )
+
+
+def start(
+    call_id: str,
+    *,
+    run_id: str = "run-1",
+    key: str = "",
+    request_hash: str = "h1",
+    side_effecting: bool = True,
+    attempt: int = 1,
+    at: float | None = None,
+    retention: float = DAY,
+) -> AttemptStart:
+    now = time.time() if at is None else at
+    return AttemptStart(
+        run_id=run_id,
+        call_id=call_id,
+        tool="charge",
+        tool_version="v1",
+        attempt=attempt,
+        idempotency_key=key or f"{run_id}/{call_id}",
+        request_hash=request_hash,
+        started_at=now,
+        key_expires_at=now + retention,
+        side_effecting=side_effecting,
+    )
+
+
+def finish(
+    s: AttemptStart, status: str = "ok", *, content: str = '{"charge":"ch_1"}', reconciled=False
+) -> AttemptFinish:
+    return AttemptFinish(
+        run_id=s.run_id,
+        call_id=s.call_id,
+        attempt=s.attempt,
+        idempotency_key=s.idempotency_key,
+        outcome=Outcome(
+            status=status, content=content, finished_at=time.time(), reconciled=reconciled
+        ),
+        side_effecting=s.side_effecting,
+    )
+
+
+def run_call(ledger: Ledger, call_id: str, status: str = "ok", **kw: object) -> AttemptStart:
+    """Admit, start and finish one call."""
+    ledger.record_decision(decision(call_id, key=str(kw.get("key", ""))))
+    s = start(call_id, **kw)  # type: ignore[arg-type]
+    assert ledger.begin_attempt(s).kind is ClaimKind.RUN
+    assert ledger.finish_attempt(finish(s, status))
+    return s
+
+
+# -- state machine ------------------------------------------------------------------
+
+
+def test_a_decision_is_recorded_and_found_by_every_filter(ledger: Ledger) -> None:
+    ledger.record_decision(decision("c1"))
+    ledger.record_decision(decision("c2", run_id="run-2", state=CallState.REJECTED))
+    assert [c.call_id for c in ledger.calls()] == ["c1", "c2"]
+    assert [c.call_id for c in ledger.calls(run_id="run-2")] == ["c2"]
+    assert [c.call_id for c in ledger.calls(state=CallState.ADMITTED)] == ["c1"]
+    assert [c.run_id for c in ledger.calls(call_id="c2")] == ["run-2"]
+    c1 = ledger.get_call("run-1", "c1")
+    assert c1 is not None
+    assert c1.effects == ("spend:USD",)
+    assert c1.decided_by == "allow charge"
+    assert ledger.get_call("run-1", "nope") is None
+
+
+def test_an_attempt_runs_then_its_outcome_is_recorded(ledger: Ledger) -> None:
+    ledger.record_decision(decision("c1"))
+    s = start("c1")
+    assert ledger.begin_attempt(s).kind is ClaimKind.RUN
+    running = ledger.get_call("run-1", "c1")
+    assert running is not None
+    assert running.state is CallState.RUNNING
+    assert running.attempts == 1
+    [attempt] = ledger.attempts("run-1", "c1")
+    assert attempt.outcome is None
+    assert attempt.idempotency_key == "run-1/c1"
+    assert attempt.worker == ledger.worker
+    assert ledger.finish_attempt(finish(s))
+    done = ledger.get_call("run-1", "c1")
+    assert done is not None
+    assert done.state is CallState.OK
+    [attempt] = ledger.attempts("run-1", "c1")
+    assert attempt.outcome is not None
+    assert attempt.outcome.content == '{"charge":"ch_1"}'
+
+
+def test_a_finished_call_does_not_go_back(ledger: Ledger) -> None:
+    """Forward only: an outcome over a finished call, or a decision over a run call, is refused."""
+    s = run_call(ledger, "c1")
+    assert not ledger.finish_attempt(finish(s, "error"))
+    ledger.record_decision(decision("c1"))  # the same call id proposed again
+    call = ledger.get_call("run-1", "c1")
+    assert call is not None
+    assert call.state is CallState.OK
+
+
+def test_a_pending_call_may_be_admitted_later(ledger: Ledger) -> None:
+    ledger.record_decision(decision("c1", state=CallState.PENDING))
+    ledger.record_decision(decision("c1", state=CallState.ADMITTED))
+    assert ledger.begin_attempt(start("c1")).kind is ClaimKind.RUN
+
+
+def test_a_read_only_call_may_be_retried_after_an_unknown_outcome(ledger: Ledger) -> None:
+    ledger.record_decision(decision("c1"))
+    first = start("c1", side_effecting=False)
+    ledger.begin_attempt(first)
+    ledger.finish_attempt(finish(first, "unknown"))
+    second = start("c1", side_effecting=False, attempt=2)
+    assert ledger.begin_attempt(second).kind is ClaimKind.RUN
+    assert ledger.finish_attempt(finish(second))
+    call = ledger.get_call("run-1", "c1")
+    assert call is not None
+    assert call.state is CallState.OK
+    assert call.attempts == 2
+    assert [a.attempt for a in ledger.attempts("run-1", "c1")] == [1, 2]
+
+
+# -- idempotency ----------------------------------------------------------------------
+
+
+def test_same_key_and_request_after_finish_replays_the_outcome(ledger: Ledger) -> None:
+    run_call(ledger, "c1", key="op-1")
+    ledger.record_decision(decision("c2", key="op-1"))
+    claim = ledger.begin_attempt(start("c2", key="op-1"))
+    assert claim.kind is ClaimKind.REPLAY
+    assert claim.holder == ("run-1", "c1")
+    assert claim.outcome is not None
+    assert claim.outcome.content == '{"charge":"ch_1"}'
+    replayed = ledger.get_call("run-1", "c2")
+    assert replayed is not None
+    assert replayed.state is CallState.OK
+    assert ledger.attempts("run-1", "c2") == []
+
+
+def test_same_key_while_running_is_in_progress_never_a_second_run(ledger: Ledger) -> None:
+    ledger.record_decision(decision("c1", key="op-1"))
+    assert ledger.begin_attempt(start("c1", key="op-1")).kind is ClaimKind.RUN
+    ledger.record_decision(decision("c2", key="op-1"))
+    claim = ledger.begin_attempt(start("c2", key="op-1"))
+    assert claim.kind is ClaimKind.IN_PROGRESS
+    assert claim.holder == ("run-1", "c1")
+    second = ledger.get_call("run-1", "c2")
+    assert second is not None
+    assert second.state is CallState.REJECTED
+
+
+def test_same_key_with_different_arguments_is_a_conflict(ledger: Ledger) -> None:
+    run_call(ledger, "c1", key="op-1")
+    ledger.record_decision(decision("c2", key="op-1"))
+    claim = ledger.begin_attempt(start("c2", key="op-1", request_hash="h2"))
+    assert claim.kind is ClaimKind.CONFLICT
+
+
+def test_an_expired_key_counts_as_absent(ledger: Ledger) -> None:
+    long_ago = time.time() - 2 * DAY
+    run_call(ledger, "c1", key="op-1", at=long_ago)
+    ledger.record_decision(decision("c2", key="op-1"))
+    assert ledger.begin_attempt(start("c2", key="op-1", request_hash="h2")).kind is ClaimKind.RUN
+
+
+def test_a_key_is_kept_for_its_retention_window(ledger: Ledger) -> None:
+    an_hour_ago = time.time() - 3600
+    run_call(ledger, "c1", key="op-1", at=an_hour_ago, retention=2 * 3600)
+    ledger.record_decision(decision("c2", key="op-1"))
+    assert ledger.begin_attempt(start("c2", key="op-1")).kind is ClaimKind.REPLAY
+
+
+def test_an_unknown_outcome_replays_as_unknown(ledger: Ledger) -> None:
+    run_call(ledger, "c1", "unknown", key="op-1")
+    ledger.record_decision(decision("c2", key="op-1"))
+    claim = ledger.begin_attempt(start("c2", key="op-1"))
+    assert claim.kind is ClaimKind.REPLAY
+    assert claim.outcome is not None
+    assert claim.outcome.status == "unknown"
+
+
+def test_read_only_calls_do_not_claim_keys(ledger: Ledger) -> None:
+    ledger.record_decision(decision("c1", key="shared"))
+    ledger.record_decision(decision("c2", key="shared"))
+    assert (
+        ledger.begin_attempt(start("c1", key="shared", side_effecting=False)).kind is ClaimKind.RUN
+    )
+    assert (
+        ledger.begin_attempt(start("c2", key="shared", side_effecting=False)).kind is ClaimKind.RUN
+    )
+
+
+def test_a_call_id_that_comes_back_is_replayed_not_run_again(ledger: Ledger) -> None:
+    run_call(ledger, "c1")
+    ledger.record_decision(decision("c1"))
+    assert ledger.begin_attempt(start("c1")).kind is ClaimKind.REPLAY
+    assert len(ledger.attempts("run-1", "c1")) == 1
+
+
+# -- resolution -------------------------------------------------------------------
+
+
+def test_a_person_resolves_an_unknown_call_and_the_key_replays_it(ledger: Ledger) -> None:
+    run_call(ledger, "c1", "unknown", key="op-1")
+    resolved = ledger.resolve("run-1", "c1", status="ok", by="dana", note="charge ch_9 in Stripe")
+    assert resolved.state is CallState.OK
+    assert resolved.reconciled
+    last = ledger.audit()[-1]
+    assert last.kind == "attempt.ok"
+    assert last.data["actor"] == "dana"
+    assert last.data["note"] == "charge ch_9 in Stripe"
+    ledger.record_decision(decision("c2", key="op-1"))
+    claim = ledger.begin_attempt(start("c2", key="op-1"))
+    assert claim.kind is ClaimKind.REPLAY
+    assert claim.outcome is not None
+    assert claim.outcome.status == "ok"
+
+
+def test_only_an_unknown_call_can_be_resolved(ledger: Ledger) -> None:
+    run_call(ledger, "c1")
+    with pytest.raises(LedgerError, match="only an unknown call"):
+        ledger.resolve("run-1", "c1", status="error", by="dana", note="no")
+    with pytest.raises(LedgerError, match="no call"):
+        ledger.resolve("run-1", "zzz", status="ok", by="dana", note="no")
+
+
+# -- audit ------------------------------------------------------------------------------
+
+
+def test_every_decision_and_outcome_is_audited_in_a_valid_chain(ledger: Ledger) -> None:
+    run_call(ledger, "c1")
+    ledger.record_event("approval.decided", run_id="run-1", call_id="c1", data={"by": "dana"})
+    kinds = [r.kind for r in ledger.audit()]
+    assert kinds == ["call.admitted", "attempt.started", "attempt.ok", "approval.decided"]
+    first = ledger.audit()[0]
+    assert first.data["actor"] == "alice"
+    assert first.data["decided_by"] == "allow charge"
+    assert first.data["tool"] == "charge"
+    assert first.data["arguments"] == '{"amount":5}'
+    assert ledger.audit()[2].data["evidence_id"] == "c1"
+    check = ledger.verify()
+    assert check.ok
+    assert check.records == 4
+    assert check.head == ledger.audit()[-1].hash
+
+
+def test_audit_records_link_to_the_one_before(ledger: Ledger) -> None:
+    run_call(ledger, "c1")
+    records = ledger.audit()
+    assert [r.seq for r in records] == [1, 2, 3]
+    for before, after in itertools.pairwise(records):
+        assert after.prev_hash == before.hash
+
+
+# -- durability and concurrency -------------------------------------------------------
+
+
+def test_a_reopened_ledger_holds_everything(make_ledger: Callable[..., Ledger]) -> None:
+    if make_ledger.backend == "memory":  # type: ignore[attr-defined]
+        pytest.skip("the memory ledger does not outlive its process")
+    first = make_ledger()
+    run_call(first, "c1", key="op-1")
+    first.record_decision(decision("c2", state=CallState.REJECTED))
+    first.close()
+    again = make_ledger()
+    assert [c.state for c in again.calls()] == [CallState.OK, CallState.REJECTED]
+    again.record_decision(decision("c3", key="op-1"))
+    assert again.begin_attempt(start("c3", key="op-1")).kind is ClaimKind.REPLAY
+    assert again.verify().ok
+
+
+def test_two_ledgers_racing_for_one_key_let_exactly_one_run(
+    make_ledger: Callable[..., Ledger],
+) -> None:
+    ledgers = [make_ledger(), make_ledger()]
+    for i, ledger in enumerate(ledgers):
+        ledger.record_decision(decision(f"c{i}", run_id=f"run-{i}", key="op-1"))
+    barrier = threading.Barrier(2)
+    kinds: list[ClaimKind] = []
+
+    def go(i: int) -> None:
+        barrier.wait()
+        kinds.append(ledgers[i].begin_attempt(start(f"c{i}", run_id=f"run-{i}", key="op-1")).kind)
+
+    threads = [threading.Thread(target=go, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(kinds) == [ClaimKind.IN_PROGRESS, ClaimKind.RUN]
+
+
+def test_concurrent_async_attempts_share_commits(make_ledger: Callable[..., Ledger]) -> None:
+    ledger = make_ledger()
+    transactions = 0
+    if hasattr(ledger, "_transact"):
+        inner = ledger._transact
+
+        def counted(items, *, durable):  # type: ignore[no-untyped-def]
+            nonlocal transactions
+            transactions += 1
+            return inner(items, durable=durable)
+
+        ledger._transact = counted  # type: ignore[method-assign]
+    starts = [start(f"c{i}") for i in range(16)]
+    for s in starts:
+        ledger.record_decision(decision(s.call_id))
+
+    async def one(s: AttemptStart) -> None:
+        assert (await ledger.abegin_attempt(s)).kind is ClaimKind.RUN
+        await anyio.sleep(0)
+        assert await ledger.afinish_attempt(finish(s))
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            for s in starts:
+                tg.start_soon(one, s)
+
+    anyio.run(main)
+    assert all(c.state is CallState.OK for c in ledger.calls())
+    assert len(ledger.calls()) == 16
+    if hasattr(ledger, "_transact"):
+        assert transactions <= 4, "16 calls should share a few commits, not take 32"
+    assert ledger.verify().ok
