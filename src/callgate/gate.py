@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -29,13 +29,14 @@ from callgate.canonical import canonical_json, digest
 from callgate.errors import DefinitionError
 from callgate.evidence import Evidence
 from callgate.execute import Admitted, ExecutionSettings, execute_async, execute_sync
+from callgate.ledger import default_ledger
 from callgate.ledger.base import CallRecord, CallState, Ledger
-from callgate.ledger.memory import MemoryLedger
 from callgate.messages import Problem, Rejection, bounded
 from callgate.parse import ParsedArguments, parse_arguments
 from callgate.policy import Action, Authority, Decision, Policy, authorize
 from callgate.provenance import OutputTrust, Provenance
-from callgate.redact import Redactor
+from callgate.recovery import RecoveryReport, recover
+from callgate.redact import REDACTED, Redactor
 from callgate.schedule import (
     Batch,
     dependency_failed,
@@ -57,7 +58,8 @@ class Gate:
         registry: the tools this gate can run.
         policy: rules over tools, effects and arguments (default: no rules,
             so granted effects suffice).
-        ledger: where every decision, attempt and outcome is recorded.
+        ledger: where every decision, attempt and outcome is recorded
+            (default: `SQLiteLedger` at ``./callgate.db``; `MemoryLedger` for tests).
         approvals: where approval requests wait for a person.
         read_retries: extra attempts for a read-only call whose outcome was unknown.
         default_timeout: seconds allowed to tools that declare no timeout.
@@ -93,7 +95,7 @@ class Gate:
             raise DefinitionError(f"Gate needs a Registry, got {type(registry).__name__}")
         self.registry = registry
         self.policy = policy if policy is not None else Policy()
-        self.ledger = ledger if ledger is not None else MemoryLedger()
+        self.ledger = ledger if ledger is not None else default_ledger()
         self.approvals = approvals if approvals is not None else MemoryApprovals()
         self.settings = ExecutionSettings(
             read_retries=read_retries, default_timeout=default_timeout
@@ -112,6 +114,19 @@ class Gate:
         self.approval_ttl = approval_ttl
         self.redactor = Redactor() if secret_patterns is None else Redactor(secret_patterns)
         self.repair = repair
+
+    def recover(
+        self, *, worker: str | None = None, context: Mapping[str, Any] | None = None
+    ) -> RecoveryReport:
+        """Settle the calls the ledger holds in ``running``: call it on start.
+
+        A reconcile hook decides each side-effecting call, or it is left
+        ``unknown`` for a person (see `callgate.recovery`). ``worker``: only
+        the calls that worker started (a ledger shared by live workers).
+        """
+        return recover(
+            self.ledger, self.registry, redactor=self.redactor, worker=worker, context=context
+        )
 
     def run(
         self,
@@ -621,8 +636,11 @@ class Run:
                 data={"findings": [f.as_dict() for f in decision.provenance]},
             )
         if record:
+            recorded = message
             if model is not None and spec is not None:
                 arguments = self._redacted_arguments(spec, model)
+            elif spec is not None and spec.secret_fields:
+                arguments, recorded = self._without_secrets(spec, call, raw, message)
             else:
                 arguments = self._raw_arguments(call, raw)
             self._record(
@@ -632,7 +650,7 @@ class Run:
                 rejection.stage,
                 arguments=arguments,
                 decision=decision,
-                message=message,
+                message=recorded,
             )
         return Observation(
             call_id=call.id,
@@ -657,6 +675,25 @@ class Run:
             except (TypeError, ValueError):
                 text = repr(call.arguments)
         return self.gate.redactor.text(bounded(text, 4000))
+
+    def _without_secrets(
+        self, spec: ToolSpec, call: ToolCall, raw: ParsedArguments | None, message: str
+    ) -> tuple[str, str]:
+        """Arguments and message of a rejected call as the ledger may hold them, for a tool
+        with secret fields: those fields redacted, and their values scrubbed from the message.
+        Arguments that could not be parsed are withheld whole, with the message's details."""
+        redactor = self.gate.redactor
+        values = raw.value if raw is not None else call.arguments
+        if isinstance(values, Mapping):
+            secrets = redactor.secret_values(values, spec.secret_fields)
+            scrubbed = redactor.arguments(values, spec.secret_fields)
+            try:
+                text = canonical_json(scrubbed)
+            except (TypeError, ValueError):
+                text = REDACTED
+            return redactor.text(bounded(text, 4000), secrets), redactor.text(message, secrets)
+        head = message.split("\n", 1)[0]
+        return REDACTED, f"{head}\n(details withheld: this tool has secret fields)"
 
     def _record_admitted(self, item: Admitted) -> None:
         if item.record is not None:

@@ -1,0 +1,129 @@
+"""The gate and the ledger together: the default ledger, replays across runs, secrets.
+
+A canary secret passed through calls (as a secret field, echoed by the
+handler, in a failure message, in a rejected call) must never reach the
+ledger's storage, its audit export, or the logs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import callgate.gate
+from callgate import Authority, Gate, Registry, ToolCall, ToolFailure
+from callgate.cli import app
+from callgate.ledger import CallState, Ledger, SQLiteLedger, default_ledger
+
+CANARY = "tok_CANARY_8c1f5e2a9d"
+API_KEY = "sk-canary0123456789abcdefXYZ"
+AUTHORITY = Authority(principal="alice", grants=["spend:USD"])
+
+
+def payments(charges: list[str]) -> Registry:
+    registry = Registry()
+
+    @registry.tool(
+        effects="spend:USD",
+        writes="charge:{operation_id}",
+        idempotency_key="{operation_id}",
+        secret_fields=["card_token"],
+    )
+    def charge(operation_id: str, amount: int, card_token: str, memo: str = "") -> dict[str, str]:
+        """Charge a card once per operation id."""
+        if amount <= 0:
+            raise ToolFailure(f"card {card_token} declined for {amount}")
+        charges.append(operation_id)
+        return {"charge": f"ch_{operation_id}", "card": card_token, "memo": memo}
+
+    return registry
+
+
+def test_the_default_gate_keeps_its_ledger_in_callgate_db(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(callgate.gate, "default_ledger", default_ledger)
+    monkeypatch.chdir(tmp_path)
+    gate = Gate(payments([]))
+    assert isinstance(gate.ledger, SQLiteLedger)
+    run = gate.run(authority=AUTHORITY)
+    [obs] = run.submit([_charge("c1", "op-1")])
+    assert obs.status == "ok"
+    gate.ledger.close()
+    assert (tmp_path / "callgate.db").exists()
+
+
+def _charge(call_id: str, operation_id: str, amount: int = 5, memo: str = "") -> ToolCall:
+    arguments = {"operation_id": operation_id, "amount": amount, "card_token": CANARY}
+    if memo:
+        arguments["memo"] = memo
+    return ToolCall(id=call_id, name="charge", arguments=arguments)
+
+
+def test_a_business_key_replays_across_runs_and_restarts(
+    make_ledger: Callable[..., Ledger],
+) -> None:
+    charges: list[str] = []
+    first = Gate(payments(charges), ledger=make_ledger()).run(authority=AUTHORITY)
+    [obs] = first.submit([_charge("c1", "op-1")])
+    assert obs.status == "ok"
+    second = Gate(payments(charges), ledger=make_ledger()).run(authority=AUTHORITY)
+    [again] = second.submit([_charge("c1", "op-1")])
+    assert again.status == "ok"
+    assert "already ran" in again.content
+    assert charges == ["op-1"]
+
+
+def test_concurrent_calls_through_asubmit_are_all_recorded(
+    make_ledger: Callable[..., Ledger],
+) -> None:
+    charges: list[str] = []
+    ledger = make_ledger()
+    run = Gate(payments(charges), ledger=ledger).run(authority=AUTHORITY)
+    calls = [_charge(f"c{i}", f"op-{i}") for i in range(8)]
+    observations = asyncio.run(run.asubmit(calls))
+    assert [o.status for o in observations] == ["ok"] * 8
+    assert sorted(charges) == sorted(f"op-{i}" for i in range(8))
+    assert {c.state for c in ledger.calls(run_id=run.id)} == {CallState.OK}
+    assert ledger.verify().ok
+
+
+def test_a_canary_secret_never_reaches_the_ledger_export_or_logs(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    path = tmp_path / "ledger.db"
+    ledger = SQLiteLedger(path)
+    run = Gate(payments([]), ledger=ledger).run(authority=AUTHORITY)
+    observations = run.submit(
+        [
+            _charge("ok", "op-1", memo=f"key {API_KEY}"),  # echoed in the result
+            _charge("declined", "op-2", amount=-1),  # in the failure message
+        ]
+    )
+    assert [o.status for o in observations] == ["ok", "error"]
+    bad = ToolCall(
+        id="bad", name="charge", arguments={"operation_id": 7, "amount": "x", "card_token": CANARY}
+    )
+    assert run.submit([bad])[0].status == "rejected"
+    broken = ToolCall(id="broken", name="charge", arguments=f'{{"card_token": "{CANARY}", ')
+    assert run.submit([broken])[0].status == "rejected"
+    assert ledger.verify().ok
+    ledger.close()
+
+    stored = b"".join(p.read_bytes() for p in tmp_path.iterdir())
+    exported = CliRunner().invoke(app, ["ledger", "export", "--db", str(path)])
+    assert exported.exit_code == 0
+    logs = caplog.text + capsys.readouterr().out
+    for secret in (CANARY, API_KEY):
+        assert secret.encode() not in stored
+        assert secret not in exported.stdout
+        assert secret not in logs
+    lines = [json.loads(line) for line in exported.stdout.splitlines()]
+    assert any("[redacted]" in json.dumps(line) for line in lines)
