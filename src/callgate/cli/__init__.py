@@ -36,6 +36,9 @@ def _add_sub_apps() -> None:
     from callgate.cli import policy
 
     app.add_typer(policy.app, name="policy")
+    from callgate.cli.ledger import app as ledger_app
+
+    app.add_typer(ledger_app, name="ledger")
 
 
 _add_sub_apps()
