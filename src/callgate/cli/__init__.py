@@ -33,12 +33,10 @@ def version() -> None:
 
 
 def _add_sub_apps() -> None:
-    from callgate.cli import policy
+    from callgate.cli import mcp, policy
 
     app.add_typer(policy.app, name="policy")
-    from callgate.cli.ledger import app as ledger_app
-
-    app.add_typer(ledger_app, name="ledger")
+    app.add_typer(mcp.app, name="mcp")
 
 
 _add_sub_apps()

@@ -1,0 +1,168 @@
+"""A policy-enforcing MCP gateway: an MCP server in front of any MCP server.
+
+The proxy connects to one upstream server (a stdio command or a Streamable
+HTTP URL), imports its tools as untrusted remote tools (`RemoteToolset`),
+and serves them through a `Gate` (`GateServer`). Neither the client (a
+desktop app, an IDE) nor the upstream server changes; between them every
+call is validated against the upstream's schema, authorized by the policy,
+approved by a person when the policy asks, recorded, and bounded by a
+timeout. A timeout is reported as ``unknown`` and never retried.
+
+Pins are checked whenever the client lists tools and when the upstream
+announces that its tool list changed: a tool whose definition changed is
+hidden from listings and its calls are rejected until a person approves it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import mcp_types
+from mcp import Client, ClientSession
+
+from callgate.approvals import Approvals
+from callgate.gate import Gate
+from callgate.ledger.base import Ledger
+from callgate.mcp.client import (
+    DEFAULT_TIMEOUT,
+    RemoteToolset,
+    ToolConfig,
+    UpstreamSource,
+    _ClientUpstream,
+    _SessionUpstream,
+    suggested_rules,
+)
+from callgate.mcp.pins import PinReport, PinStore
+from callgate.mcp.server import GateServer
+from callgate.policy import Policy
+from callgate.tools import ToolSpec
+
+__all__ = ["ProxyCatalog", "proxy"]
+
+
+class ProxyCatalog:
+    """The upstream's tools as a `ToolCatalog`: re-listed (and pin-checked) on every listing,
+    and before a call once the upstream said its tool list changed."""
+
+    def __init__(self, toolset: RemoteToolset) -> None:
+        self.toolset = toolset
+        self.stale = False
+
+    async def listing(self) -> Sequence[ToolSpec]:
+        await self.toolset.refresh()
+        self.stale = False
+        return self.toolset.visible()
+
+    async def prepare_call(self, name: str) -> None:
+        if self.stale:
+            self.stale = False
+            await self.toolset.refresh()
+
+    async def on_message(self, message: Any) -> None:
+        """The upstream session's message handler: notes a changed tool list."""
+        if isinstance(message, mcp_types.ToolListChangedNotification):
+            self.stale = True
+
+
+def _audit(gate: Gate, server_name: str) -> Callable[[PinReport], None]:
+    """Write each pin report that found something to the gate's audit trail."""
+
+    def record(report: PinReport) -> None:
+        if report.differs or report.first_use:
+            gate.ledger.record_event(
+                "mcp.tools",
+                run_id=f"mcp-proxy:{server_name}",
+                call_id=None,
+                data={
+                    "server": server_name,
+                    "first_use": report.first_use,
+                    "added": list(report.added),
+                    "changed": list(report.changed),
+                    "removed": list(report.removed),
+                    "blocked": list(report.blocked),
+                },
+            )
+
+    return record
+
+
+@contextlib.asynccontextmanager
+async def proxy(
+    upstream: UpstreamSource,
+    *,
+    server_name: str,
+    policy: Policy | None = None,
+    pins: PinStore | str | os.PathLike[str] | None = None,
+    tools: Mapping[str, ToolConfig] | None = None,
+    effects: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT,
+    ledger: Ledger | None = None,
+    approvals: Approvals | None = None,
+    grants: Sequence[str] = (),
+    principal: str | None = None,
+    context: Mapping[str, Any] | None = None,
+    trusted_values: Iterable[Any] = (),
+    name: str | None = None,
+    gate_options: Mapping[str, Any] | None = None,
+) -> AsyncIterator[GateServer]:
+    """Connect to ``upstream`` and yield a `GateServer` that serves its tools through a gate.
+
+    Args:
+        upstream: `mcp.StdioServerParameters`, a Streamable HTTP URL, an in-process
+            server, or an already connected `mcp.Client` / `mcp.ClientSession`.
+        server_name: the local name of the upstream (effects, pins). Never taken
+            from the upstream itself.
+        policy: the policy (default: every call asks a person, `suggested_rules`).
+        pins: the pin store or pin file (default: pins kept in memory).
+        tools / effects / timeout: local configuration of the upstream's tools.
+        grants: effects granted on top of ``network:<server_name>``, which the
+            proxy always grants (the policy decides).
+        principal / context / trusted_values: see `GateServer`.
+        gate_options: extra keyword arguments for `Gate`.
+    """
+    store = pins if isinstance(pins, PinStore) else PinStore(pins)
+    async with contextlib.AsyncExitStack() as stack:
+        catalog_box: list[ProxyCatalog] = []
+
+        async def on_message(message: Any) -> None:
+            if catalog_box:
+                await catalog_box[0].on_message(message)
+
+        if isinstance(upstream, ClientSession):
+            connection: Any = _SessionUpstream(upstream)
+        elif isinstance(upstream, Client):
+            connection = _ClientUpstream(upstream)
+        else:
+            client = await stack.enter_async_context(Client(upstream, message_handler=on_message))
+            connection = _ClientUpstream(client)
+        toolset = RemoteToolset(
+            upstream=connection,
+            server_name=server_name,
+            effects=effects,
+            tools=dict(tools or {}),
+            pins=store,
+            timeout=timeout,
+        )
+        catalog = ProxyCatalog(toolset)
+        catalog_box.append(catalog)
+        gate = Gate(
+            toolset.registry,
+            policy=policy if policy is not None else Policy(suggested_rules(server_name)),
+            ledger=ledger,
+            approvals=approvals,
+            **dict(gate_options or {}),
+        )
+        toolset.on_report = _audit(gate, server_name)
+        await toolset.refresh()
+        yield GateServer(
+            gate,
+            name=name or f"callgate-proxy-{server_name}",
+            principal=principal,
+            grants=(f"network:{server_name}", *grants),
+            context=context,
+            trusted_values=trusted_values,
+            catalog=catalog,
+        )
