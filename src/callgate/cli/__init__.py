@@ -37,6 +37,9 @@ def _add_sub_apps() -> None:
 
     app.add_typer(policy.app, name="policy")
     app.add_typer(mcp.app, name="mcp")
+    from callgate.cli.ledger import app as ledger_app
+
+    app.add_typer(ledger_app, name="ledger")
 
 
 _add_sub_apps()
