@@ -1,0 +1,256 @@
+"""``callgate ledger``: list, show, export, verify, resolve, and their exit codes.
+
+Exit codes: 0 success, 1 a problem found (tampering; a refused resolution),
+2 bad usage or input (no ledger, no such call, an ambiguous call id).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from callgate.cli import app
+from callgate.ledger import (
+    AttemptFinish,
+    AttemptStart,
+    CallRecord,
+    CallState,
+    Ledger,
+    MemoryLedger,
+    Outcome,
+    SQLiteLedger,
+)
+from callgate.ledger.base import verify_chain
+
+runner = CliRunner()
+
+
+def populate(ledger: Ledger, *, unknown: str = "c2", run_id: str = "run-1") -> None:
+    """c1 ok, c2 unknown, c3 rejected."""
+    now = time.time()
+    for call_id, status in (("c1", "ok"), (unknown, "unknown")):
+        ledger.record_decision(
+            CallRecord(
+                run_id=run_id,
+                call_id=call_id,
+                tool="charge",
+                tool_version="v1",
+                principal="alice",
+                arguments='{"amount":5}',
+                state=CallState.ADMITTED,
+                stage="policy",
+                request_hash="h",
+                idempotency_key=f"{run_id}/{call_id}",
+                decided_by="allow charge",
+                created_at=now,
+                updated_at=now,
+            )
+        )
+        start = AttemptStart(
+            run_id=run_id,
+            call_id=call_id,
+            tool="charge",
+            tool_version="v1",
+            attempt=1,
+            idempotency_key=f"{run_id}/{call_id}",
+            request_hash="h",
+            started_at=now,
+            key_expires_at=now + 3600,
+            side_effecting=True,
+        )
+        ledger.begin_attempt(start)
+        ledger.finish_attempt(
+            AttemptFinish(
+                run_id=run_id,
+                call_id=call_id,
+                attempt=1,
+                idempotency_key=start.idempotency_key,
+                outcome=Outcome(status=status, content="{}", finished_at=now),
+            )
+        )
+    ledger.record_decision(
+        CallRecord(
+            run_id=run_id,
+            call_id="c3",
+            tool="charge",
+            tool_version="v1",
+            principal="alice",
+            arguments="{}",
+            state=CallState.REJECTED,
+            stage="schema",
+            message="amount is required",
+            created_at=now,
+            updated_at=now,
+        )
+    )
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "callgate.db"
+    ledger = SQLiteLedger(path)
+    populate(ledger)
+    ledger.close()
+    return path
+
+
+def cli(*args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, ["ledger", *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_list_shows_every_call_and_filters_by_state(db: Path) -> None:
+    code, out, _ = cli("list", "--db", str(db))
+    assert code == 0
+    for text in ("c1", "c2", "c3", "unknown", "rejected"):
+        assert text in out
+    code, out, _ = cli("list", "--db", str(db), "--state", "unknown", "--json")
+    assert code == 0
+    assert [c["call_id"] for c in json.loads(out)] == ["c2"]
+
+
+def test_the_ledger_path_comes_from_callgate_db(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CALLGATE_DB", str(db))
+    code, out, _ = cli("list", "--json")
+    assert code == 0
+    assert len(json.loads(out)) == 3
+
+
+def test_show_gives_the_decision_attempts_and_audit_of_a_call(db: Path) -> None:
+    code, out, _ = cli("show", "c1", "--db", str(db), "--json")
+    assert code == 0
+    shown = json.loads(out)
+    assert shown["call"]["state"] == "ok"
+    assert [a["attempt"] for a in shown["attempts"]] == [1]
+    assert [r["kind"] for r in shown["audit"]] == ["call.admitted", "attempt.started", "attempt.ok"]
+    code, out, _ = cli("show", "c1", "--db", str(db))
+    assert code == 0
+    assert "attempt.ok" in out
+
+
+def test_export_writes_the_chained_audit_trail_as_jsonl(db: Path, tmp_path: Path) -> None:
+    target = tmp_path / "audit.jsonl"
+    code, _, _ = cli("export", "--db", str(db), "--format", "jsonl", "--output", str(target))
+    assert code == 0
+    records = [json.loads(line) for line in target.read_text().splitlines()]
+    assert [r["seq"] for r in records] == list(range(1, len(records) + 1))
+    assert all(b["prev_hash"] == a["hash"] for a, b in itertools.pairwise(records))
+
+
+def test_verify_passes_an_intact_ledger(db: Path) -> None:
+    code, out, _ = cli("verify", "--db", str(db), "--json")
+    assert code == 0
+    assert json.loads(out)["ok"] is True
+
+
+TAMPERING = {
+    "edited": "UPDATE audit SET data = replace(data, 'alice', 'mallory') WHERE seq = 2",
+    "deleted": "DELETE FROM audit WHERE seq = 3",
+    "truncated": "DELETE FROM audit WHERE seq = (SELECT max(seq) FROM audit WHERE kind != '@head')",
+}
+
+
+@pytest.mark.parametrize("how", sorted(TAMPERING))
+def test_verify_detects_a_tampered_sqlite_ledger(db: Path, how: str) -> None:
+    conn = sqlite3.connect(db)
+    if how == "edited":
+        conn.execute(TAMPERING[how].replace("seq = 2", "seq = 1"))
+    else:
+        conn.execute(TAMPERING[how])
+    conn.commit()
+    conn.close()
+    code, _, err = cli("verify", "--db", str(db))
+    assert code == 1
+    assert "TAMPERED" in err
+
+
+@pytest.mark.parametrize("how", sorted(TAMPERING))
+def test_verify_detects_a_tampered_postgres_ledger(pg_dsn: str, how: str) -> None:
+    import psycopg
+
+    from callgate.ledger import PostgresLedger
+
+    ledger = PostgresLedger(pg_dsn)
+    populate(ledger)
+    ledger.close()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(TAMPERING[how].replace("seq = 2", "seq = 1"))  # type: ignore[arg-type]
+    code, _, err = cli("verify", "--dsn", pg_dsn)
+    assert code == 1
+    assert "TAMPERED" in err
+
+
+def test_verify_detects_tampering_in_memory() -> None:
+    ledger = MemoryLedger()
+    populate(ledger)
+    records = list(ledger.audit())
+    assert verify_chain(records, ledger.audit_head()).ok
+    edited = [*records]
+    edited[1] = type(records[1])(
+        **{**{f: getattr(records[1], f) for f in records[1].__dataclass_fields__}, "kind": "x"}
+    )
+    assert not verify_chain(edited, ledger.audit_head()).ok
+    assert not verify_chain(records[:2] + records[3:], ledger.audit_head()).ok
+    assert not verify_chain(records[:-1], ledger.audit_head()).ok
+
+
+def test_verify_with_an_expected_head_detects_a_rewritten_chain(db: Path) -> None:
+    code, _, _ = cli("verify", "--db", str(db), "--expect-head", "0" * 64)
+    assert code == 1
+
+
+def test_resolve_settles_an_unknown_call_and_audits_who_and_why(db: Path) -> None:
+    code, out, _ = cli(
+        "resolve", "c2", "--as", "error", "--note", "no charge in Stripe", "--by", "dana",
+        "--db", str(db), "--json",
+    )  # fmt: skip
+    assert code == 0
+    assert json.loads(out)["state"] == "error"
+    ledger = SQLiteLedger(db)
+    last = ledger.audit()[-1]
+    assert last.data["actor"] == "dana"
+    assert last.data["note"] == "no charge in Stripe"
+    assert ledger.verify().ok
+    ledger.close()
+
+
+def test_resolve_refuses_a_call_that_is_not_unknown(db: Path) -> None:
+    code, _, err = cli("resolve", "c1", "--as", "ok", "--note", "n", "--by", "d", "--db", str(db))
+    assert code == 1
+    assert "only an unknown call" in err
+
+
+def test_bad_input_exits_2(db: Path, tmp_path: Path) -> None:
+    assert cli("show", "nope", "--db", str(db))[0] == 2
+    assert cli("list", "--db", str(tmp_path / "missing.db"))[0] == 2
+    assert not (tmp_path / "missing.db").exists()
+    assert cli("resolve", "c2", "--as", "maybe", "--note", "n", "--db", str(db))[0] == 2
+
+
+def test_a_call_id_in_several_runs_needs_run(tmp_path: Path) -> None:
+    path = tmp_path / "two.db"
+    ledger = SQLiteLedger(path)
+    populate(ledger, run_id="run-1")
+    populate(ledger, run_id="run-2")
+    ledger.close()
+    code, _, err = cli("show", "c1", "--db", str(path))
+    assert code == 2
+    assert "--run" in err
+    assert cli("show", "c1", "--db", str(path), "--run", "run-2")[0] == 0
+
+
+def test_the_cli_reads_a_postgres_ledger(pg_dsn: str) -> None:
+    from callgate.ledger import PostgresLedger
+
+    ledger = PostgresLedger(pg_dsn)
+    populate(ledger)
+    ledger.close()
+    code, out, _ = cli("list", "--dsn", pg_dsn, "--json")
+    assert code == 0
+    assert len(json.loads(out)) == 3
