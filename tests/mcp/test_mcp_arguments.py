@@ -17,6 +17,8 @@ from pydantic import ValidationError
 
 from callgate.mcp import UnsupportedSchema, remote_arguments
 
+pytestmark = pytest.mark.timeout(30)
+
 SCHEMAS: dict[str, dict[str, Any]] = {
     "simple": {
         "type": "object",

@@ -13,6 +13,8 @@ from typer.testing import CliRunner
 from callgate.cli import app as cli
 from callgate.cli.mcp import _default_name
 
+pytestmark = pytest.mark.timeout(20)
+
 
 @pytest.mark.parametrize(
     ("command", "url", "name"),

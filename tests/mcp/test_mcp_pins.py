@@ -11,6 +11,8 @@ from typer.testing import CliRunner
 from callgate.cli import app
 from callgate.mcp import PinError, PinStore, ToolDefinition
 
+pytestmark = pytest.mark.timeout(10)
+
 SCHEMA = {"type": "object", "properties": {"to": {"type": "string"}}, "required": ["to"]}
 
 

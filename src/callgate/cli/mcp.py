@@ -642,8 +642,10 @@ def pins_approve(
     ] = None,
     pins: PinsOption = Path(DEFAULT_PINS),
 ) -> None:
-    """Approve what a server now shows for a tool (review it with `pins show`); exit 1 if
-    there was nothing to approve, 2 for an unknown server or tool."""
+    """Approve what a server now shows for a tool (review it first with `pins show`).
+
+    Exit 0 when approved, 1 when there was nothing to approve, 2 for an unknown name.
+    """
     from callgate.mcp.pins import PinError
 
     if (tool is None) != approve_all:
