@@ -504,6 +504,20 @@ class Registry:
 
         return decorate
 
+    def replace(self, spec: ToolSpec) -> ToolSpec:
+        """Put ``spec`` in place of the registered tool of the same name (it must exist)."""
+        if spec.name not in self._tools:
+            raise DefinitionError(f"no tool named {spec.name!r} is registered; use add()")
+        self._tools[spec.name] = spec
+        return spec
+
+    def remove(self, name: str) -> ToolSpec:
+        """Unregister a tool and return it."""
+        try:
+            return self._tools.pop(name)
+        except KeyError:
+            raise DefinitionError(f"no tool named {name!r} is registered") from None
+
     def get(self, name: str) -> ToolSpec | None:
         """The tool of that name, or None."""
         return self._tools.get(name)

@@ -345,10 +345,14 @@ class _LiveRegistry(Registry):
     """A registry whose remote tools are replaced when the server's definitions change."""
 
     def put(self, spec: ToolSpec) -> None:
-        self._tools[spec.name] = spec
+        if spec.name in self:
+            self.replace(spec)
+        else:
+            self.add(spec)
 
     def drop(self, name: str) -> None:
-        self._tools.pop(name, None)
+        if name in self:
+            self.remove(name)
 
 
 @dataclass(kw_only=True)
