@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint typecheck format bench clean
+.PHONY: install demo quickstart test lint typecheck format bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -15,6 +15,9 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
+	$(BIN)/python examples/harbor/demo.py
+
+quickstart: $(STAMP)
 	$(BIN)/python examples/quickstart.py
 
 lint: $(STAMP)

@@ -4,6 +4,7 @@ The model proposes; callgate authorizes and executes. See DESIGN.md for the
 pipeline: parse → validate → authorize → approve → schedule → execute → verify.
 """
 
+from callgate.agent import Agent, AgentResult, Budgets, StopReason
 from callgate.approvals import ApprovalRequest, Approvals, ApprovalStatus, MemoryApprovals
 from callgate.calls import Observation, Provenance, RawCall, Stage, Status, ToolCall
 from callgate.effects import Effect, Grant
@@ -25,12 +26,15 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Action",
+    "Agent",
+    "AgentResult",
     "ApprovalError",
     "ApprovalRequest",
     "ApprovalStatus",
     "Approvals",
     "ArgumentError",
     "Authority",
+    "Budgets",
     "CallContext",
     "CallRecord",
     "CallState",
@@ -56,6 +60,7 @@ __all__ = [
     "Run",
     "Stage",
     "Status",
+    "StopReason",
     "ToolCall",
     "ToolFailure",
     "ToolSpec",

@@ -8,12 +8,15 @@ import callgate
 
 PUBLIC_NAMES = [
     "Action",
+    "Agent",
+    "AgentResult",
     "ApprovalError",
     "ApprovalRequest",
     "ApprovalStatus",
     "Approvals",
     "ArgumentError",
     "Authority",
+    "Budgets",
     "CallContext",
     "CallRecord",
     "CallState",
@@ -39,6 +42,7 @@ PUBLIC_NAMES = [
     "Run",
     "Stage",
     "Status",
+    "StopReason",
     "ToolCall",
     "ToolFailure",
     "ToolSpec",

@@ -40,6 +40,10 @@ def _add_sub_apps() -> None:
     from callgate.cli.ledger import app as ledger_app
 
     app.add_typer(ledger_app, name="ledger")
+    from callgate.cli import demo, run
+
+    app.add_typer(run.app, name="run")
+    app.command("demo", help=demo.HELP)(demo.demo)
 
 
 _add_sub_apps()

@@ -1,0 +1,699 @@
+"""The agent loop: the model proposes, the gate decides, observations go back.
+
+```python
+agent = Agent(model, gate, budgets=Budgets(steps=12))
+result = agent.run("Where is my order o-1?", authority=authority)
+if result.paused:                       # a call waits for a person's approval
+    gate.approvals.approve(result.pending_approvals[0], by="lead@shop")
+    result = agent.resume(result)       # the approved call runs once; the model goes on
+print(result.reason, result.answer)
+```
+
+Each step shows the model only the tools this run's authority could use
+(`callgate.agent_exposure`), calls it, extracts the calls in its provider
+format, submits them through the run (`Run.asubmit`), bounds each result
+(`callgate.agent_paging`), decides in trusted code what happens next
+(`callgate.agent_triage`), and sends the observations back, until the model
+answers without calls or a budget ends the run. Every step is recorded in
+the ledger under the run id (`callgate.agent_transcript`). The loop is
+written once, async; ``run`` and ``resume`` drive it with ``anyio.run``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import functools
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from callgate.agent_exposure import exposed_tools
+from callgate.agent_paging import (
+    READ_RESULT,
+    READ_RESULT_SPEC,
+    ResultStore,
+    paging_registry,
+    store_context,
+)
+from callgate.agent_transcript import Recorder, TranscriptEntry
+from callgate.agent_triage import Oscillation, boundary_rule
+from callgate.calls import Observation, Provenance, Status, ToolCall
+from callgate.errors import DefinitionError
+from callgate.gate import Gate, Run
+from callgate.models.base import Model, ModelRequest, ModelResponse, Usage
+from callgate.models.formats import Format, get_format
+from callgate.policy import Authority
+from callgate.providers.base import Extraction
+
+__all__ = ["Agent", "AgentResult", "Budgets", "StopReason"]
+
+
+class StopReason(enum.StrEnum):
+    """Why a run stopped (or paused)."""
+
+    ANSWERED = "answered"
+    """The model answered without proposing calls."""
+    REFUSED = "refused"
+    """The model declined to answer."""
+    TRUNCATED = "truncated"
+    """The model's answer was cut off by its output token limit."""
+    AWAITING_APPROVAL = "awaiting_approval"
+    """Paused: calls wait for a person's decision; `Agent.resume` continues."""
+    MAX_STEPS = "max_steps"
+    MAX_TOOL_CALLS = "max_tool_calls"
+    MAX_SECONDS = "max_seconds"
+    MAX_TOKENS = "max_tokens"
+    OSCILLATION = "oscillation"
+    """The same failing call was proposed ``repeat_limit`` times."""
+    SECURITY = "security"
+    """An attempted crossing of the authority boundary, with ``halt_on_boundary``."""
+    UNRESOLVED = "unresolved"
+    """A side-effecting call ended ``unknown`` and reconciliation could not settle it."""
+    MODEL_ERROR = "model_error"
+    """The model could not be called (network, authentication, an exhausted script)."""
+
+
+_DONE = frozenset({StopReason.ANSWERED, StopReason.REFUSED, StopReason.TRUNCATED})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Budgets:
+    """Limits of one run; the first one reached ends it.
+
+    Args:
+        steps: model calls.
+        tool_calls: calls proposed (a batch that would exceed it is not run).
+        seconds: active wall time (time paused for an approval does not count);
+            bounds each model call and each batch of tool calls in flight.
+        tokens: input plus output tokens, counted when the model reports usage.
+    """
+
+    steps: int = 20
+    tool_calls: int = 100
+    seconds: float | None = 600.0
+    tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "tool_calls", "tokens"):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
+                raise DefinitionError(f"Budgets.{name} must be a positive integer, got {value!r}")
+        if self.seconds is not None and not self.seconds > 0:
+            raise DefinitionError(f"Budgets.seconds must be positive, got {self.seconds!r}")
+
+
+@dataclass(slots=True)
+class _Held:
+    """A batch paused on approvals: its calls (by ledger id) and observations, in order."""
+
+    step: int
+    calls: dict[str, ToolCall]
+    batch: list[Observation]
+
+
+@dataclass(slots=True, kw_only=True)
+class _State:
+    """Everything one run carries between steps (and across a pause)."""
+
+    run: Run
+    record: Recorder
+    pager: ResultStore
+    system: str | None
+    tools: list[dict[str, Any]]
+    messages: list[dict[str, Any]]
+    oscillation: Oscillation
+    paging: Run | None = None
+    steps: int = 0
+    tool_calls: int = 0
+    usage: Usage = field(default_factory=Usage)
+    active: float = 0.0
+    since: float = 0.0
+    observations: list[Observation] = field(default_factory=list)
+    held: _Held | None = None
+    read_untrusted: bool = False
+    untrusted_calls: list[str] = field(default_factory=list)
+    seen_ids: set[str] = field(default_factory=set)
+    model_ids: dict[str, str] = field(default_factory=dict)
+    """Ledger call id → the id the model gave, for ids the model reused across steps."""
+    finished: bool = False
+
+
+@dataclass(kw_only=True)
+class AgentResult:
+    """How a run ended, or where it paused.
+
+    ``observations`` holds every observation of the run in order, as the
+    model saw it (bounded); ``messages`` the whole conversation in the
+    model's provider format. A paused result (``paused``) names the approvals
+    it waits for; pass it to `Agent.resume` once they are decided.
+    """
+
+    run_id: str
+    reason: StopReason
+    detail: str
+    answer: str = ""
+    steps: int = 0
+    tool_calls: int = 0
+    usage: Usage = field(default_factory=Usage)
+    elapsed: float = 0.0
+    """Active seconds (paused time excluded)."""
+    observations: tuple[Observation, ...] = ()
+    pending_approvals: tuple[str, ...] = ()
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    error: BaseException | None = None
+    """The exception that ended the run with ``model_error``."""
+    _state: _State | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def paused(self) -> bool:
+        """Whether the run waits for approvals and can be resumed."""
+        return self.reason is StopReason.AWAITING_APPROVAL
+
+    @property
+    def answered(self) -> bool:
+        """Whether the model ended the run itself (answered, refused or cut off)."""
+        return self.reason in _DONE
+
+
+def _proposed(item: ToolCall | Observation) -> dict[str, Any]:
+    """A proposed call as the transcript shows it (an unreadable one as its rejection)."""
+    if isinstance(item, Observation):
+        return {"call_id": item.call_id, "tool": item.tool, "arguments": None}
+    arguments = item.arguments
+    if not isinstance(arguments, str):
+        try:
+            arguments = json.dumps(arguments, ensure_ascii=False, default=str)
+        except (TypeError, ValueError):
+            arguments = repr(arguments)
+    return {"call_id": item.id, "tool": item.name, "arguments": arguments}
+
+
+class Agent:
+    """The model/tool loop over one gate; see the module docstring.
+
+    Args:
+        model: the model adapter (`callgate.models`).
+        gate: the gate every proposed call goes through.
+        budgets: the run's limits (`Budgets`).
+        system: the default system prompt (trusted text of every run).
+        repeat_limit: the same failing call this many times ends the run.
+        result_chars: an ``ok`` result longer than this reaches the model cut,
+            with a handle to page through the rest.
+        paging: offer the built-in ``read_result`` tool for cut results.
+        halt_on_boundary: end the run at the first attempted crossing of the
+            authority boundary (it is always recorded as ``security.boundary``).
+        on_event: called with every transcript entry as it is recorded
+            (progress displays, live transcripts).
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        gate: Gate,
+        *,
+        budgets: Budgets | None = None,
+        system: str | None = None,
+        repeat_limit: int = 3,
+        result_chars: int = 4000,
+        paging: bool = True,
+        halt_on_boundary: bool = False,
+        on_event: Callable[[TranscriptEntry], None] | None = None,
+    ) -> None:
+        if not isinstance(model, Model):
+            raise DefinitionError(
+                f"Agent needs a callgate.models.Model, got {type(model).__name__}"
+            )
+        if not isinstance(gate, Gate):
+            raise DefinitionError(f"Agent needs a Gate, got {type(gate).__name__}")
+        if isinstance(repeat_limit, bool) or not isinstance(repeat_limit, int) or repeat_limit < 2:
+            raise DefinitionError(f"repeat_limit must be an integer >= 2, got {repeat_limit!r}")
+        if result_chars < 500:
+            raise DefinitionError(f"result_chars must be at least 500, got {result_chars}")
+        if paging and READ_RESULT in gate.registry:
+            raise DefinitionError(
+                f"the registry has a tool named {READ_RESULT!r}, the name of the agent's "
+                "built-in paging tool; rename it or pass paging=False"
+            )
+        self.model = model
+        self.gate = gate
+        self.format: Format = get_format(model.format)
+        self.budgets = budgets if budgets is not None else Budgets()
+        self.system = system
+        self.repeat_limit = repeat_limit
+        self.result_chars = result_chars
+        self.halt_on_boundary = halt_on_boundary
+        self.on_event = on_event
+        self._paging_gate: Gate | None = None
+        if paging:
+            self._paging_gate = Gate(
+                paging_registry(), ledger=gate.ledger, approvals=gate.approvals
+            )
+            self._paging_gate.redactor = gate.redactor
+        self._secret_tools = {s.name: s.secret_fields for s in gate.registry if s.secret_fields}
+        self._tools: dict[tuple[str, ...], tuple[list[dict[str, Any]], list[str]]] = {}
+
+    # -- public ----------------------------------------------------------------------
+
+    def tools_for(self, authority: Authority) -> list[str]:
+        """The names of the tools a run with this authority is shown (least privilege)."""
+        return list(self._tool_definitions(authority)[1])
+
+    def run(
+        self,
+        user_message: str,
+        *,
+        authority: Authority,
+        system: str | None = None,
+        run_id: str | None = None,
+    ) -> AgentResult:
+        """Run the loop to an answer, a pause or a budget; see `arun`."""
+        call = functools.partial(
+            self.arun, user_message, authority=authority, system=system, run_id=run_id
+        )
+        return anyio.run(call)
+
+    async def arun(
+        self,
+        user_message: str,
+        *,
+        authority: Authority,
+        system: str | None = None,
+        run_id: str | None = None,
+    ) -> AgentResult:
+        """Start a run for ``user_message`` under ``authority``.
+
+        The user's message and the system prompt are the run's trusted text
+        (sink arguments may come from them). Never raises because of what the
+        model sent or a tool did; `AgentResult.reason` says how it ended.
+        """
+        state = self._start(user_message, authority, system, run_id)
+        return await self._drive(state, None)
+
+    def resume(self, result: AgentResult) -> AgentResult:
+        """Continue a paused run once its approvals are decided; see `aresume`."""
+        return anyio.run(self.aresume, result)
+
+    async def aresume(self, result: AgentResult) -> AgentResult:
+        """Continue a paused run: decided calls run (approved) or are refused (denied),
+        then the whole paused batch goes back to the model.
+
+        Calls of the batch that already ran are not run again, and the model is
+        not asked again for the paused calls. If some approvals are still
+        pending, the result is paused again and nothing is sent to the model.
+        """
+        state = result._state
+        if state is None or state.finished or state.held is None:
+            raise ValueError(
+                f"run {result.run_id} is not paused (it ended: {result.reason.value}); "
+                "only a result whose .paused is True can be resumed"
+            )
+        return await self._drive(state, state.held)
+
+    # -- the loop ------------------------------------------------------------------------
+
+    def _start(
+        self, user_message: str, authority: Authority, system: str | None, run_id: str | None
+    ) -> _State:
+        system = system if system is not None else self.system
+        trusted = [text for text in (system, user_message) if text]
+        run = self.gate.run(authority=authority, run_id=run_id, trusted=trusted)
+        tools, names = self._tool_definitions(authority)
+        first = self.format.user(user_message)
+        state = _State(
+            run=run,
+            record=Recorder(self.gate.ledger, run.id, self.gate.redactor, self.on_event),
+            pager=ResultStore(self.gate.ledger, run.id, self.result_chars),
+            system=system,
+            tools=tools,
+            messages=[first],
+            oscillation=Oscillation(self.repeat_limit),
+        )
+        budgets = dataclasses.asdict(self.budgets)
+        state.record(
+            "agent.started",
+            {
+                "model": self.model.name,
+                "format": self.format.name,
+                "principal": authority.principal,
+                "system": system,
+                "user": user_message,
+                "tools": names,
+                "budgets": budgets,
+                "messages": [first],
+            },
+        )
+        return state
+
+    async def _drive(self, state: _State, held: _Held | None) -> AgentResult:
+        state.since = time.perf_counter()
+        try:
+            if held is not None:
+                ended = await self._resume_held(state, held)
+                if ended is not None:
+                    return ended
+            while True:
+                ended = await self._step(state)
+                if ended is not None:
+                    return ended
+        finally:
+            state.active += time.perf_counter() - state.since
+
+    async def _step(self, state: _State) -> AgentResult | None:
+        """One model call and its batch; a result when the run ends or pauses."""
+        budgets = self.budgets
+        if state.steps >= budgets.steps:
+            return self._stop(state, StopReason.MAX_STEPS, f"{budgets.steps} model calls made")
+        if budgets.tokens is not None and state.usage.total >= budgets.tokens:
+            return self._stop(
+                state, StopReason.MAX_TOKENS, f"{state.usage.total} of {budgets.tokens} tokens used"
+            )
+        state.steps += 1
+        step = state.steps
+        request = ModelRequest(
+            system=state.system,
+            messages=state.messages,
+            tools=state.tools,
+            format=self.format.name,
+            step=step,
+        )
+        remaining = self._remaining(state)
+        if remaining is not None and remaining <= 0:
+            return self._stop(state, StopReason.MAX_SECONDS, f"{budgets.seconds:g} s of work used")
+        try:
+            response: ModelResponse | None = None
+            if remaining is None:
+                response = await self.model.complete(request)
+            else:
+                with anyio.move_on_after(remaining):
+                    response = await self.model.complete(request)
+        except Exception as exc:
+            detail = f"step {step}: {type(exc).__name__}: {exc}"
+            return self._stop(state, StopReason.MODEL_ERROR, detail, error=exc)
+        if response is None:
+            return self._stop(
+                state, StopReason.MAX_SECONDS, f"the model did not answer within {remaining:.1f} s"
+            )
+        if response.usage is not None:
+            state.usage = state.usage + response.usage
+        fmt = self.format
+        extraction = fmt.extract(response.raw)
+        turn = fmt.assistant(response.raw)
+        state.messages.extend(turn)
+        state.record(
+            "agent.model",
+            {
+                "step": step,
+                "messages": turn,
+                "text": extraction.text,
+                "calls": [_proposed(item) for item in extraction.items],
+                "usage": dataclasses.asdict(response.usage) if response.usage else None,
+            },
+            secrets=self._secrets(extraction) if self._secret_tools else (),
+        )
+        if not extraction.items:
+            if extraction.refusal:
+                return self._stop(
+                    state, StopReason.REFUSED, "the model refused", answer=extraction.refusal
+                )
+            if extraction.truncated:
+                detail = "the answer was cut off by the model's output limit"
+                return self._stop(state, StopReason.TRUNCATED, detail, answer=extraction.text)
+            return self._stop(
+                state, StopReason.ANSWERED, "the model answered", answer=extraction.text
+            )
+        proposed = len(extraction.items)
+        if state.tool_calls + proposed > budgets.tool_calls:
+            detail = (
+                f"step {step} proposed {proposed} calls and {state.tool_calls} of the "
+                f"{budgets.tool_calls} allowed were used; the batch was not run"
+            )
+            return self._stop(state, StopReason.MAX_TOOL_CALLS, detail)
+        state.tool_calls += proposed
+        rejected = extraction.rejected
+        if rejected:
+            state.run.record_rejected(rejected)
+        submitted = await self._submit(state, extraction)
+        if submitted is None:
+            detail = f"the calls of step {step} did not finish within {budgets.seconds:g} s"
+            return self._stop(state, StopReason.MAX_SECONDS, detail)
+        calls, batch = submitted
+        return self._answer(state, _Held(step, calls, batch), range(len(batch)))
+
+    async def _submit(
+        self, state: _State, extraction: Extraction
+    ) -> tuple[dict[str, ToolCall], list[Observation]] | None:
+        """Run the batch's calls; the calls by ledger id and one observation per item, in order.
+
+        A call id the model already used earlier in the run gets a new ledger id
+        (``id~step``), so that it is not taken for the earlier call; the model
+        reads its own id back. None when the time budget ran out mid-batch.
+        """
+        calls: dict[str, ToolCall] = {}
+        gated: list[ToolCall] = []
+        builtin: list[ToolCall] = []
+        for call in extraction.calls:
+            if call.id in state.seen_ids:
+                ledger_id = f"{call.id}~{state.steps}"
+                state.model_ids[ledger_id] = call.id
+                call = dataclasses.replace(call, id=ledger_id)
+            state.seen_ids.add(call.id)
+            calls[call.id] = call
+            paged = call.name == READ_RESULT and self._paging_gate is not None
+            (builtin if paged else gated).append(call)
+        remaining = self._remaining(state)
+        results: list[Observation] = []
+        if remaining is None:
+            results = await self._execute(state, gated, builtin)
+        else:
+            with anyio.move_on_after(max(remaining, 0.001)) as scope:
+                results = await self._execute(state, gated, builtin)
+            if scope.cancelled_caught:
+                return None
+        by_id = {obs.call_id: obs for obs in results}
+        ids = iter(calls)
+        batch = [
+            by_id[next(ids)] if isinstance(item, ToolCall) else item for item in extraction.items
+        ]
+        return calls, batch
+
+    async def _execute(
+        self, state: _State, gated: list[ToolCall], builtin: list[ToolCall]
+    ) -> list[Observation]:
+        results = await state.run.asubmit(gated) if gated else []
+        if builtin:
+            if state.paging is None:
+                assert self._paging_gate is not None
+                authority = Authority(
+                    principal=state.run.authority.principal, context=store_context(state.pager)
+                )
+                state.paging = self._paging_gate.run(authority=authority, run_id=state.run.id)
+            results = [*results, *await state.paging.asubmit(builtin)]
+        return results
+
+    def _answer(self, state: _State, held: _Held, fresh: Sequence[int]) -> AgentResult | None:
+        """Decide on the fresh observations of a batch, then pause, stop, or send it back."""
+        stop: tuple[StopReason, str] | None = None
+        untrusted_before = state.read_untrusted
+        for index in fresh:
+            obs = state.pager.bound(held.batch[index])
+            held.batch[index] = obs
+            state.observations.append(obs)
+            rule = boundary_rule(obs, untrusted_before)
+            if rule is not None:
+                self._boundary(state, obs, rule, untrusted_before)
+                if self.halt_on_boundary and stop is None:
+                    stop = (StopReason.SECURITY, f"call {obs.call_id} ({obs.tool}): {rule}")
+            call = held.calls.get(obs.call_id)
+            repeated = state.oscillation.see(call, obs) if call is not None else None
+            if repeated is not None and stop is None:
+                stop = (StopReason.OSCILLATION, repeated)
+            if obs.status is Status.UNKNOWN and self._side_effecting(obs.tool) and stop is None:
+                stop = (
+                    StopReason.UNRESOLVED,
+                    f"call {obs.call_id} ({obs.tool}) ended unknown and could not be reconciled: "
+                    "a person must settle it in the ledger before anything else is tried",
+                )
+            if obs.status is Status.OK and obs.provenance is Provenance.UNTRUSTED:
+                state.read_untrusted = True
+                state.untrusted_calls.append(obs.call_id)
+        waiting = [o for o in held.batch if o.status is Status.PENDING]
+        if waiting and stop is None:
+            state.held = held
+            state.record(
+                "agent.paused",
+                {
+                    "step": held.step,
+                    "approvals": [
+                        {"approval_id": o.approval_id, "call_id": o.call_id, "tool": o.tool}
+                        for o in waiting
+                    ],
+                },
+            )
+            ids = ", ".join(str(o.approval_id) for o in waiting)
+            return self._result(state, StopReason.AWAITING_APPROVAL, f"awaiting approval: {ids}")
+        state.held = None
+        shown = [self._as_model_sees(state, o) for o in held.batch]
+        messages = self.format.render(shown)
+        state.messages.extend(messages)
+        state.record(
+            "agent.observations",
+            {
+                "step": held.step,
+                "results": [
+                    {
+                        "call_id": o.call_id,
+                        "tool": o.tool,
+                        "status": o.status.value,
+                        "stage": o.stage.value,
+                        "truncated_from": o.truncated_from,
+                        "content": o.content,
+                    }
+                    for o in held.batch
+                ],
+                "messages": messages,
+            },
+        )
+        return self._stop(state, *stop) if stop is not None else None
+
+    async def _resume_held(self, state: _State, held: _Held) -> AgentResult | None:
+        pending = {o.approval_id: o for o in held.batch if o.status is Status.PENDING}
+        approvals = self.gate.approvals
+        decided = await anyio.to_thread.run_sync(state.run.resume)
+        by_id = {obs.call_id: obs for obs in decided}
+        fresh = [i for i, o in enumerate(held.batch) if o.call_id in by_id]
+        for index in fresh:
+            held.batch[index] = by_id[held.batch[index].call_id]
+        decisions = []
+        for approval_id, obs in pending.items():
+            request = approvals.get(approval_id) if approval_id else None
+            status = request.status.value if request else "missing"
+            decisions.append(
+                {
+                    "approval_id": approval_id,
+                    "call_id": obs.call_id,
+                    "status": "approved" if status == "used" else status,
+                    "decided_by": request.decided_by if request else None,
+                    "reason": request.reason if request else None,
+                }
+            )
+        state.record("agent.resumed", {"step": held.step, "decisions": decisions})
+        return self._answer(state, held, fresh)
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _tool_definitions(self, authority: Authority) -> tuple[list[dict[str, Any]], list[str]]:
+        key = tuple(g if isinstance(g, str) else g.text for g in authority.grants)
+        cached = self._tools.get(key)
+        if cached is None:
+            specs = exposed_tools(self.gate.registry, authority, self.gate.policy)
+            if self._paging_gate is not None:
+                specs.append(READ_RESULT_SPEC)
+            cached = (self.format.tool_definitions(specs), [s.name for s in specs])
+            self._tools[key] = cached
+        return cached
+
+    def _remaining(self, state: _State) -> float | None:
+        if self.budgets.seconds is None:
+            return None
+        return self.budgets.seconds - state.active - (time.perf_counter() - state.since)
+
+    def _side_effecting(self, tool: str) -> bool:
+        spec = self.gate.registry.get(tool)
+        return spec is not None and spec.side_effecting
+
+    def _as_model_sees(self, state: _State, obs: Observation) -> Observation:
+        original = state.model_ids.get(obs.call_id)
+        return obs if original is None else dataclasses.replace(obs, call_id=original)
+
+    def _secrets(self, extraction: Extraction) -> list[str]:
+        """Values of secret arguments in the model's turn, to scrub from the transcript."""
+        found: list[str] = []
+        for call in extraction.calls:
+            fields = self._secret_tools.get(call.name)
+            if not fields:
+                continue
+            arguments: Any = call.arguments
+            if isinstance(arguments, str):
+                try:
+                    arguments = json.loads(arguments)
+                except ValueError:
+                    continue
+            if isinstance(arguments, Mapping):
+                found.extend(str(arguments[f]) for f in fields if arguments.get(f) is not None)
+        return found
+
+    def _boundary(self, state: _State, obs: Observation, rule: str, after_untrusted: bool) -> None:
+        state.record(
+            "security.boundary",
+            {
+                "tool": obs.tool,
+                "rule": rule,
+                "action": "escalated" if obs.status is Status.PENDING else "denied",
+                "after_untrusted": after_untrusted,
+                "untrusted_calls": state.untrusted_calls[-5:],
+                "message": obs.content[:500],
+            },
+            call_id=obs.call_id,
+        )
+
+    def _stop(
+        self,
+        state: _State,
+        reason: StopReason,
+        detail: str,
+        *,
+        answer: str = "",
+        error: BaseException | None = None,
+    ) -> AgentResult:
+        state.finished = True
+        state.record(
+            "agent.stopped",
+            {
+                "reason": reason.value,
+                "detail": detail,
+                "answer": answer,
+                "steps": state.steps,
+                "tool_calls": state.tool_calls,
+                "usage": dataclasses.asdict(state.usage),
+            },
+        )
+        return self._result(state, reason, detail, answer=answer, error=error)
+
+    @staticmethod
+    def _result(
+        state: _State,
+        reason: StopReason,
+        detail: str,
+        *,
+        answer: str = "",
+        error: BaseException | None = None,
+    ) -> AgentResult:
+        held = state.held
+        pending = (
+            tuple(str(o.approval_id) for o in held.batch if o.status is Status.PENDING)
+            if held is not None and not state.finished
+            else ()
+        )
+        return AgentResult(
+            run_id=state.run.id,
+            reason=reason,
+            detail=detail,
+            answer=answer,
+            steps=state.steps,
+            tool_calls=state.tool_calls,
+            usage=state.usage,
+            elapsed=state.active + (time.perf_counter() - state.since),
+            observations=tuple(state.observations),
+            pending_approvals=pending,
+            messages=list(state.messages),
+            error=error,
+            _state=state,
+        )

@@ -1,0 +1,106 @@
+"""Model adapters: one method, ``await model.complete(request)``, in one provider format.
+
+* `ScriptedModel`: replays a script offline (tests, the demo, benchmarks);
+* `OpenAIModel`: Chat Completions or Responses, and any OpenAI-compatible
+  server through ``base_url`` (vLLM, llama.cpp server, Ollama);
+* `AnthropicModel`: the Messages API.
+
+The SDKs are optional extras, imported only when such a model is built.
+`model_from_spec` turns the command line's ``--model`` text into a model.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from callgate.errors import DefinitionError
+from callgate.models.anthropic_model import AnthropicModel
+from callgate.models.base import Model, ModelRequest, ModelResponse, Usage
+from callgate.models.formats import FORMATS, Format, get_format
+from callgate.models.openai_model import OpenAIModel
+from callgate.models.scripted import Result, ScriptedModel, Turn, answer, calls, latest_results
+
+__all__ = [
+    "FORMATS",
+    "SPEC_HELP",
+    "AnthropicModel",
+    "Format",
+    "Model",
+    "ModelRequest",
+    "ModelResponse",
+    "OpenAIModel",
+    "Result",
+    "ScriptedModel",
+    "Turn",
+    "Usage",
+    "answer",
+    "calls",
+    "get_format",
+    "latest_results",
+    "model_from_spec",
+]
+
+SPEC_HELP = (
+    "openai:MODEL (Chat Completions, key from OPENAI_API_KEY), "
+    "openai-responses:MODEL (the Responses API), "
+    "anthropic:MODEL (key from ANTHROPIC_API_KEY), "
+    "openai-compatible:URL:MODEL (a local server, e.g. "
+    "openai-compatible:http://localhost:8000/v1:qwen2.5-7b), "
+    "scripted:FILE (offline: a JSON list of recorded responses, or "
+    '{"format": ..., "responses": [...]})'
+)
+
+# scheme://host[:port][/path without ':'] then ':' then the model name (which may hold ':').
+_COMPATIBLE = re.compile(r"^(?P<url>https?://[^/:\s]+(?::\d+)?(?:/[^:\s]*)?):(?P<name>\S+)$")
+
+
+def model_from_spec(spec: str) -> Model:
+    """The model a ``--model`` value names; see `SPEC_HELP`.
+
+    Raises `DefinitionError` for an unknown kind, a missing name, a missing
+    API key or a missing SDK, with the fix in the message.
+    """
+    kind, sep, rest = spec.partition(":")
+    if not sep or not rest:
+        raise DefinitionError(f"--model {spec!r} is not kind:name; use one of: {SPEC_HELP}")
+    if kind == "openai":
+        return OpenAIModel(rest)
+    if kind == "openai-responses":
+        return OpenAIModel(rest, api="responses")
+    if kind == "anthropic":
+        return AnthropicModel(rest)
+    if kind == "openai-compatible":
+        match = _COMPATIBLE.match(rest)
+        if match is None:
+            raise DefinitionError(
+                f"--model {spec!r}: write openai-compatible:URL:MODEL, e.g. "
+                "openai-compatible:http://localhost:8000/v1:qwen2.5-7b"
+            )
+        return OpenAIModel(match["name"], base_url=match["url"])
+    if kind == "scripted":
+        return _scripted(rest)
+    raise DefinitionError(f"--model {spec!r}: unknown kind {kind!r}; use one of: {SPEC_HELP}")
+
+
+def _scripted(path: str) -> ScriptedModel:
+    """A `ScriptedModel` replaying the recorded responses in a JSON file."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise DefinitionError(f"--model scripted:{path}: cannot read it: {exc.strerror}") from exc
+    except ValueError as exc:
+        raise DefinitionError(f"--model scripted:{path}: not valid JSON: {exc}") from exc
+    if isinstance(data, list):
+        return ScriptedModel(data, name=f"scripted:{path}")
+    if isinstance(data, dict) and isinstance(data.get("responses"), list):
+        return ScriptedModel(
+            data["responses"],
+            format=str(data.get("format", "openai_chat")),
+            name=f"scripted:{path}",
+        )
+    raise DefinitionError(
+        f'--model scripted:{path}: expected a JSON list of responses or {{"format": ..., '
+        '"responses": [...]}'
+    )
