@@ -261,6 +261,8 @@ _SETTLE = (
     "UPDATE calls SET state = ?, stage = ?, attempts = 0, updated_at = ? "
     "WHERE run_id = ? AND call_id = ? AND state = 'running'"
 )
+
+
 _INSERT_AUDIT = (
     "INSERT INTO audit (seq, at, kind, run_id, call_id, data, prev_hash, hash) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
@@ -307,8 +309,11 @@ class _Tx:
         self, make: Callable[[int], str], rows: Sequence[Sequence[Any]], *extra: Any
     ) -> list[Any]:
         """Execute a multi-row statement over ``rows`` (``extra`` parameters follow them)."""
-        params = [p for row in rows for p in row]
-        params.extend(extra)
+        if len(rows) == 1 and not extra:
+            params: Sequence[Any] = rows[0]
+        else:
+            params = [p for row in rows for p in row]
+            params.extend(extra)
         self.cur.execute(self.sql(make(len(rows))), params)
         return self.cur.fetchall() if self.cur.description is not None else []
 
@@ -331,15 +336,15 @@ class _Tx:
         self.cur.execute(head_sql)
         last, prev = self.cur.fetchone()
         seq = int(last)
-        rows = []
+        rows: list[tuple[Any, ...]] = []
         for at, kind, run_id, call_id, data in self._audit:
             seq += 1
             h = audit_hash(prev, seq, at, kind, run_id, call_id, data)
             rows.append((seq, at, kind, run_id, call_id, data, prev, h))
             prev = h
+        self._audit.clear()
         self.cur.executemany(self.sql(_INSERT_AUDIT), rows)
         self.cur.execute(self.sql(_SET_HEAD), (str(seq), prev))
-        self._audit.clear()
 
 
 # -- the writes: each takes every item of its kind in a transaction ------------------
