@@ -37,7 +37,7 @@ __all__ = ["DEFAULT_PATH", "SQLiteLedger"]
 DEFAULT_PATH = "callgate.db"
 """Where the default `Gate` keeps its ledger: ``./callgate.db``."""
 
-CHECKPOINT_EVERY = 64
+CHECKPOINT_EVERY = 256
 """Transactions between checkpoints, run after a durable commit (a few hundred WAL pages)."""
 LIGHT_CHECKPOINT_EVERY = 4096
 """Transactions between checkpoints when only light (non-durable) commits happen."""
