@@ -15,19 +15,19 @@ format, submits them through the run (`Run.asubmit`), bounds each result
 (`callgate.agent_paging`), decides in trusted code what happens next
 (`callgate.agent_triage`), and sends the observations back, until the model
 answers without calls or a budget ends the run. Every step is recorded in
-the ledger under the run id (`callgate.agent_transcript`). The loop is
-written once, async; ``run`` and ``resume`` drive it with ``anyio.run``.
+the ledger under the run id (`callgate.agent_transcript`); the run's records
+are in `callgate.agent_state`. The loop is written once, async; ``run`` and
+``resume`` drive it with ``anyio.run`` (in async code, use ``arun`` and
+``aresume``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import enum
 import functools
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -41,159 +41,18 @@ from callgate.agent_paging import (
     paging_registry,
     store_context,
 )
+from callgate.agent_state import AgentResult, Budgets, HeldBatch, RunState, StopReason
 from callgate.agent_transcript import Recorder, TranscriptEntry
 from callgate.agent_triage import Oscillation, boundary_rule
 from callgate.calls import Observation, Provenance, Status, ToolCall
 from callgate.errors import DefinitionError
-from callgate.gate import Gate, Run
-from callgate.models.base import Model, ModelRequest, ModelResponse, Usage
+from callgate.gate import Gate
+from callgate.models.base import Model, ModelRequest, ModelResponse
 from callgate.models.formats import Format, get_format
 from callgate.policy import Authority
 from callgate.providers.base import Extraction
 
 __all__ = ["Agent", "AgentResult", "Budgets", "StopReason"]
-
-
-class StopReason(enum.StrEnum):
-    """Why a run stopped (or paused)."""
-
-    ANSWERED = "answered"
-    """The model answered without proposing calls."""
-    REFUSED = "refused"
-    """The model declined to answer."""
-    TRUNCATED = "truncated"
-    """The model's answer was cut off by its output token limit."""
-    AWAITING_APPROVAL = "awaiting_approval"
-    """Paused: calls wait for a person's decision; `Agent.resume` continues."""
-    MAX_STEPS = "max_steps"
-    MAX_TOOL_CALLS = "max_tool_calls"
-    MAX_SECONDS = "max_seconds"
-    MAX_TOKENS = "max_tokens"
-    OSCILLATION = "oscillation"
-    """The same failing call was proposed ``repeat_limit`` times."""
-    SECURITY = "security"
-    """An attempted crossing of the authority boundary, with ``halt_on_boundary``."""
-    UNRESOLVED = "unresolved"
-    """A side-effecting call ended ``unknown`` and reconciliation could not settle it."""
-    MODEL_ERROR = "model_error"
-    """The model could not be called (network, authentication, an exhausted script)."""
-
-
-_DONE = frozenset({StopReason.ANSWERED, StopReason.REFUSED, StopReason.TRUNCATED})
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Budgets:
-    """Limits of one run; the first one reached ends it.
-
-    Args:
-        steps: model calls.
-        tool_calls: calls proposed (a batch that would exceed it is not run).
-        seconds: active wall time (time paused for an approval does not count);
-            bounds each model call and each batch of tool calls in flight.
-        tokens: input plus output tokens, counted when the model reports usage.
-    """
-
-    steps: int = 20
-    tool_calls: int = 100
-    seconds: float | None = 600.0
-    tokens: int | None = None
-
-    def __post_init__(self) -> None:
-        for name in ("steps", "tool_calls", "tokens"):
-            value = getattr(self, name)
-            if value is not None and (
-                isinstance(value, bool) or not isinstance(value, int) or value < 1
-            ):
-                raise DefinitionError(f"Budgets.{name} must be a positive integer, got {value!r}")
-        if self.seconds is not None and not self.seconds > 0:
-            raise DefinitionError(f"Budgets.seconds must be positive, got {self.seconds!r}")
-
-
-@dataclass(slots=True)
-class _Held:
-    """A batch paused on approvals: its calls (by ledger id) and observations, in order."""
-
-    step: int
-    calls: dict[str, ToolCall]
-    batch: list[Observation]
-
-
-@dataclass(slots=True, kw_only=True)
-class _State:
-    """Everything one run carries between steps (and across a pause)."""
-
-    run: Run
-    record: Recorder
-    pager: ResultStore
-    system: str | None
-    tools: list[dict[str, Any]]
-    messages: list[dict[str, Any]]
-    oscillation: Oscillation
-    paging: Run | None = None
-    steps: int = 0
-    tool_calls: int = 0
-    usage: Usage = field(default_factory=Usage)
-    active: float = 0.0
-    since: float = 0.0
-    observations: list[Observation] = field(default_factory=list)
-    held: _Held | None = None
-    read_untrusted: bool = False
-    untrusted_calls: list[str] = field(default_factory=list)
-    seen_ids: set[str] = field(default_factory=set)
-    model_ids: dict[str, str] = field(default_factory=dict)
-    """Ledger call id → the id the model gave, for ids the model reused across steps."""
-    finished: bool = False
-
-
-@dataclass(kw_only=True)
-class AgentResult:
-    """How a run ended, or where it paused.
-
-    ``observations`` holds every observation of the run in order, as the
-    model saw it (bounded); ``messages`` the whole conversation in the
-    model's provider format. A paused result (``paused``) names the approvals
-    it waits for; pass it to `Agent.resume` once they are decided.
-    """
-
-    run_id: str
-    reason: StopReason
-    detail: str
-    answer: str = ""
-    steps: int = 0
-    tool_calls: int = 0
-    usage: Usage = field(default_factory=Usage)
-    elapsed: float = 0.0
-    """Active seconds (paused time excluded)."""
-    observations: tuple[Observation, ...] = ()
-    pending_approvals: tuple[str, ...] = ()
-    messages: list[dict[str, Any]] = field(default_factory=list)
-    error: BaseException | None = None
-    """The exception that ended the run with ``model_error``."""
-    _state: _State | None = field(default=None, repr=False, compare=False)
-
-    @property
-    def paused(self) -> bool:
-        """Whether the run waits for approvals and can be resumed."""
-        return self.reason is StopReason.AWAITING_APPROVAL
-
-    @property
-    def answered(self) -> bool:
-        """Whether the model ended the run itself (answered, refused or cut off)."""
-        return self.reason in _DONE
-
-
-def _proposed(item: ToolCall | Observation) -> dict[str, Any]:
-    """A proposed call as the transcript shows it (an unreadable one as its rejection)."""
-    if isinstance(item, Observation):
-        return {"call_id": item.call_id, "tool": item.tool, "arguments": None}
-    arguments = item.arguments
-    if not isinstance(arguments, str):
-        try:
-            arguments = json.dumps(arguments, ensure_ascii=False, default=str)
-        except (TypeError, ValueError):
-            arguments = repr(arguments)
-    return {"call_id": item.id, "tool": item.name, "arguments": arguments}
 
 
 class Agent:
@@ -258,7 +117,7 @@ class Agent:
             )
             self._paging_gate.redactor = gate.redactor
         self._secret_tools = {s.name: s.secret_fields for s in gate.registry if s.secret_fields}
-        self._tools: dict[tuple[str, ...], tuple[list[dict[str, Any]], list[str]]] = {}
+        self._tools: dict[tuple[Any, ...], tuple[list[dict[str, Any]], list[str]]] = {}
 
     # -- public ----------------------------------------------------------------------
 
@@ -321,13 +180,13 @@ class Agent:
 
     def _start(
         self, user_message: str, authority: Authority, system: str | None, run_id: str | None
-    ) -> _State:
+    ) -> RunState:
         system = system if system is not None else self.system
         trusted = [text for text in (system, user_message) if text]
         run = self.gate.run(authority=authority, run_id=run_id, trusted=trusted)
         tools, names = self._tool_definitions(authority)
         first = self.format.user(user_message)
-        state = _State(
+        state = RunState(
             run=run,
             record=Recorder(self.gate.ledger, run.id, self.gate.redactor, self.on_event),
             pager=ResultStore(self.gate.ledger, run.id, self.result_chars),
@@ -336,23 +195,19 @@ class Agent:
             messages=[first],
             oscillation=Oscillation(self.repeat_limit),
         )
-        budgets = dataclasses.asdict(self.budgets)
-        state.record(
-            "agent.started",
-            {
-                "model": self.model.name,
-                "format": self.format.name,
-                "principal": authority.principal,
-                "system": system,
-                "user": user_message,
-                "tools": names,
-                "budgets": budgets,
-                "messages": [first],
-            },
+        state.record.started(
+            model=self.model.name,
+            format=self.format.name,
+            principal=authority.principal,
+            system=system,
+            user=user_message,
+            tools=names,
+            budgets=dataclasses.asdict(self.budgets),
+            messages=[first],
         )
         return state
 
-    async def _drive(self, state: _State, held: _Held | None) -> AgentResult:
+    async def _drive(self, state: RunState, held: HeldBatch | None) -> AgentResult:
         state.since = time.perf_counter()
         try:
             if held is not None:
@@ -366,7 +221,7 @@ class Agent:
         finally:
             state.active += time.perf_counter() - state.since
 
-    async def _step(self, state: _State) -> AgentResult | None:
+    async def _step(self, state: RunState) -> AgentResult | None:
         """One model call and its batch; a result when the run ends or pauses."""
         budgets = self.budgets
         if state.steps >= budgets.steps:
@@ -407,17 +262,8 @@ class Agent:
         extraction = fmt.extract(response.raw)
         turn = fmt.assistant(response.raw)
         state.messages.extend(turn)
-        state.record(
-            "agent.model",
-            {
-                "step": step,
-                "messages": turn,
-                "text": extraction.text,
-                "calls": [_proposed(item) for item in extraction.items],
-                "usage": dataclasses.asdict(response.usage) if response.usage else None,
-            },
-            secrets=self._secrets(extraction) if self._secret_tools else (),
-        )
+        secrets = self._secrets(extraction) if self._secret_tools else ()
+        state.record.model_turn(step, turn, extraction, response.usage, secrets)
         if not extraction.items:
             if extraction.refusal:
                 return self._stop(
@@ -445,10 +291,10 @@ class Agent:
             detail = f"the calls of step {step} did not finish within {budgets.seconds:g} s"
             return self._stop(state, StopReason.MAX_SECONDS, detail)
         calls, batch = submitted
-        return self._answer(state, _Held(step, calls, batch), range(len(batch)))
+        return self._answer(state, HeldBatch(step, calls, batch), range(len(batch)))
 
     async def _submit(
-        self, state: _State, extraction: Extraction
+        self, state: RunState, extraction: Extraction
     ) -> tuple[dict[str, ToolCall], list[Observation]] | None:
         """Run the batch's calls; the calls by ledger id and one observation per item, in order.
 
@@ -485,7 +331,7 @@ class Agent:
         return calls, batch
 
     async def _execute(
-        self, state: _State, gated: list[ToolCall], builtin: list[ToolCall]
+        self, state: RunState, gated: list[ToolCall], builtin: list[ToolCall]
     ) -> list[Observation]:
         results = await state.run.asubmit(gated) if gated else []
         if builtin:
@@ -498,7 +344,7 @@ class Agent:
             results = [*results, *await state.paging.asubmit(builtin)]
         return results
 
-    def _answer(self, state: _State, held: _Held, fresh: Sequence[int]) -> AgentResult | None:
+    def _answer(self, state: RunState, held: HeldBatch, fresh: Sequence[int]) -> AgentResult | None:
         """Decide on the fresh observations of a batch, then pause, stop, or send it back."""
         stop: tuple[StopReason, str] | None = None
         untrusted_before = state.read_untrusted
@@ -508,7 +354,7 @@ class Agent:
             state.observations.append(obs)
             rule = boundary_rule(obs, untrusted_before)
             if rule is not None:
-                self._boundary(state, obs, rule, untrusted_before)
+                state.record.boundary(obs, rule, untrusted_before, state.untrusted_calls[-5:])
                 if self.halt_on_boundary and stop is None:
                     stop = (StopReason.SECURITY, f"call {obs.call_id} ({obs.tool}): {rule}")
             call = held.calls.get(obs.call_id)
@@ -527,43 +373,17 @@ class Agent:
         waiting = [o for o in held.batch if o.status is Status.PENDING]
         if waiting and stop is None:
             state.held = held
-            state.record(
-                "agent.paused",
-                {
-                    "step": held.step,
-                    "approvals": [
-                        {"approval_id": o.approval_id, "call_id": o.call_id, "tool": o.tool}
-                        for o in waiting
-                    ],
-                },
-            )
+            state.record.paused(held.step, waiting)
             ids = ", ".join(str(o.approval_id) for o in waiting)
             return self._result(state, StopReason.AWAITING_APPROVAL, f"awaiting approval: {ids}")
         state.held = None
         shown = [self._as_model_sees(state, o) for o in held.batch]
         messages = self.format.render(shown)
         state.messages.extend(messages)
-        state.record(
-            "agent.observations",
-            {
-                "step": held.step,
-                "results": [
-                    {
-                        "call_id": o.call_id,
-                        "tool": o.tool,
-                        "status": o.status.value,
-                        "stage": o.stage.value,
-                        "truncated_from": o.truncated_from,
-                        "content": o.content,
-                    }
-                    for o in held.batch
-                ],
-                "messages": messages,
-            },
-        )
+        state.record.observations(held.step, held.batch, messages)
         return self._stop(state, *stop) if stop is not None else None
 
-    async def _resume_held(self, state: _State, held: _Held) -> AgentResult | None:
+    async def _resume_held(self, state: RunState, held: HeldBatch) -> AgentResult | None:
         pending = {o.approval_id: o for o in held.batch if o.status is Status.PENDING}
         approvals = self.gate.approvals
         decided = await anyio.to_thread.run_sync(state.run.resume)
@@ -584,13 +404,18 @@ class Agent:
                     "reason": request.reason if request else None,
                 }
             )
-        state.record("agent.resumed", {"step": held.step, "decisions": decisions})
+        state.record.resumed(held.step, decisions)
         return self._answer(state, held, fresh)
 
     # -- helpers ---------------------------------------------------------------------------
 
     def _tool_definitions(self, authority: Authority) -> tuple[list[dict[str, Any]], list[str]]:
-        key = tuple(g if isinstance(g, str) else g.text for g in authority.grants)
+        # The registry may change between runs (a live MCP registry): key on its contents.
+        key = (
+            tuple(g if isinstance(g, str) else g.text for g in authority.grants),
+            self.gate.policy.version,
+            tuple((spec.name, spec.version) for spec in self.gate.registry),
+        )
         cached = self._tools.get(key)
         if cached is None:
             specs = exposed_tools(self.gate.registry, authority, self.gate.policy)
@@ -600,7 +425,7 @@ class Agent:
             self._tools[key] = cached
         return cached
 
-    def _remaining(self, state: _State) -> float | None:
+    def _remaining(self, state: RunState) -> float | None:
         if self.budgets.seconds is None:
             return None
         return self.budgets.seconds - state.active - (time.perf_counter() - state.since)
@@ -609,7 +434,7 @@ class Agent:
         spec = self.gate.registry.get(tool)
         return spec is not None and spec.side_effecting
 
-    def _as_model_sees(self, state: _State, obs: Observation) -> Observation:
+    def _as_model_sees(self, state: RunState, obs: Observation) -> Observation:
         original = state.model_ids.get(obs.call_id)
         return obs if original is None else dataclasses.replace(obs, call_id=original)
 
@@ -630,23 +455,9 @@ class Agent:
                 found.extend(str(arguments[f]) for f in fields if arguments.get(f) is not None)
         return found
 
-    def _boundary(self, state: _State, obs: Observation, rule: str, after_untrusted: bool) -> None:
-        state.record(
-            "security.boundary",
-            {
-                "tool": obs.tool,
-                "rule": rule,
-                "action": "escalated" if obs.status is Status.PENDING else "denied",
-                "after_untrusted": after_untrusted,
-                "untrusted_calls": state.untrusted_calls[-5:],
-                "message": obs.content[:500],
-            },
-            call_id=obs.call_id,
-        )
-
     def _stop(
         self,
-        state: _State,
+        state: RunState,
         reason: StopReason,
         detail: str,
         *,
@@ -654,22 +465,19 @@ class Agent:
         error: BaseException | None = None,
     ) -> AgentResult:
         state.finished = True
-        state.record(
-            "agent.stopped",
-            {
-                "reason": reason.value,
-                "detail": detail,
-                "answer": answer,
-                "steps": state.steps,
-                "tool_calls": state.tool_calls,
-                "usage": dataclasses.asdict(state.usage),
-            },
+        state.record.stopped(
+            reason=reason.value,
+            detail=detail,
+            answer=answer,
+            steps=state.steps,
+            tool_calls=state.tool_calls,
+            usage=dataclasses.asdict(state.usage),
         )
         return self._result(state, reason, detail, answer=answer, error=error)
 
     @staticmethod
     def _result(
-        state: _State,
+        state: RunState,
         reason: StopReason,
         detail: str,
         *,

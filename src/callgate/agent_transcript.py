@@ -19,11 +19,16 @@ model received it (`Transcript.messages`).
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from callgate.calls import Observation, Status, ToolCall
 from callgate.ledger.base import Ledger
+from callgate.models.base import Usage
+from callgate.providers.base import Extraction
 from callgate.redact import Redactor
 
 __all__ = ["Recorder", "Transcript", "TranscriptEntry", "replay"]
@@ -108,6 +113,101 @@ class Recorder:
             self.listener(
                 TranscriptEntry(kind=kind, run_id=self.run_id, call_id=call_id, data=clean)
             )
+
+    # -- the events of a run, one method each --------------------------------------------
+
+    def started(self, **data: Any) -> None:
+        """``agent.started``: model, format, principal, system, user, tools, budgets, messages."""
+        self("agent.started", data)
+
+    def model_turn(
+        self,
+        step: int,
+        turn: Sequence[Mapping[str, Any]],
+        extraction: Extraction,
+        usage: Usage | None,
+        secrets: Sequence[str] = (),
+    ) -> None:
+        """``agent.model``: the model's turn as appended to the conversation, and its calls."""
+        self(
+            "agent.model",
+            {
+                "step": step,
+                "messages": list(turn),
+                "text": extraction.text,
+                "calls": [_proposed(item) for item in extraction.items],
+                "usage": dataclasses.asdict(usage) if usage else None,
+            },
+            secrets=secrets,
+        )
+
+    def observations(
+        self, step: int, batch: Sequence[Observation], messages: Sequence[Mapping[str, Any]]
+    ) -> None:
+        """``agent.observations``: each call's outcome, and the messages sent back."""
+        self(
+            "agent.observations",
+            {
+                "step": step,
+                "results": [
+                    {
+                        "call_id": o.call_id,
+                        "tool": o.tool,
+                        "status": o.status.value,
+                        "stage": o.stage.value,
+                        "truncated_from": o.truncated_from,
+                        "content": o.content,
+                    }
+                    for o in batch
+                ],
+                "messages": list(messages),
+            },
+        )
+
+    def paused(self, step: int, waiting: Sequence[Observation]) -> None:
+        """``agent.paused``: the approvals the run waits for."""
+        approvals = [
+            {"approval_id": o.approval_id, "call_id": o.call_id, "tool": o.tool} for o in waiting
+        ]
+        self("agent.paused", {"step": step, "approvals": approvals})
+
+    def resumed(self, step: int, decisions: Sequence[Mapping[str, Any]]) -> None:
+        """``agent.resumed``: how each awaited approval was decided, and by whom."""
+        self("agent.resumed", {"step": step, "decisions": list(decisions)})
+
+    def boundary(
+        self, obs: Observation, rule: str, after_untrusted: bool, untrusted_calls: Sequence[str]
+    ) -> None:
+        """``security.boundary``: an attempted crossing of the authority boundary."""
+        self(
+            "security.boundary",
+            {
+                "tool": obs.tool,
+                "rule": rule,
+                "action": "escalated" if obs.status is Status.PENDING else "denied",
+                "after_untrusted": after_untrusted,
+                "untrusted_calls": list(untrusted_calls),
+                "message": obs.content[:500],
+            },
+            call_id=obs.call_id,
+        )
+
+    def stopped(self, **data: Any) -> None:
+        """``agent.stopped``: reason, detail, answer, counters."""
+        self("agent.stopped", data)
+
+
+def _proposed(item: ToolCall | Observation) -> dict[str, Any]:
+    """A proposed call as the transcript shows it (an unreadable one as its rejection)."""
+    if isinstance(item, Observation):
+        return {"call_id": item.call_id, "tool": item.tool, "arguments": None}
+    arguments = item.arguments
+    if not isinstance(arguments, str):
+        try:
+            arguments = json.dumps(arguments, ensure_ascii=False, default=str)
+        except (TypeError, ValueError):
+            arguments = repr(arguments)
+    return {"call_id": item.id, "tool": item.name, "arguments": arguments}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
