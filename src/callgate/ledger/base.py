@@ -31,6 +31,8 @@ import abc
 import enum
 import hashlib
 import json
+import os
+import socket
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -56,6 +58,8 @@ __all__ = [
     "audit_json",
     "begin_states",
     "claim_for_key",
+    "default_worker",
+    "finish_data",
     "may_decide",
     "may_finish",
     "settled_state",
@@ -208,9 +212,6 @@ class Claim:
     outcome: Outcome | None = None
     holder: tuple[str, str] | None = None
     """``(run_id, call_id)`` of the call that first used the key."""
-
-
-_RUN = Claim(kind=ClaimKind.RUN)
 
 
 def claim_for_key(
@@ -368,6 +369,29 @@ def verify_chain(records: Sequence[AuditRecord], head: tuple[int, str] | None) -
         problems=tuple(problems),
         first_bad_seq=first_bad,
     )
+
+
+def default_worker() -> str:
+    """``host:pid``: the worker id of a process that was given none."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def finish_data(finish: AttemptFinish, worker: str) -> dict[str, Any]:
+    """The audit data of an attempt's end: who settled it, how, and the evidence it left."""
+    outcome = finish.outcome
+    data: dict[str, Any] = {
+        "actor": finish.actor or worker,
+        "attempt": finish.attempt,
+        "status": outcome.status,
+        "stage": outcome.stage,
+        "error": outcome.error,
+        "reconciled": outcome.reconciled,
+        "transaction_id": outcome.transaction_id,
+        "evidence_id": finish.call_id if outcome.status == "ok" else None,
+    }
+    if finish.note is not None:
+        data["note"] = finish.note
+    return data
 
 
 class Ledger(abc.ABC):

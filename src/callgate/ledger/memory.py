@@ -8,8 +8,6 @@ nothing for it.
 
 from __future__ import annotations
 
-import os
-import socket
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -31,6 +29,8 @@ from callgate.ledger.base import (
     audit_json,
     begin_states,
     claim_for_key,
+    default_worker,
+    finish_data,
     may_decide,
     may_finish,
     settled_state,
@@ -49,11 +49,6 @@ class _Key:
         self.holder = holder
         self.expires_at = expires_at
         self.outcome: Any = None
-
-
-def default_worker() -> str:
-    """``host:pid``: the worker id of a process that was given none."""
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 class MemoryLedger(Ledger):
@@ -201,7 +196,7 @@ class MemoryLedger(Ledger):
                 f"attempt.{outcome.status}",
                 finish.run_id,
                 finish.call_id,
-                _finish_data(finish, self.worker),
+                finish_data(finish, self.worker),
             )
             return True
 
@@ -254,21 +249,3 @@ class MemoryLedger(Ledger):
             audit[i] = replace(r, prev_hash=prev, hash=h, data_json=data)
             prev = h
         self._chained = len(audit)
-
-
-def _finish_data(finish: AttemptFinish, worker: str) -> dict[str, Any]:
-    """The audit data of an attempt's end: who settled it, how, and the evidence it left."""
-    outcome = finish.outcome
-    data: dict[str, Any] = {
-        "actor": finish.actor or worker,
-        "attempt": finish.attempt,
-        "status": outcome.status,
-        "stage": outcome.stage,
-        "error": outcome.error,
-        "reconciled": outcome.reconciled,
-        "transaction_id": outcome.transaction_id,
-        "evidence_id": finish.call_id if outcome.status == "ok" else None,
-    }
-    if finish.note is not None:
-        data["note"] = finish.note
-    return data

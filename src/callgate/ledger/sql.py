@@ -47,9 +47,10 @@ from callgate.ledger.base import (
     Outcome,
     audit_hash,
     claim_for_key,
+    default_worker,
+    finish_data,
     settled_state,
 )
-from callgate.ledger.memory import _finish_data, default_worker
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SqlLedger", "apply_migrations", "pending_migrations"]
 
@@ -582,7 +583,7 @@ def _finish(tx: _Tx, finishes: Sequence[AttemptFinish], worker: str) -> list[boo
             ],
         )
     for f in done:
-        tx.event(f"attempt.{f.outcome.status}", f.run_id, f.call_id, _finish_data(f, worker))
+        tx.event(f"attempt.{f.outcome.status}", f.run_id, f.call_id, finish_data(f, worker))
     return applied
 
 
