@@ -160,6 +160,8 @@ def _attempt_logic(
     ctx = item.context
     timeout = spec.timeout if spec.timeout is not None else settings.default_timeout
     attempts_allowed = 1 if spec.side_effecting else 1 + max(0, settings.read_retries)
+    # Only a ledger that shares commits between async callers needs its writes yielded.
+    shared = type(ledger).abegin_attempt is not Ledger.abegin_attempt
     kwargs: dict[str, Any] = dict(item.arguments.__dict__)
     if spec.context_param is not None:
         kwargs[spec.context_param] = ctx
@@ -179,7 +181,10 @@ def _attempt_logic(
             key_expires_at=now + spec.key_retention,
             side_effecting=spec.side_effecting,
         )
-        claim: Claim = yield _Record(ledger.begin_attempt, ledger.abegin_attempt, start)
+        if shared:
+            claim: Claim = yield _Record(ledger.begin_attempt, ledger.abegin_attempt, start)
+        else:
+            claim = ledger.begin_attempt(start)
         if claim.kind is not ClaimKind.RUN:
             return _claim_observation(item, claim)
         if attempt > 1 and spec.context_param is not None:
@@ -209,7 +214,10 @@ def _attempt_logic(
             outcome=_stored(outcome, item, redactor),
             side_effecting=spec.side_effecting,
         )
-        yield _Record(ledger.finish_attempt, ledger.afinish_attempt, finish)
+        if shared:
+            yield _Record(ledger.finish_attempt, ledger.afinish_attempt, finish)
+        else:
+            ledger.finish_attempt(finish)
         if outcome.status == "unknown" and attempt < attempts_allowed:
             continue
         status = Status(outcome.status)
