@@ -48,7 +48,6 @@ def main() -> None:
     registry = Registry()
     registry.tool(name="add_item", effects="write:cart:{cart_id}")(add_item_sync)
     registry.tool(name="add_item_async", effects="write:cart:{cart_id}")(add_item_async)
-    gate = Gate(registry, ledger=MemoryLedger())
     authority = Authority(principal="bench", grants=["write:cart:*"])
 
     def ref_sync(n: int) -> float:
@@ -59,7 +58,7 @@ def main() -> None:
         return (time.perf_counter() - t0) / n * 1e6
 
     def gate_sync(n: int) -> float:
-        run = gate.run(authority=authority)
+        run = Gate(registry, ledger=MemoryLedger()).run(authority=authority)
         calls = [[ToolCall(id=f"c{i}", name="add_item", arguments=ARGS)] for i in range(n)]
         t0 = time.perf_counter()
         for batch in calls:
@@ -74,7 +73,7 @@ def main() -> None:
         return (time.perf_counter() - t0) / n * 1e6
 
     async def gate_async_loop(n: int) -> float:
-        run = gate.run(authority=authority)
+        run = Gate(registry, ledger=MemoryLedger()).run(authority=authority)
         calls = [[ToolCall(id=f"c{i}", name="add_item_async", arguments=ARGS)] for i in range(n)]
         t0 = time.perf_counter()
         for batch in calls:

@@ -80,7 +80,7 @@ class Admitted:
     """Run a sync handler in a worker thread (set when several calls run concurrently)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Invoke:
     """A function the attempt logic needs called, and how."""
 

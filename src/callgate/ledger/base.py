@@ -132,7 +132,7 @@ def begin_states(side_effecting: bool, attempt: int) -> tuple[CallState, ...]:
     return (CallState.ADMITTED,)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class CallRecord:
     """One proposed call and the gate's decision about it."""
 
@@ -158,7 +158,7 @@ class CallRecord:
     updated_at: float = 0.0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class Outcome:
     """How an attempt ended."""
 
@@ -175,7 +175,7 @@ class Outcome:
     transaction_id: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class AttemptStart:
     """An attempt about to run; recorded (durably, for side effects) before the handler runs."""
 
@@ -204,7 +204,7 @@ class ClaimKind(enum.StrEnum):
     """The key was used with different arguments: reject."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class Claim:
     """The answer to `Ledger.begin_attempt`."""
 
@@ -246,7 +246,7 @@ def settled_state(claim: Claim) -> tuple[CallState, str]:
     return CallState.REJECTED, "execute"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class AttemptFinish:
     """The end of an attempt."""
 

@@ -52,28 +52,26 @@ class _Key:
 
 
 class MemoryLedger(Ledger):
-    """Everything in dicts behind one lock. Nothing survives the process."""
+    """Everything in dicts behind one lock. Nothing survives the process.
+
+    The hot path stores references to the (immutable by convention) records
+    it is given and builds audit records only when the trail is read, so a
+    call costs a few dictionary operations. A `CallRecord` passed to
+    `record_decision` belongs to the ledger afterwards; reads return copies.
+    """
 
     def __init__(self, *, worker: str | None = None) -> None:
         self.worker = worker or default_worker()
         self._lock = threading.Lock()
         self._calls: dict[tuple[str, str], CallRecord] = {}
-        self._attempts: dict[tuple[str, str], list[AttemptRecord]] = {}
+        self._attempts: dict[tuple[str, str], list[list[Any]]] = {}
         self._keys: dict[str, _Key] = {}
+        self._pending: list[tuple[str, Any, float]] = []
         self._audit: list[AuditRecord] = []
         self._chained = 0
 
     def _event(self, kind: str, run_id: str, call_id: str | None, data: Mapping[str, Any]) -> None:
-        self._audit.append(
-            AuditRecord(
-                seq=len(self._audit) + 1,
-                at=time.time(),
-                kind=kind,
-                run_id=run_id,
-                call_id=call_id,
-                data=data,
-            )
-        )
+        self._pending.append((kind, (run_id, call_id, data), time.time()))
 
     def record_decision(self, record: CallRecord) -> None:
         ident = (record.run_id, record.call_id)
@@ -81,21 +79,9 @@ class MemoryLedger(Ledger):
             current = self._calls.get(ident)
             if current is None or may_decide(current.state, record.state):
                 self._calls[ident] = record
-            self._event(
-                f"call.{record.state.value}",
-                record.run_id,
-                record.call_id,
-                {
-                    "actor": record.principal,
-                    "tool": record.tool,
-                    "tool_version": record.tool_version,
-                    "arguments": record.arguments,
-                    "stage": record.stage,
-                    "decided_by": record.decided_by,
-                    "effects": list(record.effects),
-                    "approval_id": record.approval_id,
-                    "message": record.message,
-                },
+            # State and stage change later on the same object: note them now.
+            self._pending.append(
+                ("decision", (record, record.state, record.stage), record.updated_at or time.time())
             )
 
     def begin_attempt(self, start: AttemptStart) -> Claim:
@@ -124,37 +110,16 @@ class MemoryLedger(Ledger):
                 self._keys[start.idempotency_key] = _Key(
                     start.request_hash, ident, start.key_expires_at
                 )
-            self._attempts.setdefault(ident, []).append(
-                AttemptRecord(
-                    run_id=start.run_id,
-                    call_id=start.call_id,
-                    attempt=start.attempt,
-                    tool_version=start.tool_version,
-                    idempotency_key=start.idempotency_key,
-                    request_hash=start.request_hash,
-                    started_at=start.started_at,
-                    worker=self.worker,
-                )
-            )
+            attempts = self._attempts.get(ident)
+            if attempts is None:
+                self._attempts[ident] = [[start, None]]
+            else:
+                attempts.append([start, None])
             if call is not None and call.state in begin_states(start.side_effecting, start.attempt):
-                self._calls[ident] = replace(
-                    call,
-                    state=CallState.RUNNING,
-                    attempts=start.attempt,
-                    updated_at=start.started_at,
-                )
-            self._event(
-                "attempt.started",
-                start.run_id,
-                start.call_id,
-                {
-                    "actor": self.worker,
-                    "attempt": start.attempt,
-                    "idempotency_key": start.idempotency_key,
-                    "request_hash": start.request_hash,
-                    "tool_version": start.tool_version,
-                },
-            )
+                call.state = CallState.RUNNING
+                call.attempts = start.attempt
+                call.updated_at = start.started_at
+            self._pending.append(("start", start, start.started_at))
             return _RUN
 
     def _settle_without_running(self, ident: tuple[str, str], claim: Claim, now: float) -> None:
@@ -162,7 +127,7 @@ class MemoryLedger(Ledger):
         call = self._calls.get(ident)
         state, stage = settled_state(claim)
         if call is not None and call.state is CallState.ADMITTED:
-            self._calls[ident] = replace(call, state=state, stage=stage, updated_at=now)
+            call.state, call.stage, call.updated_at = state, stage, now
         self._event(
             f"idempotency.{claim.kind.value}",
             ident[0],
@@ -180,24 +145,15 @@ class MemoryLedger(Ledger):
             key = self._keys.get(finish.idempotency_key)
             if key is not None and key.holder == ident:
                 key.outcome = outcome
-            attempts = self._attempts.get(ident, [])
-            for i, a in enumerate(attempts):
-                if a.attempt == finish.attempt:
-                    attempts[i] = replace(a, outcome=outcome)
+            for pair in self._attempts.get(ident, ()):
+                if pair[0].attempt == finish.attempt:
+                    pair[1] = outcome
             if call is not None:
-                self._calls[ident] = replace(
-                    call,
-                    state=CallState(outcome.status),
-                    reconciled=call.reconciled or outcome.reconciled,
-                    updated_at=outcome.finished_at,
-                    stage=outcome.stage,
-                )
-            self._event(
-                f"attempt.{outcome.status}",
-                finish.run_id,
-                finish.call_id,
-                finish_data(finish, self.worker),
-            )
+                call.state = CallState(outcome.status)
+                call.reconciled = call.reconciled or outcome.reconciled
+                call.updated_at = outcome.finished_at
+                call.stage = outcome.stage
+            self._pending.append(("finish", finish, outcome.finished_at or time.time()))
             return True
 
     def record_event(
@@ -207,7 +163,9 @@ class MemoryLedger(Ledger):
             self._event(kind, run_id, call_id, dict(data))
 
     def get_call(self, run_id: str, call_id: str) -> CallRecord | None:
-        return self._calls.get((run_id, call_id))
+        with self._lock:
+            call = self._calls.get((run_id, call_id))
+            return replace(call) if call is not None else None
 
     def calls(
         self,
@@ -218,7 +176,7 @@ class MemoryLedger(Ledger):
     ) -> Sequence[CallRecord]:
         with self._lock:
             return [
-                c
+                replace(c)
                 for c in self._calls.values()
                 if (run_id is None or c.run_id == run_id)
                 and (state is None or c.state is state)
@@ -226,7 +184,22 @@ class MemoryLedger(Ledger):
             ]
 
     def attempts(self, run_id: str, call_id: str) -> Sequence[AttemptRecord]:
-        return list(self._attempts.get((run_id, call_id), ()))
+        with self._lock:
+            pairs = list(self._attempts.get((run_id, call_id), ()))
+        return [
+            AttemptRecord(
+                run_id=start.run_id,
+                call_id=start.call_id,
+                attempt=start.attempt,
+                tool_version=start.tool_version,
+                idempotency_key=start.idempotency_key,
+                request_hash=start.request_hash,
+                started_at=start.started_at,
+                worker=self.worker,
+                outcome=outcome,
+            )
+            for start, outcome in pairs
+        ]
 
     def audit(self) -> Sequence[AuditRecord]:
         with self._lock:
@@ -238,8 +211,74 @@ class MemoryLedger(Ledger):
             self._chain()
             return (len(self._audit), self._audit[-1].hash) if self._audit else None
 
+    def _materialize(self) -> None:
+        """Turn the events noted on the hot path into audit records, in order."""
+        for kind, payload, at in self._pending:
+            if kind == "decision":
+                record, state, stage = payload
+                self._append(
+                    f"call.{state.value}",
+                    record.run_id,
+                    record.call_id,
+                    at,
+                    {
+                        "actor": record.principal,
+                        "tool": record.tool,
+                        "tool_version": record.tool_version,
+                        "arguments": record.arguments,
+                        "stage": stage,
+                        "decided_by": record.decided_by,
+                        "effects": list(record.effects),
+                        "approval_id": record.approval_id,
+                        "message": record.message,
+                    },
+                )
+            elif kind == "start":
+                start: AttemptStart = payload
+                self._append(
+                    "attempt.started",
+                    start.run_id,
+                    start.call_id,
+                    at,
+                    {
+                        "actor": self.worker,
+                        "attempt": start.attempt,
+                        "idempotency_key": start.idempotency_key,
+                        "request_hash": start.request_hash,
+                        "tool_version": start.tool_version,
+                    },
+                )
+            elif kind == "finish":
+                finish: AttemptFinish = payload
+                self._append(
+                    f"attempt.{finish.outcome.status}",
+                    finish.run_id,
+                    finish.call_id,
+                    at,
+                    finish_data(finish, self.worker),
+                )
+            else:
+                run_id, call_id, data = payload
+                self._append(kind, run_id, call_id, at, data)
+        self._pending.clear()
+
+    def _append(
+        self, kind: str, run_id: str, call_id: str | None, at: float, data: Mapping[str, Any]
+    ) -> None:
+        self._audit.append(
+            AuditRecord(
+                seq=len(self._audit) + 1,
+                at=at,
+                kind=kind,
+                run_id=run_id,
+                call_id=call_id,
+                data=data,
+            )
+        )
+
     def _chain(self) -> None:
         """Hash the records appended since the last read."""
+        self._materialize()
         audit = self._audit
         prev = audit[self._chained - 1].hash if self._chained else GENESIS
         for i in range(self._chained, len(audit)):
