@@ -13,12 +13,20 @@ from callgate.errors import (
     ArgumentError,
     CallgateError,
     DefinitionError,
+    LedgerError,
     OutcomeUnknown,
     ToolFailure,
 )
 from callgate.evidence import Evidence, EvidenceItem
 from callgate.gate import Gate, Run
-from callgate.ledger import CallRecord, CallState, Ledger, MemoryLedger
+from callgate.ledger import (
+    CallRecord,
+    CallState,
+    Ledger,
+    MemoryLedger,
+    PostgresLedger,
+    SQLiteLedger,
+)
 from callgate.policy import Action, Authority, Decision, Policy, Rule, allow, ask, deny
 from callgate.tools import CallContext, Registry, Risk, ToolSpec, tool
 
@@ -47,17 +55,20 @@ __all__ = [
     "Gate",
     "Grant",
     "Ledger",
+    "LedgerError",
     "MemoryApprovals",
     "MemoryLedger",
     "Observation",
     "OutcomeUnknown",
     "Policy",
+    "PostgresLedger",
     "Provenance",
     "RawCall",
     "Registry",
     "Risk",
     "Rule",
     "Run",
+    "SQLiteLedger",
     "Stage",
     "Status",
     "StopReason",

@@ -16,7 +16,9 @@ Anything else is a bug and propagates.
         ├── ToolFailure            raised by a handler: known failure, no effect
         ├── OutcomeUnknown         raised by a handler: the effect may have happened
         ├── ArgumentError          raised by a semantic check: names the field
-        └── ApprovalError          an approval that does not exist, expired or was used
+        ├── ApprovalError          an approval that does not exist, expired or was used
+        └── LedgerError            a ledger cannot do what was asked (missing call,
+                                   forbidden transition, newer schema)
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ __all__ = [
     "ArgumentError",
     "CallgateError",
     "DefinitionError",
+    "LedgerError",
     "OutcomeUnknown",
     "ToolFailure",
 ]
@@ -80,3 +83,8 @@ class ArgumentError(CallgateError):
 
 class ApprovalError(CallgateError):
     """A person or trusted code acted on an approval that cannot take that action."""
+
+
+class LedgerError(CallgateError):
+    """A ledger cannot do what was asked: a missing call, a state that forbids the change,
+    a schema newer than this version of callgate. The message says what to do instead."""

@@ -335,6 +335,7 @@ def _outcome(
         error=detail,
         finished_at=time.time(),
         reconciled=reconciled,
+        retryable=exc.retryable if isinstance(exc, ToolFailure) else None,
     )
 
 
@@ -362,7 +363,7 @@ def _observation(item: Admitted, outcome: Outcome, attempts: int, result: Any) -
         status=status,
         stage=Stage(outcome.stage),
         content=content,
-        retryable=_retryable(spec, status),
+        retryable=outcome.retryable if outcome.retryable is not None else _retryable(spec, status),
         provenance=provenance,
         result=result,
         tool_version=spec.version,

@@ -25,7 +25,7 @@ from callgate.effects import Effect, Grant, Grants
 from callgate.errors import DefinitionError
 from callgate.evidence import Evidence
 from callgate.messages import Problem, Rejection
-from callgate.provenance import Provenance, SinkFinding
+from callgate.provenance import SinkFinding, TrustIndex
 from callgate.tools import ToolSpec
 
 __all__ = [
@@ -270,7 +270,7 @@ def authorize(
     authority: Authority,
     policy: Policy,
     evidence: Evidence,
-    provenance: Provenance | None = None,
+    provenance: TrustIndex | None = None,
 ) -> Decision:
     """Decide one validated call: effects, rules, precondition, then provenance of sinks."""
     values = arguments.__dict__

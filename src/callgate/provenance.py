@@ -49,8 +49,8 @@ from callgate.evidence import Evidence, EvidenceItem
 
 __all__ = [
     "OutputTrust",
-    "Provenance",
     "SinkFinding",
+    "TrustIndex",
     "normalize",
 ]
 
@@ -159,7 +159,7 @@ class _Index:
     indexed: int = 0
 
 
-class Provenance:
+class TrustIndex:
     """What one run has seen, labelled trusted or untrusted, for sink checks."""
 
     __slots__ = ("_index",)

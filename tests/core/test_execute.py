@@ -721,3 +721,20 @@ def test_default_timeout_applies_to_tools_without_one() -> None:
     obs = one(single_tool_run(slow, default_timeout=0.05, read_retries=0), "slow", {"n": 1})
     assert obs.status is Status.UNKNOWN
     assert obs.retryable is True
+
+
+@pytest.mark.parametrize(("retryable", "expected"), [(True, True), (False, False)])
+def test_tool_failure_says_whether_the_same_call_may_succeed_later(
+    retryable: bool, expected: bool
+) -> None:
+    """`ToolFailure(retryable=False)` (e.g. an account closed for good) reaches the observation."""
+
+    @tool(effects="write:account")
+    def close(account: str) -> str:
+        raise ToolFailure(f"account {account} is closed", retryable=retryable)
+
+    gate = Gate(Registry([close]))
+    run = gate.run(authority=ALLOW_ALL)
+    [obs] = run.submit([ToolCall(id="c1", name="close", arguments={"account": "a-1"})])
+    assert obs.status is Status.ERROR
+    assert obs.retryable is expected

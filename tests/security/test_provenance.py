@@ -1,6 +1,6 @@
 """The provenance matcher: which sink values trusted input vouches for, and which it does not.
 
-Unit tables drive `Provenance` directly; the gate-level tests check what a
+Unit tables drive `TrustIndex` directly; the gate-level tests check what a
 run does with a finding (ask, deny, the audit trail) and how tools label
 their output (per field, per kind, per record).
 """
@@ -30,10 +30,10 @@ from callgate import (
     Status,
     ToolCall,
 )
-from callgate.provenance import Provenance, normalize
+from callgate.provenance import TrustIndex, normalize
 
 
-def vouched(prov: Provenance, value: Any, kind: str | None = None) -> bool:
+def vouched(prov: TrustIndex, value: Any, kind: str | None = None) -> bool:
     """Whether ``value`` in a sink of ``kind`` is vouched for."""
     return prov.check({"sink": kind}, {"sink": value}, links=False) == []
 
@@ -65,14 +65,14 @@ DIFFERENT = [
 def test_normalised_values_match(a: str, b: str) -> None:
     """Case, whitespace, URL scheme, ``www.``, trailing slash and IBAN spacing do not count."""
     assert normalize(a) == normalize(b)
-    assert vouched(Provenance(trusted_values=[a]), b)
+    assert vouched(TrustIndex(trusted_values=[a]), b)
 
 
 @pytest.mark.parametrize(("a", "b"), DIFFERENT)
 def test_different_values_do_not_match(a: str, b: str) -> None:
     """Anything else does: another path, a longer host, a look-alike character."""
     assert normalize(a) != normalize(b)
-    assert not vouched(Provenance(trusted_values=[a]), b)
+    assert not vouched(TrustIndex(trusted_values=[a]), b)
 
 
 # -- free text: whole tokens, no numbers ---------------------------------------------------
@@ -112,12 +112,12 @@ def test_free_text_vouches_only_whole_non_numeric_tokens(
     text: str, value: Any, expected: bool
 ) -> None:
     """Only a whole token of trusted text vouches for a value, and never a number."""
-    assert vouched(Provenance(trusted_text=[text]), value) is expected
+    assert vouched(TrustIndex(trusted_text=[text]), value) is expected
 
 
 def test_a_number_the_application_vouches_for_explicitly_matches() -> None:
     """Numbers are not provenance by accident, but trusted code may pass one on purpose."""
-    prov = Provenance(trusted_text=["June 13"], trusted_values=[13])
+    prov = TrustIndex(trusted_text=["June 13"], trusted_values=[13])
     assert vouched(prov, "13")
 
 
@@ -139,7 +139,7 @@ def test_typed_sink_takes_only_a_trusted_value_of_its_kind(
     source: dict[str, Any], kind: str | None, expected: bool
 ) -> None:
     """A file id is vouched for by a file record, never by an event id or by user text."""
-    prov = Provenance()
+    prov = TrustIndex()
     if "text" in source:
         prov.add_trusted_text(source["text"])
         value = source["text"].split()[-1]
@@ -459,7 +459,7 @@ _json = st.recursive(
 )
 def test_matcher_never_raises(trusted: str, untrusted: Any, values: list[Any]) -> None:
     """Random trusted text, tool output and sink values: the matcher answers, never raises."""
-    prov = Provenance(trusted_text=[trusted], trusted_values=values[:1])
+    prov = TrustIndex(trusted_text=[trusted], trusted_values=values[:1])
     evidence = Evidence()
     evidence.add(EvidenceItem("c1", "t", NoArguments(), untrusted))
     evidence.add(EvidenceItem("c2", "u", NoArguments(), untrusted))
@@ -495,7 +495,7 @@ def test_whole_non_numeric_token_of_trusted_text_is_vouched(
 ) -> None:
     """A value present verbatim in trusted text as a whole, non-numeric token is vouched for."""
     text = " ".join(before) + left + value + right + " ".join(after)
-    assert vouched(Provenance(trusted_text=[text]), value), (text, value)
+    assert vouched(TrustIndex(trusted_text=[text]), value), (text, value)
 
 
 def test_pathological_untrusted_text_is_indexed_in_linear_time() -> None:
@@ -503,7 +503,7 @@ def test_pathological_untrusted_text_is_indexed_in_linear_time() -> None:
     evidence = Evidence()
     for i, text in enumerate(["a." * 100_000, "a-" * 100_000 + "@", "x@" * 100_000]):
         evidence.add(EvidenceItem(f"c{i}", "read_doc", NoArguments(), {"text": text}))
-    prov = Provenance(trusted_text=["b." * 100_000])
+    prov = TrustIndex(trusted_text=["b." * 100_000])
     started = time.perf_counter()
     prov.absorb(evidence, lambda name: None)
     elapsed = time.perf_counter() - started

@@ -33,12 +33,14 @@ import hashlib
 import json
 import os
 import socket
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from callgate.errors import CallgateError
+from callgate.approvals import Approvals, MemoryApprovals
+from callgate.errors import LedgerError
 
 __all__ = [
     "GENESIS",
@@ -65,11 +67,6 @@ __all__ = [
     "settled_state",
     "verify_chain",
 ]
-
-
-class LedgerError(CallgateError):
-    """A ledger cannot do what was asked: a missing call, a state that forbids the change,
-    a schema newer than this version of callgate. The message says what to do instead."""
 
 
 class CallState(enum.StrEnum):
@@ -173,6 +170,9 @@ class Outcome:
     finished_at: float = 0.0
     reconciled: bool = False
     transaction_id: str | None = None
+    retryable: bool | None = None
+    """For ``error``: whether the same call may succeed later (`ToolFailure.retryable`).
+    Not stored by durable backends; a replayed error counts as retryable."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -371,6 +371,9 @@ def verify_chain(records: Sequence[AuditRecord], head: tuple[int, str] | None) -
     )
 
 
+_APPROVALS_LOCK = threading.Lock()
+
+
 def default_worker() -> str:
     """``host:pid``: the worker id of a process that was given none."""
     return f"{socket.gethostname()}:{os.getpid()}"
@@ -405,6 +408,7 @@ class Ledger(abc.ABC):
 
     worker: str = ""
     """The id this process's attempts are recorded under (see `callgate.recovery`)."""
+    _approvals_store: Approvals | None = None
 
     @abc.abstractmethod
     def record_decision(self, record: CallRecord) -> None:
@@ -512,6 +516,18 @@ class Ledger(abc.ABC):
         if not applied or settled is None:
             raise LedgerError(f"call {call_id!r} changed while it was being resolved; try again")
         return settled
+
+    def approvals(self) -> Approvals:
+        """Where this ledger keeps approval requests; a `Gate` given none uses this store.
+
+        The default keeps them in memory beside the ledger (one store per ledger)
+        and audits requests and decisions in it; the SQL ledgers keep them in
+        their database, where they survive a restart.
+        """
+        with _APPROVALS_LOCK:
+            if self._approvals_store is None:
+                self._approvals_store = MemoryApprovals(self)
+            return self._approvals_store
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources; the memory ledger has none."""
