@@ -206,6 +206,9 @@ def _attempt_logic(
                 )
             )
             raise
+        reported = ctx.reported.get("transaction_id")
+        if reported is not None:
+            outcome.transaction_id = reported
         finish = AttemptFinish(
             run_id=ctx.run_id,
             call_id=ctx.call_id,

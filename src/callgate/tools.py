@@ -77,6 +77,16 @@ class CallContext:
     tool: str
     idempotency_key: str
     attempt: int = 1
+    reported: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+    """What the handler reported about the attempt (see `report_transaction`)."""
+
+    def report_transaction(self, transaction_id: str) -> None:
+        """Record the downstream system's id for this attempt (a charge id, a message id).
+
+        It is stored with the attempt in the ledger, so that a person or a
+        reconcile hook can look the operation up later.
+        """
+        self.reported["transaction_id"] = str(transaction_id)[:200]
 
 
 class Template:

@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 import callgate.gate
-from callgate import Authority, Gate, Registry, ToolCall, ToolFailure
+from callgate import Authority, CallContext, Gate, Registry, ToolCall, ToolFailure
 from callgate.cli import app
 from callgate.ledger import CallState, Ledger, SQLiteLedger, default_ledger
 
@@ -127,3 +127,23 @@ def test_a_canary_secret_never_reaches_the_ledger_export_or_logs(
         assert secret not in logs
     lines = [json.loads(line) for line in exported.stdout.splitlines()]
     assert any("[redacted]" in json.dumps(line) for line in lines)
+
+
+def test_a_reported_downstream_transaction_id_is_stored_with_the_attempt(
+    make_ledger: Callable[..., Ledger],
+) -> None:
+    """`ctx.report_transaction(...)` lands on the attempt, for people and reconcile hooks."""
+    registry = Registry()
+
+    @registry.tool(effects="spend:USD", idempotency_key="{operation_id}")
+    def pay(operation_id: str, ctx: CallContext) -> str:
+        ctx.report_transaction(f"ch_{operation_id}")
+        return "paid"
+
+    ledger = make_ledger()
+    run = Gate(registry, ledger=ledger).run(authority=AUTHORITY)
+    [obs] = run.submit([ToolCall(id="c1", name="pay", arguments={"operation_id": "op-9"})])
+    assert obs.status.value == "ok"
+    [attempt] = ledger.attempts(run.id, "c1")
+    assert attempt.outcome is not None
+    assert attempt.outcome.transaction_id == "ch_op-9"
