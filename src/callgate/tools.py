@@ -255,7 +255,7 @@ def _spec_version(spec: ToolSpec) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
-def _sinks(
+def sink_declarations(
     tool: str, sinks: Sequence[str] | Mapping[str, str | None], params: Sequence[str]
 ) -> dict[str, str | None]:
     """Sink declarations as ``{argument: kind or None}``, checked against the parameters."""
@@ -398,7 +398,7 @@ def make_spec(
         secret_fields=frozenset(secret_fields),
         ordered=ordered,
         max_concurrency=max_concurrency,
-        sinks=_sinks(tool_name, sinks, params),
+        sinks=sink_declarations(tool_name, sinks, params),
         output_trust=output_trust,
         resource_version=resource_version,
         null_means_default=_null_means_default(model),

@@ -38,6 +38,7 @@ from callgate.tools import (
     Risk,
     Template,
     ToolSpec,
+    sink_declarations,
 )
 
 if TYPE_CHECKING:
@@ -271,19 +272,6 @@ def _pin_guard(
     return guard
 
 
-def _sinks(
-    tool: str, sinks: Sequence[str] | Mapping[str, str | None], params: Sequence[str]
-) -> dict[str, str | None]:
-    declared = dict(sinks) if isinstance(sinks, Mapping) else dict.fromkeys(sinks)
-    for name in declared:
-        if name not in params:
-            raise DefinitionError(
-                f"remote tool {tool!r}: sink {name!r} is not an argument; use one of "
-                f"{sorted(params)}"
-            )
-    return declared
-
-
 def remote_spec(
     definition: ToolDefinition,
     *,
@@ -333,7 +321,7 @@ def remote_spec(
         timeout=timeout,
         max_result_chars=config.max_result_chars,
         secret_fields=frozenset(config.secret_fields),
-        sinks=_sinks(name, config.sinks, params),
+        sinks=sink_declarations(name, config.sinks, params),
         output_trust=None,
         null_means_default=arguments.null_means_default,
         dump_is_canonical=False,
