@@ -3,6 +3,13 @@
 An approval covers one call only: the same principal, tool, canonical
 arguments (by hash) and resource version, before its expiry, once. Changed
 arguments are a different effect and need a new approval.
+
+Where requests live is the ledger's business (`Ledger.approvals`): the SQL
+ledgers keep them in their database (`callgate.ledger.approvals_sql`), so a
+request survives a restart and is decided from another process
+(``callgate approvals approve ID``); `MemoryApprovals` keeps them beside a
+memory ledger. Every request and decision is an audit record in that ledger;
+the gate audits each use. See docs/approvals.md.
 """
 
 from __future__ import annotations
@@ -12,10 +19,16 @@ import enum
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
+from callgate.calls import Stage
 from callgate.errors import ApprovalError
+from callgate.messages import Problem, Rejection
+
+if TYPE_CHECKING:
+    from callgate.ledger.base import Ledger
 
 __all__ = ["ApprovalRequest", "ApprovalStatus", "Approvals", "MemoryApprovals"]
 
@@ -23,12 +36,18 @@ DEFAULT_APPROVAL_TTL = 24 * 3600.0
 
 
 class ApprovalStatus(enum.StrEnum):
-    """Where an approval request stands."""
+    """Where an approval request stands.
+
+    ``pending → approved → used`` or ``pending → denied``. ``expired`` is
+    never stored: it is what a pending or approved request has become once
+    its expiry passed (`ApprovalRequest.state`).
+    """
 
     PENDING = "pending"
     APPROVED = "approved"
     DENIED = "denied"
     USED = "used"
+    EXPIRED = "expired"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,6 +60,7 @@ class ApprovalRequest:
     principal: str
     tool: str
     arguments_json: str
+    """Canonical JSON of the arguments, secret fields and credential-shaped text redacted."""
     arguments_hash: str
     effects: tuple[str, ...]
     preview: str
@@ -48,9 +68,17 @@ class ApprovalRequest:
     expires_at: float
     resource_version: str | None = None
     policy_version: str | None = None
+    """The version of the policy that asked; a decision is granted under it."""
     status: ApprovalStatus = ApprovalStatus.PENDING
     decided_by: str | None = None
+    decided_at: float | None = None
     reason: str | None = None
+    used_at: float | None = None
+    used_by: str | None = None
+    """``run_id/call_id`` of the call the approval released."""
+    resumable: bool = False
+    """Whether ``arguments_json`` is exactly the call's arguments (nothing was redacted),
+    so that another process can submit the call again from the ledger (`Gate.resume_run`)."""
 
     def binds(
         self, *, principal: str, tool: str, arguments_hash: str, resource_version: str | None
@@ -63,9 +91,21 @@ class ApprovalRequest:
             and self.resource_version == resource_version
         )
 
+    def state(self, now: float | None = None) -> ApprovalStatus:
+        """The status as of ``now``: a pending or approved request past its expiry is expired."""
+        live = self.status in (ApprovalStatus.PENDING, ApprovalStatus.APPROVED)
+        if live and self.expires_at <= (time.time() if now is None else now):
+            return ApprovalStatus.EXPIRED
+        return self.status
+
 
 class Approvals(abc.ABC):
-    """Where approval requests live. Decisions come from trusted code or a person."""
+    """Where approval requests live. Decisions come from trusted code or a person.
+
+    Every backend applies the same rules: a request is decided once, only
+    while pending and unexpired, by someone named; an approved request is
+    used at most once (`consume` is atomic), only before its expiry.
+    """
 
     @abc.abstractmethod
     def request(self, request: ApprovalRequest) -> ApprovalRequest:
@@ -81,22 +121,25 @@ class Approvals(abc.ABC):
         arguments_hash: str,
         resource_version: str | None,
         now: float | None = None,
+        used_by: str | None = None,
     ) -> ApprovalRequest | None:
-        """Use up an approved, unexpired request bound to that exact effect, if one exists."""
+        """Atomically use up an approved, unexpired request bound to that exact effect, if one
+        exists; ``used_by`` (``run_id/call_id``) records which call it released."""
 
     @abc.abstractmethod
     def decide(
         self, approval_id: str, *, approve: bool, by: str, reason: str | None = None
     ) -> ApprovalRequest:
-        """Approve or deny a pending request; errors for unknown, decided or expired ones."""
+        """Approve or deny a pending request; `ApprovalError` for an unknown, decided, used
+        or expired one (nothing changes then)."""
 
     @abc.abstractmethod
     def get(self, approval_id: str) -> ApprovalRequest | None:
-        """The request with that id, or None."""
+        """The request with that id, as stored (see `ApprovalRequest.state`), or None."""
 
     @abc.abstractmethod
     def list(self, status: ApprovalStatus | None = None) -> Sequence[ApprovalRequest]:
-        """Every request, or those with ``status``, oldest first."""
+        """Every request, or those whose `ApprovalRequest.state` is ``status``, oldest first."""
 
     def approve(self, approval_id: str, *, by: str) -> ApprovalRequest:
         """Approve a pending request: it releases exactly that call, once."""
@@ -112,12 +155,136 @@ def new_approval_id() -> str:
     return "apr_" + uuid.uuid4().hex[:20]
 
 
-class MemoryApprovals(Approvals):
-    """Approvals kept in memory: for tests and single-process use."""
+# -- rules every store shares ------------------------------------------------------------
 
-    def __init__(self) -> None:
+
+def check_decider(by: str) -> None:
+    """A decision names who made it."""
+    if not isinstance(by, str) or not by.strip():
+        raise ApprovalError("say who decides the approval (by=...): a person or a service name")
+
+
+def undecidable(request: ApprovalRequest | None, approval_id: str, now: float) -> str:
+    """Why ``request`` cannot be decided now (the message of an `ApprovalError`)."""
+    if request is None:
+        return f"no approval request has the id {approval_id!r}"
+    if request.status is ApprovalStatus.USED:
+        return (
+            f"approval {approval_id} is already used: its call ran "
+            f"({request.used_by or 'see the ledger'}); nothing was changed"
+        )
+    if request.status is not ApprovalStatus.PENDING:
+        return (
+            f"approval {approval_id} is already {request.status.value} by "
+            f"{request.decided_by or 'someone'}; only a pending request can be decided"
+        )
+    if request.expires_at <= now:
+        return f"approval {approval_id} expired; the call must be proposed again"
+    return f"approval {approval_id} changed while it was being decided; look at it again"
+
+
+def requested_data(request: ApprovalRequest) -> dict[str, Any]:
+    """The audit data of a new request."""
+    return {
+        "actor": request.principal,
+        "approval_id": request.id,
+        "tool": request.tool,
+        "arguments": request.arguments_json,
+        "arguments_hash": request.arguments_hash,
+        "resource_version": request.resource_version,
+        "effects": list(request.effects),
+        "preview": request.preview,
+        "policy_version": request.policy_version,
+        "expires_at": request.expires_at,
+    }
+
+
+def decided_data(request: ApprovalRequest) -> dict[str, Any]:
+    """The audit data of a decision."""
+    return {
+        "actor": request.decided_by,
+        "approval_id": request.id,
+        "tool": request.tool,
+        "arguments_hash": request.arguments_hash,
+        "resource_version": request.resource_version,
+        "policy_version": request.policy_version,
+        "reason": request.reason,
+    }
+
+
+# -- what the model reads ------------------------------------------------------------------
+
+
+def denied_rejection(request: ApprovalRequest) -> Rejection:
+    """A person denied this exact call."""
+    return Rejection(
+        stage=Stage.APPROVAL,
+        problems=(
+            Problem(
+                rule="approval_denied",
+                message=f"a person denied this exact call (approval {request.id})"
+                + (f": {request.reason}" if request.reason else ""),
+            ),
+        ),
+        advice="Do not send this call again. Tell the user it was refused.",
+        retryable=False,
+    )
+
+
+def used_rejection(request: ApprovalRequest) -> Rejection:
+    """The approval this call waited for already released a call (another resume got it)."""
+    return Rejection(
+        stage=Stage.APPROVAL,
+        problems=(
+            Problem(
+                rule="approval_used",
+                message=f"approval {request.id} already released this call once "
+                f"({request.used_by or 'elsewhere'}); it was not executed again here",
+            ),
+        ),
+        advice="Do not send this call again; its outcome is in the ledger.",
+        retryable=False,
+    )
+
+
+def withheld_rejection(request: ApprovalRequest) -> Rejection:
+    """Approved, but the ledger does not hold the call's arguments (they include secrets)."""
+    return Rejection(
+        stage=Stage.APPROVAL,
+        problems=(
+            Problem(
+                rule="approval_arguments_withheld",
+                message=f"this call was approved (approval {request.id}), but its arguments "
+                "include secret fields that callgate does not store, so it cannot be resumed "
+                "from the ledger",
+            ),
+        ),
+        advice="Nothing was executed. Send exactly the same call again: it runs under that "
+        "approval while the approval lasts, and waits for a new one after.",
+        retryable=True,
+    )
+
+
+# -- in memory -----------------------------------------------------------------------------
+
+
+class MemoryApprovals(Approvals):
+    """Approvals kept in memory: for tests and single-process use.
+
+    Given a ``ledger``, new requests and decisions are audited in it (a
+    `MemoryLedger` hands out one such store: `Ledger.approvals`).
+    """
+
+    def __init__(self, ledger: Ledger | None = None) -> None:
         self._items: dict[str, ApprovalRequest] = {}
         self._lock = threading.Lock()
+        self._ledger = ledger
+
+    def _audit(self, kind: str, request: ApprovalRequest, data: Mapping[str, Any]) -> None:
+        if self._ledger is not None:
+            self._ledger.record_event(
+                kind, run_id=request.run_id, call_id=request.call_id, data=data
+            )
 
     def request(self, request: ApprovalRequest) -> ApprovalRequest:
         with self._lock:
@@ -135,7 +302,8 @@ class MemoryApprovals(Approvals):
                 ):
                     return item
             self._items[request.id] = request
-            return request
+        self._audit("approval.requested", request, requested_data(request))
+        return request
 
     def consume(
         self,
@@ -145,6 +313,7 @@ class MemoryApprovals(Approvals):
         arguments_hash: str,
         resource_version: str | None,
         now: float | None = None,
+        used_by: str | None = None,
     ) -> ApprovalRequest | None:
         now = time.time() if now is None else now
         with self._lock:
@@ -159,7 +328,7 @@ class MemoryApprovals(Approvals):
                         resource_version=resource_version,
                     )
                 ):
-                    used = replace(item, status=ApprovalStatus.USED)
+                    used = replace(item, status=ApprovalStatus.USED, used_at=now, used_by=used_by)
                     self._items[item.id] = used
                     return used
         return None
@@ -167,26 +336,23 @@ class MemoryApprovals(Approvals):
     def decide(
         self, approval_id: str, *, approve: bool, by: str, reason: str | None = None
     ) -> ApprovalRequest:
+        check_decider(by)
+        now = time.time()
         with self._lock:
             item = self._items.get(approval_id)
-            if item is None:
-                raise ApprovalError(f"no approval request has the id {approval_id!r}")
-            if item.status is not ApprovalStatus.PENDING:
-                raise ApprovalError(
-                    f"approval {approval_id} is already {item.status.value}; "
-                    "only a pending request can be decided"
-                )
-            if item.expires_at <= time.time():
-                raise ApprovalError(
-                    f"approval {approval_id} expired; the call must be proposed again"
-                )
+            if item is None or item.status is not ApprovalStatus.PENDING or item.expires_at <= now:
+                raise ApprovalError(undecidable(item, approval_id, now))
             status = ApprovalStatus.APPROVED if approve else ApprovalStatus.DENIED
-            decided = replace(item, status=status, decided_by=by, reason=reason)
+            decided = replace(item, status=status, decided_by=by, decided_at=now, reason=reason)
             self._items[approval_id] = decided
-            return decided
+        self._audit(f"approval.{status.value}", decided, decided_data(decided))
+        return decided
 
     def get(self, approval_id: str) -> ApprovalRequest | None:
         return self._items.get(approval_id)
 
     def list(self, status: ApprovalStatus | None = None) -> Sequence[ApprovalRequest]:
-        return [i for i in self._items.values() if status is None or i.status is status]
+        now = time.time()
+        with self._lock:
+            items = list(self._items.values())
+        return [i for i in items if status is None or i.state(now) is status]

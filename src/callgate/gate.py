@@ -21,8 +21,10 @@ from callgate.approvals import (
     ApprovalRequest,
     Approvals,
     ApprovalStatus,
-    MemoryApprovals,
+    denied_rejection,
     new_approval_id,
+    used_rejection,
+    withheld_rejection,
 )
 from callgate.calls import Observation, Stage, Status, ToolCall
 from callgate.canonical import canonical_json, digest
@@ -60,7 +62,8 @@ class Gate:
             so granted effects suffice).
         ledger: where every decision, attempt and outcome is recorded
             (default: `SQLiteLedger` at ``./callgate.db``; `MemoryLedger` for tests).
-        approvals: where approval requests wait for a person.
+        approvals: where approval requests wait for a person (default: the
+            ledger's own store, `Ledger.approvals`: durable in a SQL ledger).
         read_retries: extra attempts for a read-only call whose outcome was unknown.
         default_timeout: seconds allowed to tools that declare no timeout.
         max_concurrency: calls of one batch running at once (tools may set a
@@ -96,7 +99,7 @@ class Gate:
         self.registry = registry
         self.policy = policy if policy is not None else Policy()
         self.ledger = ledger if ledger is not None else default_ledger()
-        self.approvals = approvals if approvals is not None else MemoryApprovals()
+        self.approvals = approvals if approvals is not None else self.ledger.approvals()
         self.settings = ExecutionSettings(
             read_retries=read_retries, default_timeout=default_timeout
         )
@@ -150,6 +153,29 @@ class Gate:
         run.provenance = Provenance(trusted, trusted_values)
         return run
 
+    def resume_run(
+        self,
+        run_id: str,
+        *,
+        authority: Authority,
+        trusted: Iterable[str] = (),
+        trusted_values: Iterable[Any] = (),
+    ) -> Run:
+        """Rebuild from the ledger a run that stopped waiting for approvals (another
+        process, a restart); then ``run.resume()`` submits the calls decided since.
+
+        The run gets back its pending calls (without asking the model again) and
+        its evidence (the ``ok`` outcomes, for preconditions); ``trusted`` and
+        ``trusted_values`` are given again, as to `run`. See `callgate.resume`.
+        """
+        from callgate.resume import rebuild
+
+        run = self.run(
+            authority=authority, run_id=run_id, trusted=trusted, trusted_values=trusted_values
+        )
+        rebuild(run)
+        return run
+
 
 class Run:
     """One agent run: its authority, its evidence, and the calls it submits."""
@@ -160,7 +186,9 @@ class Run:
         self.id = run_id
         self.evidence = Evidence()
         self.provenance = Provenance()
-        self._pending: dict[str, ToolCall] = {}
+        self._pending: dict[str, ToolCall | None] = {}
+        """Approval id → the call waiting for it (None: rebuilt without its arguments)."""
+        self._resuming: dict[str, str] = {}
 
     def trust(self, text: str) -> None:
         """Add trusted text to the run, e.g. the user's next message."""
@@ -250,14 +278,30 @@ class Run:
             )
 
     def resume(self) -> list[Observation]:
-        """Submit again the calls of this run whose approval has since been decided."""
-        ready = []
+        """Submit again the calls of this run whose approval has since been decided.
+
+        Approved: the call runs, once (the approval is used up atomically, so a
+        second resume, here or in another process, runs nothing). Denied:
+        rejected at stage ``approval``. Still pending, or expired undecided:
+        it stays. A call is checked again in full (policy, resource version)
+        before it runs. In another process, rebuild the run with `Gate.resume_run`.
+        """
+        ready: list[ToolCall] = []
+        withheld: list[Observation] = []
         for approval_id, call in list(self._pending.items()):
             request = self.gate.approvals.get(approval_id)
-            if request is None or request.status is not ApprovalStatus.PENDING:
+            if request is not None and request.status is ApprovalStatus.PENDING:
+                continue
+            del self._pending[approval_id]
+            if call is not None:
                 ready.append(call)
-                del self._pending[approval_id]
-        return self.submit(ready) if ready else []
+                self._resuming[call.id] = approval_id
+            elif request is not None:
+                withheld.append(self._withheld(request))
+        try:
+            return withheld + (self.submit(ready) if ready else [])
+        finally:
+            self._resuming.clear()
 
     @property
     def pending_approvals(self) -> list[str]:
@@ -499,20 +543,38 @@ class Run:
             tool=spec.name,
             arguments_hash=request_hash,
             resource_version=version,
+            used_by=f"{self.id}/{call.id}",
         )
         if used is not None:
             gate.ledger.record_event(
                 "approval.used",
                 run_id=self.id,
                 call_id=call.id,
-                data={"approval_id": used.id, "decided_by": used.decided_by},
+                data={
+                    "actor": principal,
+                    "approval_id": used.id,
+                    "decided_by": used.decided_by,
+                    "policy_version": gate.policy.version,
+                },
             )
             return used
+        waited = self._resuming.get(call.id)
+        prior = gate.approvals.get(waited) if waited is not None else None
+        if prior is not None and prior.status is ApprovalStatus.USED:
+            # Another resume (in this process or another) released this call already.
+            gate.ledger.record_event(
+                "approval.reuse_refused",
+                run_id=self.id,
+                call_id=call.id,
+                data={"actor": principal, "approval_id": prior.id, "used_by": prior.used_by},
+            )
+            return self._rejected(call, spec, used_rejection(prior), record=False)
         now = time.time()
         preview = spec.preview(model) if spec.preview else f"{spec.name}({canonical})"
         why = "; ".join(f.explain() for f in decision.provenance)
         if why:
             preview = f"{preview} [provenance: {why}]"
+        stored = self._redacted_arguments(spec, model, canonical)
         request = gate.approvals.request(
             ApprovalRequest(
                 id=new_approval_id(),
@@ -520,7 +582,7 @@ class Run:
                 call_id=call.id,
                 principal=principal,
                 tool=spec.name,
-                arguments_json=self._redacted_arguments(spec, model, canonical),
+                arguments_json=stored,
                 arguments_hash=request_hash,
                 effects=tuple(str(e) for e in decision.effects),
                 preview=gate.redactor.text(preview),
@@ -528,6 +590,7 @@ class Run:
                 expires_at=now + gate.approval_ttl,
                 resource_version=version,
                 policy_version=gate.policy.version,
+                resumable=not spec.secret_fields and stored == canonical,
             )
         )
         if decision.provenance:
@@ -538,18 +601,7 @@ class Run:
                 data={"findings": [f.as_dict() for f in decision.provenance]},
             )
         if request.status is ApprovalStatus.DENIED:
-            rejection = Rejection(
-                stage=Stage.APPROVAL,
-                problems=(
-                    Problem(
-                        rule="approval_denied",
-                        message=f"a person denied this exact call (approval {request.id})"
-                        + (f": {request.reason}" if request.reason else ""),
-                    ),
-                ),
-                advice="Do not send this call again. Tell the user it was refused.",
-                retryable=False,
-            )
+            rejection = denied_rejection(request)
             return self._rejected(call, spec, rejection, model=model, decision=decision)
         self._pending[request.id] = call
         self._record(
@@ -578,6 +630,26 @@ class Run:
             tool_version=spec.version,
             details=({"rule": decision.rule, "approval_id": request.id},),
         )
+
+    def _withheld(self, request: ApprovalRequest) -> Observation:
+        """A decided call rebuilt from the ledger without its arguments (secret fields)."""
+        call = ToolCall(id=request.call_id, name=request.tool)
+        spec = self.gate.registry.get(request.tool)
+        if request.status is ApprovalStatus.DENIED:
+            obs = self._rejected(call, spec, denied_rejection(request), record=False)
+            self._record(
+                call,
+                spec,
+                CallState.REJECTED,
+                Stage.APPROVAL,
+                arguments=request.arguments_json,
+                approval_id=request.id,
+                message=obs.content,
+            )
+            return obs
+        if request.status is ApprovalStatus.USED:
+            return self._rejected(call, spec, used_rejection(request), record=False)
+        return self._rejected(call, spec, withheld_rejection(request), record=False)
 
     # -- helpers -------------------------------------------------------------
 

@@ -40,6 +40,9 @@ def _add_sub_apps() -> None:
     from callgate.cli.ledger import app as ledger_app
 
     app.add_typer(ledger_app, name="ledger")
+    from callgate.cli.approvals import app as approvals_app
+
+    app.add_typer(approvals_app, name="approvals")
     from callgate.cli import demo, run
 
     app.add_typer(run.app, name="run")

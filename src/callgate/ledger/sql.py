@@ -32,6 +32,7 @@ import anyio
 import anyio.to_thread
 import pydantic_core
 
+from callgate.approvals import Approvals
 from callgate.ledger.base import (
     GENESIS,
     AttemptFinish,
@@ -144,6 +145,33 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # far end of the table, so that moving it touches the page new records go to.
         "INSERT INTO audit (seq, at, kind, run_id, call_id, data, prev_hash, hash) "
         f"VALUES ({HEAD_SEQ}, 0, '@head', '', NULL, '0', '', '{GENESIS}')",
+    ),
+    # 2: approval requests (callgate.ledger.approvals_sql).
+    (
+        """CREATE TABLE approvals (
+            id TEXT PRIMARY KEY,
+            run_id TEXT NOT NULL,
+            call_id TEXT NOT NULL,
+            principal TEXT NOT NULL,
+            tool TEXT NOT NULL,
+            arguments_json TEXT NOT NULL,
+            arguments_hash TEXT NOT NULL,
+            resource_version TEXT,
+            effects TEXT NOT NULL,
+            preview TEXT NOT NULL,
+            policy_version TEXT,
+            created_at {real} NOT NULL,
+            expires_at {real} NOT NULL,
+            status TEXT NOT NULL,
+            decided_by TEXT,
+            decided_at {real},
+            reason TEXT,
+            used_at {real},
+            used_by TEXT,
+            resumable INTEGER NOT NULL DEFAULT 0
+        )""",
+        "CREATE INDEX approvals_effect ON approvals (principal, tool, arguments_hash)",
+        "CREATE INDEX approvals_status ON approvals (status, created_at)",
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -350,9 +378,10 @@ class _Tx:
 
 # -- the writes: each takes every item of its kind in a transaction ------------------
 
-DECIDE, BEGIN, FINISH, EVENT = range(4)
+DECIDE, BEGIN, FINISH, EVENT, APPLY = range(5)
 Item = tuple[int, Any]
-"""One write: its kind and its payload (a record, a start, a finish, an event)."""
+"""One write: its kind and its payload (a record, a start, a finish, an event, or, for
+``APPLY``, a function of the open `_Tx` that must not raise: approvals use it)."""
 
 
 def _decide(
@@ -621,8 +650,9 @@ def _events(
 
 def run_items(tx: _Tx, items: Sequence[Item], worker: str, head_sql: str) -> list[Any]:
     """Apply every item in one transaction: decisions, then attempt starts, then outcomes,
-    then events (each kind in the order given), then the audit records they produced."""
-    by_kind: list[list[int]] = [[], [], [], []]
+    then events, then ``APPLY`` functions (each kind in the order given), then the audit
+    records they produced."""
+    by_kind: list[list[int]] = [[], [], [], [], []]
     for i, (kind, _) in enumerate(items):
         by_kind[kind].append(i)
     results: list[Any] = [None] * len(items)
@@ -643,8 +673,10 @@ def run_items(tx: _Tx, items: Sequence[Item], worker: str, head_sql: str) -> lis
             out = _begin(tx, payloads, worker, running)
         elif kind == FINISH:
             out = _finish(tx, payloads, worker)
-        else:
+        elif kind == EVENT:
             out = _events(tx, payloads)
+        else:
+            out = [apply(tx) for apply in payloads]
         for i, value in zip(indices, out, strict=True):
             results[i] = value
     tx.write_audit(head_sql)
@@ -884,6 +916,15 @@ class SqlLedger(Ledger):
         self._flush()
         rows = self._query(HEAD_QUERY)
         return (int(rows[0][0]), rows[0][1]) if rows else None
+
+    # -- approvals --------------------------------------------------------------
+
+    def approvals(self) -> Approvals:
+        """Approval requests in this database: they survive a restart and are shared by
+        every process that opens it (`callgate.ledger.approvals_sql`)."""
+        from callgate.ledger.approvals_sql import SqlApprovals
+
+        return SqlApprovals(self)
 
 
 def _loads(text: str) -> Mapping[str, Any]:

@@ -1,0 +1,269 @@
+"""``callgate approvals``: list, show, approve and deny approval requests in the ledger.
+
+The ledger is ``--db PATH`` (a SQLite file; default ``$CALLGATE_DB`` or
+``./callgate.db``) or ``--dsn DSN`` (PostgreSQL; default ``$CALLGATE_DSN``),
+as for ``callgate ledger``. Approving releases exactly the call the request
+was made for, once; the run that waits for it picks it up with
+``run.resume()`` (in another process: ``gate.resume_run(run_id, ...)``).
+Nothing is executed by this command.
+
+Exit codes:
+    0  success
+    1  the command ran and refused: the request is already approved, denied
+       or used, or it expired (nothing was changed)
+    2  bad usage or input: no ledger there, no approval with that id, no name
+       for the person deciding
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from callgate.approvals import ApprovalRequest, ApprovalStatus
+from callgate.cli.ledger import (
+    PROBLEM,
+    DbOption,
+    DsnOption,
+    JsonOption,
+    _fail,
+    _open,
+    _print_json,
+    _when,
+)
+from callgate.errors import ApprovalError
+from callgate.ledger.sqlite import DEFAULT_PATH
+
+__all__ = ["app"]
+
+app = typer.Typer(
+    name="approvals",
+    help="List, show, approve and deny the approval requests waiting in the ledger.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+IdArgument = Annotated[str, typer.Argument(help="The approval id (apr_...).")]
+ByOption = Annotated[
+    str | None, typer.Option("--by", help="Who decides (default: $USER); recorded and audited.")
+]
+
+_STYLE = {
+    "pending": "cyan",
+    "approved": "green",
+    "denied": "yellow",
+    "used": "dim",
+    "expired": "red",
+}
+_NOTE = " [provenance: "
+
+
+def _split(preview: str) -> tuple[str, str]:
+    """The preview and its provenance note (the gate appends ``[provenance: …]``)."""
+    head, sep, tail = preview.partition(_NOTE)
+    return (head, tail.removesuffix("]")) if sep else (preview, "")
+
+
+def _styled(status: ApprovalStatus) -> str:
+    style = _STYLE.get(status.value, "")
+    return f"[{style}]{status.value}[/{style}]" if style else status.value
+
+
+def _expiry(request: ApprovalRequest, now: float) -> str:
+    left = request.expires_at - now
+    if left <= 0:
+        return f"{_when(request.expires_at)} (expired)"
+    hours, rest = divmod(int(left), 3600)
+    return f"{_when(request.expires_at)} (in {hours}h{rest // 60:02d}m)"
+
+
+def _as_dict(request: ApprovalRequest, now: float) -> dict[str, Any]:
+    data = asdict(request)
+    data["status"] = request.state(now).value
+    data["stored_status"] = request.status.value
+    data["effects"] = list(request.effects)
+    data["preview"], data["provenance"] = _split(request.preview)
+    return data
+
+
+def _person(by: str | None) -> str:
+    person = by or os.environ.get("USER") or os.environ.get("LOGNAME") or ""
+    if not person.strip():
+        raise _fail("say who decides: --by NAME")
+    return person
+
+
+@app.command("list")
+def list_requests(
+    status: Annotated[
+        ApprovalStatus | None,
+        typer.Option("--status", help="Only requests in this state (expired: past their expiry)."),
+    ] = None,
+    db: DbOption = Path(DEFAULT_PATH),
+    dsn: DsnOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List approval requests, oldest first: preview, effects, expiry, provenance."""
+    with _open(db, dsn) as ledger:
+        requests = list(ledger.approvals().list(status))
+    now = time.time()
+    if as_json:
+        _print_json([_as_dict(r, now) for r in requests])
+        return
+    table = Table(title=f"{len(requests)} approval request(s)", title_justify="left")
+    table.add_column("id", no_wrap=True)
+    for column in ("status", "principal", "preview", "effects", "expires (UTC)", "note"):
+        table.add_column(column, overflow="fold")
+    for r in requests:
+        preview, note = _split(r.preview)
+        table.add_row(
+            r.id,
+            _styled(r.state(now)),
+            escape(r.principal),
+            escape(preview),
+            escape(", ".join(r.effects)),
+            _expiry(r, now),
+            escape(note),
+        )
+    Console().print(table)
+
+
+@app.command()
+def show(
+    approval_id: IdArgument,
+    db: DbOption = Path(DEFAULT_PATH),
+    dsn: DsnOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show one request: the exact call it covers, its decision, its use and its audit."""
+    with _open(db, dsn) as ledger:
+        request = ledger.approvals().get(approval_id)
+        if request is None:
+            raise _fail(f"no approval {approval_id!r}; see 'callgate approvals list'")
+        audit = [
+            r
+            for r in ledger.audit()
+            if r.kind.startswith("approval.") and r.data.get("approval_id") == approval_id
+        ]
+    now = time.time()
+    if as_json:
+        _print_json(
+            {
+                "approval": _as_dict(request, now),
+                "audit": [{**asdict(r), "data": dict(r.data)} for r in audit],
+            }
+        )
+        return
+    preview, note = _split(request.preview)
+    head = Table.grid(padding=(0, 2))
+    head.add_column(style="bold")
+    head.add_column(overflow="fold")
+    decided = ""
+    if request.decided_by:
+        when = _when(request.decided_at) if request.decided_at else ""
+        decided = f"{request.decided_by} at {when}" + (
+            f": {request.reason}" if request.reason else ""
+        )
+    used = f"{request.used_by} at {_when(request.used_at)}" if request.used_at else ""
+    for label, value in (
+        ("approval", request.id),
+        ("status", _styled(request.state(now))),
+        ("preview", escape(preview)),
+        ("provenance", escape(note)),
+        ("tool", escape(request.tool)),
+        ("principal", escape(request.principal)),
+        ("effects", escape(", ".join(request.effects))),
+        ("arguments", escape(request.arguments_json)),
+        ("arguments hash", request.arguments_hash),
+        ("resource version", escape(request.resource_version or "")),
+        ("policy version", escape(request.policy_version or "")),
+        ("call", escape(f"{request.call_id}  (run {request.run_id})")),
+        ("requested (UTC)", _when(request.created_at)),
+        ("expires (UTC)", _expiry(request, now)),
+        ("decided", escape(decided)),
+        ("used by", escape(used)),
+        ("resumable", "yes" if request.resumable else "no: arguments include secrets"),
+    ):
+        head.add_row(label, value)
+    console = Console()
+    console.print(head)
+    trail = Table(title="audit", title_justify="left")
+    for column in ("seq", "at (UTC)", "kind", "actor"):
+        trail.add_column(column)
+    for r in audit:
+        trail.add_row(str(r.seq), _when(r.at), r.kind, escape(str(r.data.get("actor", ""))))
+    console.print(trail)
+
+
+def _decide(
+    approval_id: str,
+    *,
+    approve: bool,
+    by: str | None,
+    reason: str | None,
+    db: Path,
+    dsn: str | None,
+) -> ApprovalRequest:
+    person = _person(by)
+    with _open(db, dsn) as ledger:
+        store = ledger.approvals()
+        if store.get(approval_id) is None:
+            raise _fail(f"no approval {approval_id!r}; see 'callgate approvals list'")
+        try:
+            return store.decide(approval_id, approve=approve, by=person, reason=reason)
+        except ApprovalError as exc:
+            raise _fail(str(exc), PROBLEM) from None
+
+
+@app.command()
+def approve(
+    approval_id: IdArgument,
+    by: ByOption = None,
+    db: DbOption = Path(DEFAULT_PATH),
+    dsn: DsnOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Approve a pending request: it releases exactly that call, once, when its run resumes."""
+    decided = _decide(approval_id, approve=True, by=by, reason=None, db=db, dsn=dsn)
+    if as_json:
+        _print_json(_as_dict(decided, time.time()))
+        return
+    preview, _ = _split(decided.preview)
+    who = escape(decided.decided_by or "")
+    Console().print(
+        f"[green]approved[/green] {decided.id}: {escape(preview)} (by {who}); "
+        f"it runs when run {escape(decided.run_id)} resumes",
+        highlight=False,
+    )
+
+
+@app.command()
+def deny(
+    approval_id: IdArgument,
+    reason: Annotated[str, typer.Option("--reason", help="Why; the model is told.")],
+    by: ByOption = None,
+    db: DbOption = Path(DEFAULT_PATH),
+    dsn: DsnOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Deny a pending request; the call is rejected when its run resumes."""
+    if not reason.strip():
+        raise _fail("say why the call is denied: --reason TEXT")
+    decided = _decide(approval_id, approve=False, by=by, reason=reason, db=db, dsn=dsn)
+    if as_json:
+        _print_json(_as_dict(decided, time.time()))
+        return
+    preview, _ = _split(decided.preview)
+    who = escape(decided.decided_by or "")
+    Console().print(
+        f"[yellow]denied[/yellow] {decided.id}: {escape(preview)} (by {who}): {escape(reason)}",
+        highlight=False,
+    )

@@ -1,0 +1,85 @@
+"""Rebuild a run from the ledger, so that another process can resume it.
+
+A run that stopped waiting for approvals leaves, in the ledger, its calls in
+state ``pending`` (each with its approval id) and the approval requests,
+which hold the canonical arguments of each call. `rebuild` (used by
+`Gate.resume_run`) gives a fresh `Run` object:
+
+* its pending calls, each with the exact arguments the request was made for,
+  so ``run.resume()`` submits them again without asking the model. A call
+  whose arguments were not stored in clear (a tool with secret fields, or an
+  argument that looked like a credential and was redacted) comes back
+  without arguments: ``resume()`` tells the model to send it again;
+* its evidence: every ``ok`` call of the run, its arguments validated again
+  and its result decoded from the stored JSON text (a dict for a dict
+  result; the text itself when it is not JSON). A tool with secret fields is
+  left out (its arguments are redacted), and so is a result that was a
+  Pydantic model in the first process: preconditions that read it see a
+  dict, not the model.
+
+The run's trusted text and values are not in the ledger; give them again.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from callgate.calls import ToolCall
+from callgate.evidence import EvidenceItem
+from callgate.ledger.base import CallState, LedgerError
+
+if TYPE_CHECKING:
+    from callgate.gate import Run
+
+__all__ = ["rebuild"]
+
+
+def rebuild(run: Run) -> None:
+    """Fill ``run`` (fresh, with the id of a run in the ledger) with its pending calls and
+    evidence. `LedgerError` if the ledger has no call of that run, or if the run's calls
+    were made by another principal than the run's authority."""
+    gate = run.gate
+    calls = gate.ledger.calls(run_id=run.id)
+    if not calls:
+        raise LedgerError(f"no calls of run {run.id!r} in the ledger; nothing to resume")
+    principals = {c.principal for c in calls}
+    if principals != {run.authority.principal}:
+        raise LedgerError(
+            f"run {run.id!r} was made by {', '.join(sorted(principals))}, not by "
+            f"{run.authority.principal!r}; resume it under the authority it ran with"
+        )
+    for record in calls:
+        if record.state is CallState.OK:
+            _add_evidence(run, record.call_id, record.tool, record.arguments)
+        elif record.state is CallState.PENDING and record.approval_id is not None:
+            request = gate.approvals.get(record.approval_id)
+            if request is None:
+                continue
+            run._pending[request.id] = (
+                ToolCall(id=record.call_id, name=request.tool, arguments=request.arguments_json)
+                if request.resumable
+                else None
+            )
+
+
+def _add_evidence(run: Run, call_id: str, tool: str, arguments: str) -> None:
+    spec = run.gate.registry.get(tool)
+    if spec is None or spec.secret_fields:
+        return
+    attempts = run.gate.ledger.attempts(run.id, call_id)
+    outcome = attempts[-1].outcome if attempts else None
+    if outcome is None or outcome.status != "ok":
+        return
+    try:
+        model = spec.arguments_model.model_validate_json(arguments)
+    except ValidationError:
+        return
+    result: Any
+    try:
+        result = json.loads(outcome.content)
+    except ValueError:
+        result = outcome.content
+    run.evidence.add(EvidenceItem(call_id, tool, model, result))
