@@ -36,7 +36,7 @@ from callgate.ledger.base import CallRecord, CallState, Ledger
 from callgate.messages import Problem, Rejection, bounded
 from callgate.parse import ParsedArguments, parse_arguments
 from callgate.policy import Action, Authority, Decision, Policy, authorize
-from callgate.provenance import OutputTrust, Provenance
+from callgate.provenance import OutputTrust, TrustIndex
 from callgate.recovery import RecoveryReport, recover
 from callgate.redact import REDACTED, Redactor
 from callgate.schedule import (
@@ -150,7 +150,7 @@ class Gate:
         if isinstance(trusted, str):
             trusted = [trusted]
         run = Run(self, authority, run_id or "run_" + uuid.uuid4().hex[:20])
-        run.provenance = Provenance(trusted, trusted_values)
+        run.provenance = TrustIndex(trusted, trusted_values)
         return run
 
     def resume_run(
@@ -185,7 +185,7 @@ class Run:
         self.authority = authority
         self.id = run_id
         self.evidence = Evidence()
-        self.provenance = Provenance()
+        self.provenance = TrustIndex()
         self._pending: dict[str, ToolCall | None] = {}
         """Approval id → the call waiting for it (None: rebuilt without its arguments)."""
         self._resuming: dict[str, str] = {}
@@ -274,7 +274,7 @@ class Run:
                 CallState.REJECTED,
                 obs.stage,
                 arguments="{}",
-                message=obs.content,
+                message=self.gate.redactor.text(obs.content),
             )
 
     def resume(self) -> list[Observation]:
