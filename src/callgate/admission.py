@@ -1,0 +1,480 @@
+"""Stages parse → validate → authorize → approve for one call, and how they are recorded.
+
+`Admission` is the part of a `Run` that decides a single call: its typed
+arguments, the policy's decision, the approval it needs, and the ledger
+record of that decision. `Run` (gate.py) wires batches through it, the
+scheduler and execution.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel
+
+from callgate.approvals import (
+    ApprovalRequest,
+    ApprovalStatus,
+    denied_rejection,
+    new_approval_id,
+    used_rejection,
+    withheld_rejection,
+)
+from callgate.calls import Observation, Stage, Status, ToolCall
+from callgate.canonical import canonical_json, digest
+from callgate.evidence import Evidence
+from callgate.execute import Admitted
+from callgate.ledger.base import CallRecord, CallState
+from callgate.messages import Problem, Rejection, bounded
+from callgate.parse import ParsedArguments, parse_arguments
+from callgate.policy import Action, Authority, Decision, authorize
+from callgate.provenance import OutputTrust, TrustIndex
+from callgate.redact import REDACTED
+from callgate.tools import CallContext, ToolSpec
+from callgate.validate import run_checks, unknown_tool, validate_arguments, validate_text_fast
+
+if TYPE_CHECKING:
+    from callgate.gate import Gate
+
+__all__ = ["Admission"]
+
+
+class Admission:
+    """Single-call admission and its records; the base of `Run`."""
+
+    gate: Gate
+    authority: Authority
+    id: str
+    evidence: Evidence
+    provenance: TrustIndex
+    _pending: dict[str, ToolCall | None]
+    _resuming: dict[str, str]
+
+    def _cycle(self, call: ToolCall, cycle: Sequence[str]) -> Observation:
+        """A cycle of ``after`` dependencies rejects the whole batch: nothing runs."""
+        path = " -> ".join(bounded(c, 80) for c in [*cycle, cycle[0]])
+        if call.id in cycle:
+            text = f"the calls' 'after' dependencies form a cycle: {path}"
+        else:
+            text = f"the batch was not run because its 'after' dependencies form a cycle: {path}"
+        rejection = Rejection(
+            stage=Stage.SCHEDULE,
+            problems=(Problem(rule="dependency_cycle", message=text),),
+            advice="Nothing in this batch was executed. Send the calls again without the cycle.",
+        )
+        return self._rejected(call, self.gate.registry.get(call.name), rejection)
+
+    def _too_many(self, call: ToolCall, proposed: int) -> Observation:
+        """A call beyond the gate's per-batch bound: rejected, never silently dropped."""
+        limit = self.gate.max_batch_calls
+        rejection = Rejection(
+            stage=Stage.SCHEDULE,
+            problems=(
+                Problem(
+                    rule="batch_too_large",
+                    message=f"this batch proposed {proposed} calls and at most {limit} run per "
+                    f"batch; this call came after the first {limit}",
+                ),
+            ),
+            advice="Nothing was executed for this call. Send it again in a later turn, once "
+            "the results of this batch are in.",
+        )
+        return self._rejected(call, self.gate.registry.get(call.name), rejection)
+
+    def _admit(self, call: ToolCall) -> Observation | Admitted:
+        """Parse, validate, authorize and approve one call."""
+        gate = self.gate
+        spec = gate.registry.get(call.name)
+        if spec is None:
+            return self._rejected(call, None, unknown_tool(call.name, gate.registry))
+        validated = self._validated(call, spec)
+        if isinstance(validated, Observation):
+            return validated
+        call, model = validated
+        provenance = None
+        if spec.sinks:
+            provenance = self.provenance
+            provenance.absorb(self.evidence, self._output_trust)
+        decision = authorize(spec, model, self.authority, gate.policy, self.evidence, provenance)
+        if decision.rejection is not None:
+            return self._rejected(call, spec, decision.rejection, model=model, decision=decision)
+        canonical = self._canonical(spec, model)
+        request_hash = digest(spec.name, canonical)
+        approval_id = None
+        if decision.action is Action.ASK:
+            approved = self._approval(call, spec, model, canonical, request_hash, decision)
+            if isinstance(approved, Observation):
+                return approved
+            approval_id = approved.id
+        key = self._idempotency_key(call, spec, model)
+        secrets = (
+            gate.redactor.secret_values(model.__dict__, spec.secret_fields)
+            if spec.secret_fields
+            else ()
+        )
+        record = self._call_record(
+            call,
+            spec,
+            CallState.ADMITTED,
+            Stage.POLICY,
+            arguments=self._redacted_arguments(spec, model, canonical),
+            decision=decision,
+            request_hash=request_hash,
+            idempotency_key=key,
+            approval_id=approval_id,
+        )
+        return Admitted(
+            record=record,
+            call=call,
+            spec=spec,
+            arguments=model,
+            context=CallContext(
+                principal=self.authority.principal,
+                context=self.authority.context,
+                run_id=self.id,
+                call_id=call.id,
+                tool=spec.name,
+                idempotency_key=key,
+            ),
+            request_hash=request_hash,
+            secrets=tuple(secrets),
+        )
+
+    def _validated(
+        self, call: ToolCall, spec: ToolSpec
+    ) -> tuple[ToolCall, BaseModel] | Observation:
+        """Stages parse, schema and semantic: the call (marked if repaired) and typed arguments."""
+        arguments = call.arguments
+        if isinstance(arguments, str) and arguments:
+            fast = validate_text_fast(spec, arguments)
+            if fast is not None:
+                checked = run_checks(spec, fast) if spec.checks else None
+                return (call, fast) if checked is None else self._rejected(call, spec, checked)
+        parsed = parse_arguments(arguments, repair=self.gate.repair)
+        if isinstance(parsed, Rejection):
+            return self._rejected(call, spec, parsed)
+        if parsed.repaired:
+            call = dataclasses.replace(call, repaired=True)
+        model = validate_arguments(spec, parsed.value, parsed.text)
+        if isinstance(model, Rejection):
+            return self._rejected(call, spec, model, raw=parsed)
+        return call, model
+
+    @staticmethod
+    def _canonical(spec: ToolSpec, model: BaseModel) -> str:
+        """Canonical JSON of validated arguments: equal arguments give equal text."""
+        if spec.dump_is_canonical:
+            return model.model_dump_json()
+        return canonical_json(model.model_dump(mode="json"))
+
+    def _approval(
+        self,
+        call: ToolCall,
+        spec: ToolSpec,
+        model: BaseModel,
+        canonical: str,
+        request_hash: str,
+        decision: Decision,
+    ) -> ApprovalRequest | Observation:
+        """An approval that releases exactly this call, or the pending/denied observation."""
+        gate = self.gate
+        principal = self.authority.principal
+        version = spec.resource_version(model) if spec.resource_version is not None else None
+        used = gate.approvals.consume(
+            principal=principal,
+            tool=spec.name,
+            arguments_hash=request_hash,
+            resource_version=version,
+            used_by=f"{self.id}/{call.id}",
+        )
+        if used is not None:
+            gate.ledger.record_event(
+                "approval.used",
+                run_id=self.id,
+                call_id=call.id,
+                data={
+                    "actor": principal,
+                    "approval_id": used.id,
+                    "decided_by": used.decided_by,
+                    "policy_version": gate.policy.version,
+                },
+            )
+            return used
+        waited = self._resuming.get(call.id)
+        prior = gate.approvals.get(waited) if waited is not None else None
+        if prior is not None and prior.status is ApprovalStatus.USED:
+            # Another resume (in this process or another) released this call already.
+            gate.ledger.record_event(
+                "approval.reuse_refused",
+                run_id=self.id,
+                call_id=call.id,
+                data={"actor": principal, "approval_id": prior.id, "used_by": prior.used_by},
+            )
+            return self._rejected(call, spec, used_rejection(prior), record=False)
+        now = time.time()
+        preview = spec.preview(model) if spec.preview else f"{spec.name}({canonical})"
+        why = "; ".join(f.explain() for f in decision.provenance)
+        if why:
+            preview = f"{preview} [provenance: {why}]"
+        stored = self._redacted_arguments(spec, model, canonical)
+        request = gate.approvals.request(
+            ApprovalRequest(
+                id=new_approval_id(),
+                run_id=self.id,
+                call_id=call.id,
+                principal=principal,
+                tool=spec.name,
+                arguments_json=stored,
+                arguments_hash=request_hash,
+                effects=tuple(str(e) for e in decision.effects),
+                preview=gate.redactor.text(preview),
+                created_at=now,
+                expires_at=now + gate.approval_ttl,
+                resource_version=version,
+                policy_version=gate.policy.version,
+                resumable=not spec.secret_fields and stored == canonical,
+            )
+        )
+        if decision.provenance:
+            gate.ledger.record_event(
+                "provenance.untrusted_sink",
+                run_id=self.id,
+                call_id=call.id,
+                data={"findings": [f.as_dict() for f in decision.provenance]},
+            )
+        if request.status is ApprovalStatus.DENIED:
+            rejection = denied_rejection(request)
+            return self._rejected(call, spec, rejection, model=model, decision=decision)
+        self._pending[request.id] = call
+        self._record(
+            call,
+            spec,
+            CallState.PENDING,
+            Stage.APPROVAL,
+            arguments=request.arguments_json,
+            decision=decision,
+            request_hash=request_hash,
+            approval_id=request.id,
+            message=f"approval requested: {request.preview}",
+        )
+        return Observation(
+            call_id=call.id,
+            tool=spec.name,
+            status=Status.PENDING,
+            stage=Stage.APPROVAL,
+            content=bounded(
+                f"This call needs a person's approval and has not run (request {request.id}: "
+                f"{request.preview}). Wait for the decision; a call with different arguments "
+                "needs its own approval."
+            ),
+            retryable=False,
+            approval_id=request.id,
+            tool_version=spec.version,
+            details=({"rule": decision.rule, "approval_id": request.id},),
+        )
+
+    def _withheld(self, request: ApprovalRequest) -> Observation:
+        """A decided call rebuilt from the ledger without its arguments (secret fields)."""
+        call = ToolCall(id=request.call_id, name=request.tool)
+        spec = self.gate.registry.get(request.tool)
+        if request.status is ApprovalStatus.DENIED:
+            obs = self._rejected(call, spec, denied_rejection(request), record=False)
+            self._record(
+                call,
+                spec,
+                CallState.REJECTED,
+                Stage.APPROVAL,
+                arguments=request.arguments_json,
+                approval_id=request.id,
+                message=obs.content,
+            )
+            return obs
+        if request.status is ApprovalStatus.USED:
+            return self._rejected(call, spec, used_rejection(request), record=False)
+        return self._rejected(call, spec, withheld_rejection(request), record=False)
+
+    # -- helpers -------------------------------------------------------------
+
+    def _output_trust(self, tool: str) -> OutputTrust | None:
+        spec = self.gate.registry.get(tool)
+        return spec.output_trust if spec is not None else None
+
+    def _idempotency_key(self, call: ToolCall, spec: ToolSpec, model: BaseModel) -> str:
+        """The tool's business key (scoped to principal and tool), or the run and call ids."""
+        if spec.idempotency_key is not None:
+            business = spec.idempotency_key.expand(model.__dict__)
+            return "cg_" + digest(self.authority.principal, spec.name, business)[:32]
+        return f"{self.id}/{call.id}"
+
+    def _redacted_arguments(
+        self, spec: ToolSpec, model: BaseModel, canonical: str | None = None
+    ) -> str:
+        """Canonical arguments as the ledger may hold them: secret fields and values scrubbed."""
+        if spec.secret_fields:
+            values = self.gate.redactor.arguments(model.model_dump(mode="json"), spec.secret_fields)
+            canonical = canonical_json(values)
+        elif canonical is None:
+            canonical = self._canonical(spec, model)
+        return self.gate.redactor.text(canonical)
+
+    def _bad_id(self, call: ToolCall) -> Observation:
+        text = (
+            "the call has no id"
+            if not call.id
+            else f"the call id '{bounded(call.id, 80)}' appears twice in this batch"
+        )
+        rejection = Rejection(
+            stage=Stage.PARSE,
+            problems=(Problem(rule="call_id", message=text),),
+            advice="Give every call in a batch its own id; nothing was executed for this call.",
+        )
+        return self._rejected(call, self.gate.registry.get(call.name), rejection, record=False)
+
+    def _rejected(
+        self,
+        call: ToolCall,
+        spec: ToolSpec | None,
+        rejection: Rejection,
+        *,
+        model: BaseModel | None = None,
+        raw: ParsedArguments | None = None,
+        decision: Decision | None = None,
+        record: bool = True,
+    ) -> Observation:
+        message = rejection.message
+        if decision is not None and decision.provenance:
+            self.gate.ledger.record_event(
+                "provenance.untrusted_sink",
+                run_id=self.id,
+                call_id=call.id,
+                data={"findings": [f.as_dict() for f in decision.provenance]},
+            )
+        if record:
+            recorded = message
+            if model is not None and spec is not None:
+                arguments = self._redacted_arguments(spec, model)
+            elif spec is not None and spec.secret_fields:
+                arguments, recorded = self._without_secrets(spec, call, raw, message)
+            else:
+                arguments = self._raw_arguments(call, raw)
+            self._record(
+                call,
+                spec,
+                CallState.REJECTED,
+                rejection.stage,
+                arguments=arguments,
+                decision=decision,
+                message=recorded,
+            )
+        return Observation(
+            call_id=call.id,
+            tool=call.name,
+            status=Status.REJECTED,
+            stage=rejection.stage,
+            content=message,
+            retryable=rejection.retryable,
+            tool_version=spec.version if spec else None,
+            repaired=call.repaired,
+            details=tuple(p.as_dict() for p in rejection.problems),
+        )
+
+    def _raw_arguments(self, call: ToolCall, raw: ParsedArguments | None) -> str:
+        if raw is not None:
+            text = canonical_json(raw.value)
+        elif isinstance(call.arguments, str):
+            text = call.arguments
+        else:
+            try:
+                text = canonical_json(dict(call.arguments))
+            except (TypeError, ValueError):
+                text = repr(call.arguments)
+        return self.gate.redactor.text(bounded(text, 4000))
+
+    def _without_secrets(
+        self, spec: ToolSpec, call: ToolCall, raw: ParsedArguments | None, message: str
+    ) -> tuple[str, str]:
+        """Arguments and message of a rejected call as the ledger may hold them, for a tool
+        with secret fields: those fields redacted, and their values scrubbed from the message.
+        Arguments that could not be parsed are withheld whole, with the message's details."""
+        redactor = self.gate.redactor
+        values = raw.value if raw is not None else call.arguments
+        if isinstance(values, Mapping):
+            secrets = redactor.secret_values(values, spec.secret_fields)
+            scrubbed = redactor.arguments(values, spec.secret_fields)
+            try:
+                text = canonical_json(scrubbed)
+            except (TypeError, ValueError):
+                text = REDACTED
+            return redactor.text(bounded(text, 4000), secrets), redactor.text(message, secrets)
+        head = message.split("\n", 1)[0]
+        return REDACTED, f"{head}\n(details withheld: this tool has secret fields)"
+
+    def _record_admitted(self, item: Admitted) -> None:
+        if item.record is not None:
+            self.gate.ledger.record_decision(item.record)
+
+    def _record(
+        self,
+        call: ToolCall,
+        spec: ToolSpec | None,
+        state: CallState,
+        stage: Stage,
+        *,
+        arguments: str,
+        decision: Decision | None = None,
+        request_hash: str | None = None,
+        idempotency_key: str | None = None,
+        approval_id: str | None = None,
+        message: str = "",
+    ) -> None:
+        self.gate.ledger.record_decision(
+            self._call_record(
+                call,
+                spec,
+                state,
+                stage,
+                arguments=arguments,
+                decision=decision,
+                request_hash=request_hash,
+                idempotency_key=idempotency_key,
+                approval_id=approval_id,
+                message=message,
+            )
+        )
+
+    def _call_record(
+        self,
+        call: ToolCall,
+        spec: ToolSpec | None,
+        state: CallState,
+        stage: Stage,
+        *,
+        arguments: str,
+        decision: Decision | None = None,
+        request_hash: str | None = None,
+        idempotency_key: str | None = None,
+        approval_id: str | None = None,
+        message: str = "",
+    ) -> CallRecord:
+        now = time.time()
+        return CallRecord(
+            run_id=self.id,
+            call_id=call.id,
+            tool=call.name,
+            tool_version=spec.version if spec else None,
+            principal=self.authority.principal,
+            arguments=arguments,
+            state=state,
+            stage=stage.value,
+            request_hash=request_hash,
+            idempotency_key=idempotency_key,
+            decided_by=decision.rule if decision else None,
+            message=message,
+            effects=tuple(str(e) for e in decision.effects) if decision else (),
+            approval_id=approval_id,
+            created_at=now,
+            updated_at=now,
+        )
