@@ -433,10 +433,18 @@ def _thread_pool() -> concurrent.futures.ThreadPoolExecutor:
         return _pool
 
 
+_PLAIN_TYPES = frozenset({str, int, float, bool, dict, list, tuple, bytes, type(None)})
+
+
+def _awaitable(value: Any) -> bool:
+    """`inspect.isawaitable`, skipping its slow ABC check for plain results."""
+    return type(value) not in _PLAIN_TYPES and inspect.isawaitable(value)
+
+
 def _call_sync(step: _Invoke) -> Any:
     if step.timeout is None and not step.is_async:
         value = step.fn(*step.args, **step.kwargs)
-        if inspect.isawaitable(value):
+        if _awaitable(value):
             return _run_coroutine_sync(lambda: value, None)
         return value
     bound = functools.partial(step.fn, *step.args, **step.kwargs)
@@ -447,7 +455,7 @@ def _call_sync(step: _Invoke) -> Any:
         value = future.result(timeout=step.timeout)
     except concurrent.futures.TimeoutError:
         raise TimeoutError(f"timed out after {step.timeout} s") from None
-    if inspect.isawaitable(value):
+    if _awaitable(value):
         return _run_coroutine_sync(lambda: value, step.timeout)
     return value
 
@@ -479,7 +487,7 @@ async def _call_async(step: _Invoke) -> Any:
     else:
         with anyio.fail_after(step.timeout):
             value = await anyio.to_thread.run_sync(bound, abandon_on_cancel=True)
-    if inspect.isawaitable(value):
+    if _awaitable(value):
         with anyio.fail_after(step.timeout):
             return await value
     return value

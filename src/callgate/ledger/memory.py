@@ -64,14 +64,17 @@ class MemoryLedger(Ledger):
         self.worker = worker or default_worker()
         self._lock = threading.Lock()
         self._calls: dict[tuple[str, str], CallRecord] = {}
-        self._attempts: dict[tuple[str, str], list[list[Any]]] = {}
+        self._attempts: dict[tuple[str, str], list[Any]] = {}
+        """Per call: start, outcome, start, outcome, ... (flat, one list per call)."""
         self._keys: dict[str, _Key] = {}
-        self._pending: list[tuple[str, Any, float]] = []
+        # Events noted on the hot path, flat: kind, payload, extra, time (four slots each,
+        # no tuple per event, so the garbage collector has fewer objects to walk).
+        self._pending: list[Any] = []
         self._audit: list[AuditRecord] = []
         self._chained = 0
 
     def _event(self, kind: str, run_id: str, call_id: str | None, data: Mapping[str, Any]) -> None:
-        self._pending.append((kind, (run_id, call_id, data), time.time()))
+        self._pending.extend((kind, (run_id, call_id, data), None, time.time()))
 
     def record_decision(self, record: CallRecord) -> None:
         ident = (record.run_id, record.call_id)
@@ -80,8 +83,8 @@ class MemoryLedger(Ledger):
             if current is None or may_decide(current.state, record.state):
                 self._calls[ident] = record
             # State and stage change later on the same object: note them now.
-            self._pending.append(
-                ("decision", (record, record.state, record.stage), record.updated_at or time.time())
+            self._pending.extend(
+                ("decision", record, (record.state, record.stage), record.updated_at or time.time())
             )
 
     def begin_attempt(self, start: AttemptStart) -> Claim:
@@ -112,14 +115,14 @@ class MemoryLedger(Ledger):
                 )
             attempts = self._attempts.get(ident)
             if attempts is None:
-                self._attempts[ident] = [[start, None]]
+                self._attempts[ident] = [start, None]
             else:
-                attempts.append([start, None])
+                attempts += (start, None)
             if call is not None and call.state in begin_states(start.side_effecting, start.attempt):
                 call.state = CallState.RUNNING
                 call.attempts = start.attempt
                 call.updated_at = start.started_at
-            self._pending.append(("start", start, start.started_at))
+            self._pending.extend(("start", start, None, start.started_at))
             return _RUN
 
     def _settle_without_running(self, ident: tuple[str, str], claim: Claim, now: float) -> None:
@@ -145,15 +148,16 @@ class MemoryLedger(Ledger):
             key = self._keys.get(finish.idempotency_key)
             if key is not None and key.holder == ident:
                 key.outcome = outcome
-            for pair in self._attempts.get(ident, ()):
-                if pair[0].attempt == finish.attempt:
-                    pair[1] = outcome
+            attempts = self._attempts.get(ident, [])
+            for i in range(0, len(attempts), 2):
+                if attempts[i].attempt == finish.attempt:
+                    attempts[i + 1] = outcome
             if call is not None:
                 call.state = CallState(outcome.status)
                 call.reconciled = call.reconciled or outcome.reconciled
                 call.updated_at = outcome.finished_at
                 call.stage = outcome.stage
-            self._pending.append(("finish", finish, outcome.finished_at or time.time()))
+            self._pending.extend(("finish", finish, None, outcome.finished_at or time.time()))
             return True
 
     def record_event(
@@ -185,7 +189,8 @@ class MemoryLedger(Ledger):
 
     def attempts(self, run_id: str, call_id: str) -> Sequence[AttemptRecord]:
         with self._lock:
-            pairs = list(self._attempts.get((run_id, call_id), ()))
+            flat = list(self._attempts.get((run_id, call_id), ()))
+        pairs = zip(flat[0::2], flat[1::2], strict=True)
         return [
             AttemptRecord(
                 run_id=start.run_id,
@@ -213,9 +218,12 @@ class MemoryLedger(Ledger):
 
     def _materialize(self) -> None:
         """Turn the events noted on the hot path into audit records, in order."""
-        for kind, payload, at in self._pending:
+        pending = self._pending
+        for i in range(0, len(pending), 4):
+            kind, payload, extra, at = pending[i : i + 4]
             if kind == "decision":
-                record, state, stage = payload
+                record: CallRecord = payload
+                state, stage = extra
                 self._append(
                     f"call.{state.value}",
                     record.run_id,
