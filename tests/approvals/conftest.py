@@ -3,8 +3,8 @@
 The same contract as tests/ledger's fixture (``make_ledger()`` opens the
 backend's store again, as a restarted process would; ``.backend`` and
 ``.target`` say which), on the session's throwaway PostgreSQL cluster
-(tests/ledger/pgcluster.py). For speed each PostgreSQL test gets its own
-*schema* in one shared database (a DSN with ``search_path`` set), not a
+(``pg_cluster`` in tests/conftest.py). For speed each PostgreSQL test gets
+its own *schema* in one shared database (a DSN with ``search_path`` set), not a
 database of its own: creating and dropping a database costs about 0.3 s.
 Without PostgreSQL binaries the PostgreSQL cases are skipped, except under
 ``CI=true``, where they fail.
@@ -12,48 +12,21 @@ Without PostgreSQL binaries the PostgreSQL cases are skipped, except under
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from callgate.ledger import Ledger, MemoryLedger, SQLiteLedger
 
 
-def _pgcluster() -> ModuleType:
-    name = "callgate_tests_pgcluster"
-    if name not in sys.modules:
-        path = Path(__file__).parent.parent / "ledger" / "pgcluster.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None
-        assert spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-pgcluster = _pgcluster()
-
-
 @pytest.fixture(scope="session")
-def approvals_pg_database() -> Iterator[str]:
+def approvals_pg_database(pg_cluster: object) -> Iterator[str]:
     """One database of the session's throwaway cluster for every approval test."""
-    reason = pgcluster.missing_reason()
-    if reason is not None:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI=true and PostgreSQL is required: {reason}")
-        pytest.skip(reason)
-    cluster = pgcluster.acquire()
-    dsn: str = cluster.create_database()
+    dsn: str = pg_cluster.create_database()  # type: ignore[attr-defined]
     yield dsn
-    cluster.drop_database(dsn)
-    pgcluster.release()
+    pg_cluster.drop_database(dsn)  # type: ignore[attr-defined]
 
 
 @pytest.fixture

@@ -159,10 +159,10 @@ def test_sigkilled_sqlite_worker_neither_loses_nor_doubles_a_charge(
 
 
 def test_sigkilled_postgres_worker_neither_loses_nor_doubles_a_charge(
-    service: str, tmp_path: Path, integration_dsn: str
+    service: str, tmp_path: Path, pg_dsn: str
 ) -> None:
-    recovered = crash_and_finish(f"postgres:{integration_dsn}", service, tmp_path)
-    ledger = PostgresLedger(integration_dsn)
+    recovered = crash_and_finish(f"postgres:{pg_dsn}", service, tmp_path)
+    ledger = PostgresLedger(pg_dsn)
     try:
         check(ledger, service)
     finally:
@@ -171,11 +171,11 @@ def test_sigkilled_postgres_worker_neither_loses_nor_doubles_a_charge(
 
 
 def test_two_workers_with_the_same_key_at_once_execute_it_once(
-    service: str, tmp_path: Path, integration_dsn: str
+    service: str, tmp_path: Path, pg_dsn: str
 ) -> None:
     ops = tmp_path / "one.json"
     ops.write_text(json.dumps([{"operation_id": "op-same", "amount": 42}]))
-    spec = f"postgres:{integration_dsn}"
+    spec = f"postgres:{pg_dsn}"
     procs = [worker(spec, service, ops, f"w{i}", "--hold", "0.5", "--wait-go") for i in (1, 2)]
     for proc in procs:
         wait_for(proc, "ready")
@@ -192,7 +192,7 @@ def test_two_workers_with_the_same_key_at_once_execute_it_once(
     assert statuses == [("ok", None), ("rejected", "idempotency_in_progress")], results
     assert len(get(f"{service}/charges")) == 1
     assert [r["source"] for r in get(f"{service}/requests")] == ["handler"]
-    ledger = PostgresLedger(integration_dsn)
+    ledger = PostgresLedger(pg_dsn)
     try:
         attempts = [a for c in ledger.calls() for a in ledger.attempts(c.run_id, c.call_id)]
         assert len(attempts) == 1

@@ -8,56 +8,13 @@ cases are skipped with the reason, except under ``CI=true``, where they fail.
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from callgate.ledger import Ledger, MemoryLedger
 from callgate.ledger.sqlite import SQLiteLedger
-
-
-def load_pgcluster() -> ModuleType:
-    """`pgcluster.py`, loaded once under one name for every test directory."""
-    name = "callgate_tests_pgcluster"
-    if name not in sys.modules:
-        path = Path(__file__).with_name("pgcluster.py")
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None
-        assert spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-pgcluster = load_pgcluster()
-
-
-@pytest.fixture(scope="session")
-def pg_cluster() -> Iterator[object]:
-    """A throwaway PostgreSQL cluster for the session (skip, or fail in CI, without one)."""
-    reason = pgcluster.missing_reason()
-    if reason is not None:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI=true and PostgreSQL is required: {reason}")
-        pytest.skip(reason)
-    cluster = pgcluster.acquire()
-    yield cluster
-    pgcluster.release()
-
-
-@pytest.fixture
-def pg_dsn(pg_cluster: object) -> Iterator[str]:
-    """The DSN of a fresh database, dropped after the test."""
-    dsn: str = pg_cluster.create_database()  # type: ignore[attr-defined]
-    yield dsn
-    pg_cluster.drop_database(dsn)  # type: ignore[attr-defined]
-
 
 BACKENDS = ["memory", "sqlite", "postgres"]
 
