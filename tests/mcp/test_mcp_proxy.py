@@ -308,3 +308,46 @@ async def test_the_proxy_in_front_of_a_streamable_http_upstream(http_app: str) -
     assert '"order_id":"o-9"' in text(found)
     assert refused.is_error
     assert "no policy rule allows the tool 'wipe_orders'" in text(refused)
+
+
+async def test_an_approval_given_from_the_cli_releases_the_call_in_the_proxy_process(
+    log: Path, tmp_path: Path
+) -> None:
+    """client ⇄ `callgate mcp proxy --db FILE` ⇄ upstream: the call waits; a person runs
+    `callgate approvals approve ID --db FILE` in another process; the same call then runs
+    exactly once."""
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[[rule]]\naction = "ask"\ntool = "send_email"\n')
+    db = tmp_path / "callgate.db"
+    params = callgate_params(
+        "mcp",
+        "proxy",
+        "--policy",
+        str(policy),
+        "--pins",
+        str(tmp_path / "pins.json"),
+        "--db",
+        str(db),
+        "--trust",
+        SEND["to"],
+        "--",
+        sys.executable,
+        str(UPSTREAM),
+        "mail",
+        env={"UPSTREAM_LOG": str(log)},
+    )
+    async with Client(params) as client:
+        pending = await client.call_tool("send_email", SEND)
+        assert pending.meta is not None
+        approval = pending.meta["callgate/approval_id"]
+        assert upstream_calls(log) == []
+        approved = CliRunner().invoke(
+            cli, ["approvals", "approve", approval, "--db", str(db), "--by", "ops"]
+        )
+        assert approved.exit_code == 0, approved.output
+        sent = await client.call_tool("send_email", SEND)
+        again = await client.call_tool("send_email", SEND)
+    assert not sent.is_error, text(sent)
+    assert again.meta is not None
+    assert again.meta["callgate/status"] == "pending"
+    assert [c["tool"] for c in upstream_calls(log)] == ["send_email"]

@@ -105,8 +105,10 @@ TokenOption = Annotated[
 LedgerOption = Annotated[
     Path | None,
     typer.Option(
+        "--db",
         "--ledger",
-        help="SQLite ledger file for calls and the audit trail (default: in memory).",
+        help="SQLite ledger file for calls, approvals and the audit trail (default: in "
+        "memory); the same file `callgate ledger` and `callgate approvals` read.",
     ),
 ]
 TrustOption = Annotated[
