@@ -7,9 +7,11 @@ idempotency matching rule, outcomes, resolution, and the audit chain.
 from __future__ import annotations
 
 import itertools
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import anyio
 import pytest
@@ -22,6 +24,7 @@ from callgate.ledger import (
     ClaimKind,
     Ledger,
     Outcome,
+    SQLiteLedger,
 )
 from callgate.ledger.base import LedgerError
 
@@ -371,3 +374,72 @@ def test_concurrent_async_attempts_share_commits(make_ledger: Callable[..., Ledg
     if hasattr(ledger, "_transact"):
         assert transactions <= 4, "16 calls should share a few commits, not take 32"
     assert ledger.verify().ok
+
+
+def test_a_transaction_that_fails_on_a_locked_database_keeps_other_calls_decisions(
+    tmp_path: Path,
+) -> None:
+    """A deferred `admitted` decision taken by a transaction that then fails (the file is
+    locked by another process) is put back, never lost: the call keeps its row, so its
+    attempt is recorded, recovery can see it, and a person can resolve it."""
+    path = tmp_path / "callgate.db"
+    ledger = SQLiteLedger(str(path), timeout=0.2)
+    record = CallRecord(
+        run_id="r1",
+        call_id="c1",
+        tool="charge",
+        tool_version="v1",
+        principal="alice",
+        arguments="{}",
+        state=CallState.ADMITTED,
+        stage="policy",
+    )
+    ledger.record_decision(record)
+    start = AttemptStart(
+        run_id="r1",
+        call_id="c1",
+        tool="charge",
+        tool_version="v1",
+        attempt=1,
+        idempotency_key="k1",
+        request_hash="h1",
+        started_at=1.0,
+        key_expires_at=4e9,
+        side_effecting=True,
+    )
+    other = sqlite3.connect(str(path), isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    with pytest.raises(Exception, match="locked"):
+        ledger.begin_attempt(start)
+    other.execute("ROLLBACK")
+    other.close()
+    kept = ledger.get_call("r1", "c1")
+    assert kept is not None
+    assert kept.state is CallState.ADMITTED
+    assert ledger.begin_attempt(start).kind.value == "run"
+    running = ledger.get_call("r1", "c1")
+    assert running is not None
+    assert running.state is CallState.RUNNING
+    ledger.close()
+
+
+def test_deleting_the_end_of_the_trail_together_with_its_head_row_is_detected(
+    tmp_path: Path,
+) -> None:
+    """The head row is part of the evidence: removing it with the last records must not
+    leave a shorter chain that verifies."""
+    path = tmp_path / "callgate.db"
+    ledger = SQLiteLedger(str(path))
+    for i in range(3):
+        ledger.record_event("note", run_id="r1", call_id=None, data={"i": i})
+    assert ledger.verify().ok
+    ledger.close()
+    raw = sqlite3.connect(str(path))
+    raw.execute("DELETE FROM audit WHERE seq >= 2")
+    raw.commit()
+    raw.close()
+    reopened = SQLiteLedger(str(path))
+    check = reopened.verify()
+    reopened.close()
+    assert not check.ok
+    assert any("head row is missing" in p for p in check.problems)

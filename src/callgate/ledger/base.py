@@ -224,13 +224,17 @@ def claim_for_key(
 ) -> Claim | None:
     """How an existing key answers a new attempt; None when the attempt may take the key.
 
-    The matching rule, the same in every backend: an expired key counts as
-    absent; a different request hash is a conflict; an unfinished key is in
-    progress (even for the call that holds it: after a crash it is the
-    reconcile hook's to settle, never a second run); a finished key replays
-    its outcome, including ``unknown``, which is never re-run blindly.
+    The matching rule, the same in every backend: an expired key whose
+    outcome is known (``ok`` or ``error``) counts as absent; a key whose
+    outcome is not known (still running, crashed, ``unknown``) never expires,
+    since taking it over could run the effect twice; a different request hash
+    is a conflict; an unfinished key is in progress (even for the call that
+    holds it: after a crash it is the reconcile hook's to settle, never a
+    second run); a finished key replays its outcome, including ``unknown``,
+    which is never re-run blindly.
     """
-    if expires_at <= start.started_at:
+    known = outcome is not None and outcome.status in ("ok", "error")
+    if known and expires_at <= start.started_at:
         return None
     if request_hash != start.request_hash:
         return Claim(kind=ClaimKind.CONFLICT, holder=holder)

@@ -21,6 +21,7 @@ Requires the ``postgres`` extra: ``pip install 'callgate[postgres]'``.
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -63,6 +64,7 @@ class PostgresLedger(SqlLedger):
         timeout: float = 10.0,
     ) -> None:
         super().__init__(worker=worker)
+        self._tx_lock = threading.Lock()
         try:
             import psycopg
             import psycopg_pool
@@ -71,6 +73,7 @@ class PostgresLedger(SqlLedger):
                 "PostgresLedger needs psycopg 3 and psycopg-pool: pip install 'callgate[postgres]'"
             ) from exc
         self._errors = (psycopg.Error, psycopg_pool.PoolTimeout)
+        self._transient = (psycopg.OperationalError, psycopg_pool.PoolTimeout)
         self._pool = psycopg_pool.ConnectionPool(
             dsn,
             min_size=min_size,
@@ -97,12 +100,24 @@ class PostgresLedger(SqlLedger):
             apply_migrations(cur, _pg, _TYPES)
 
     def _transact(self, items: Sequence[Item], *, durable: bool) -> list[Any]:
-        deferred = self._take_deferred()
-        with self._pool.connection() as conn, conn.transaction():
-            cur = conn.cursor()
-            if not durable:
-                cur.execute("SET LOCAL synchronous_commit TO OFF")
-            results = run_items(_Tx(cur, _pg), [*deferred, *items], self.worker, _HEAD_FOR_UPDATE)
+        # One transaction of this process at a time: a call's deferred decision must be
+        # committed before another connection can start that call's attempt. (Writers
+        # already serialize on the audit head row, so this costs little.)
+        with self._tx_lock:
+            deferred = self._take_deferred()
+            try:
+                with self._pool.connection() as conn, conn.transaction():
+                    cur = conn.cursor()
+                    if not durable:
+                        cur.execute("SET LOCAL synchronous_commit TO OFF")
+                    results = run_items(
+                        _Tx(cur, _pg), [*deferred, *items], self.worker, _HEAD_FOR_UPDATE
+                    )
+            except BaseException as exc:
+                # As in SQLiteLedger: retry deferred writes only after a passing failure.
+                if isinstance(exc, self._transient) or not isinstance(exc, self._errors):
+                    self._restore_deferred(deferred)
+                raise
         return results[len(deferred) :]
 
     def _query(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:

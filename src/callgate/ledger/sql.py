@@ -38,6 +38,7 @@ from callgate.ledger.base import (
     AttemptFinish,
     AttemptRecord,
     AttemptStart,
+    AuditCheck,
     AuditRecord,
     CallRecord,
     CallState,
@@ -51,6 +52,7 @@ from callgate.ledger.base import (
     default_worker,
     finish_data,
     settled_state,
+    verify_chain,
 )
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SqlLedger", "apply_migrations", "pending_migrations"]
@@ -255,6 +257,11 @@ def _claim_sql(rows: int) -> str:
         "run_id = excluded.run_id, call_id = excluded.call_id, attempt = excluded.attempt, "
         "expires_at = excluded.expires_at "
         "WHERE idempotency_keys.expires_at <= ? "
+        # A key whose attempt has no known outcome (still running, crashed, unknown) never
+        # expires: taking it over could run the effect a second time.
+        "AND EXISTS (SELECT 1 FROM attempts a WHERE a.run_id = idempotency_keys.run_id "
+        "AND a.call_id = idempotency_keys.call_id AND a.attempt = idempotency_keys.attempt "
+        "AND a.status IN ('ok', 'error')) "
         "RETURNING key, run_id, call_id"
     )
 
@@ -709,6 +716,17 @@ class _Group:
         self.leading = False
 
 
+def _head_problem(records: Sequence[AuditRecord], problem: str) -> AuditCheck:
+    checked = verify_chain(records, None)
+    return AuditCheck(
+        ok=False,
+        records=checked.records,
+        head=checked.head,
+        problems=(*checked.problems, problem),
+        first_bad_seq=checked.first_bad_seq or (checked.records + 1),
+    )
+
+
 class SqlLedger(Ledger):
     """The writes, reads and group commit of a SQL ledger.
 
@@ -742,6 +760,12 @@ class SqlLedger(Ledger):
         with self._deferred_lock:
             taken, self._deferred = self._deferred, []
         return taken
+
+    def _restore_deferred(self, items: list[Item]) -> None:
+        """Put back deferred writes a failed transaction took, ahead of newer ones."""
+        if items:
+            with self._deferred_lock:
+                self._deferred[:0] = items
 
     def _defer(self, item: Item) -> None:
         with self._deferred_lock:
@@ -916,6 +940,27 @@ class SqlLedger(Ledger):
         self._flush()
         rows = self._query(HEAD_QUERY)
         return (int(rows[0][0]), rows[0][1]) if rows else None
+
+    def verify(self) -> AuditCheck:
+        """Verify the chain; a missing or unreadable head row is tampering too.
+
+        The head row is written with the first audit record and never removed,
+        so deleting the end of the trail together with the head must not pass.
+        """
+        records = self.audit()
+        try:
+            head = self.audit_head()
+        except (TypeError, ValueError):
+            return _head_problem(records, "the ledger's head row is unreadable (altered)")
+        if head is None:
+            called = self._query("SELECT COUNT(*) FROM calls")[0][0]
+            if records or called:
+                return _head_problem(
+                    records,
+                    "the ledger's head row is missing: the end of the audit trail (or all "
+                    "of it) was deleted",
+                )
+        return verify_chain(records, head)
 
     # -- approvals --------------------------------------------------------------
 

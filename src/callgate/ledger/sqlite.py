@@ -119,8 +119,8 @@ class SQLiteLedger(SqlLedger):
                 )
                 self._full = durable
             cur = self._cur
-            cur.execute("BEGIN IMMEDIATE")
             try:
+                cur.execute("BEGIN IMMEDIATE")
                 results = run_items(_Tx(cur, _same), [*deferred, *items], self.worker, HEAD_QUERY)
                 cur.execute("COMMIT")
                 self._since_checkpoint += 1
@@ -129,9 +129,16 @@ class SQLiteLedger(SqlLedger):
                 ):
                     self._since_checkpoint = 0
                     cur.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-            except BaseException:
+            except BaseException as exc:
                 if self._conn.in_transaction:
                     cur.execute("ROLLBACK")
+                # Other calls' deferred decisions must not vanish with a transaction that
+                # failed for a passing reason (locked, busy, cancelled); one the data itself
+                # broke would fail again forever, so those are not retried.
+                if isinstance(exc, sqlite3.OperationalError) or not isinstance(
+                    exc, sqlite3.DatabaseError
+                ):
+                    self._restore_deferred(deferred)
                 raise
         return results[len(deferred) :]
 
