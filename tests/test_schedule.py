@@ -719,3 +719,23 @@ def test_plan_waits_for_all_readers_since_the_last_write() -> None:
     ]
     batch = plan_batch(_admitted(gate, calls))
     assert [sorted(n.waits_for) for n in batch.nodes] == [[], [0], [0], [1, 2], [3]]
+
+
+def test_a_lone_sync_call_is_bounded_by_the_batch_deadline() -> None:
+    """With a deadline, even a lone sync call runs where the deadline can stop the wait:
+    it ends `unknown` at the deadline instead of when the handler returns."""
+    import time as _time
+
+    from callgate import Authority, Gate, Registry, Status, ToolCall, tool
+
+    @tool(effects="write:x")
+    def slow() -> str:
+        _time.sleep(1.0)
+        return "done"
+
+    run = Gate(Registry([slow])).run(authority=Authority(principal="p", grants=["write:*"]))
+    started = _time.monotonic()
+    [obs] = run.submit([ToolCall(id="c1", name="slow", arguments={})], deadline=0.2)
+    elapsed = _time.monotonic() - started
+    assert obs.status is Status.UNKNOWN
+    assert elapsed < 0.8

@@ -98,14 +98,22 @@ class Admission:
         if spec.sinks:
             provenance = self.provenance
             provenance.absorb(self.evidence, self._output_trust)
-        decision = authorize(spec, model, self.authority, gate.policy, self.evidence, provenance)
+        try:
+            decision = authorize(
+                spec, model, self.authority, gate.policy, self.evidence, provenance
+            )
+        except Exception as exc:  # a precondition or rule predicate failed on these values
+            return self._hook_failed(call, spec, model, Stage.POLICY, exc)
         if decision.rejection is not None:
             return self._rejected(call, spec, decision.rejection, model=model, decision=decision)
         canonical = self._canonical(spec, model)
         request_hash = digest(spec.name, canonical)
         approval_id = None
         if decision.action is Action.ASK:
-            approved = self._approval(call, spec, model, canonical, request_hash, decision)
+            try:
+                approved = self._approval(call, spec, model, canonical, request_hash, decision)
+            except Exception as exc:  # resource_version or preview failed on these values
+                return self._hook_failed(call, spec, model, Stage.APPROVAL, exc)
             if isinstance(approved, Observation):
                 return approved
             approval_id = approved.id
@@ -142,6 +150,36 @@ class Admission:
             request_hash=request_hash,
             secrets=tuple(secrets),
         )
+
+    def _hook_failed(
+        self, call: ToolCall, spec: ToolSpec, model: BaseModel, stage: Stage, exc: Exception
+    ) -> Observation:
+        """A tool's own hook (precondition, predicate, resource version, preview) raised on
+        the values the model sent: the call is rejected, nothing runs, and only the
+        exception's type reaches the model (its text goes to the ledger, redacted)."""
+        self.gate.ledger.record_event(
+            "hook.failed",
+            run_id=self.id,
+            call_id=call.id,
+            data={
+                "tool": spec.name,
+                "stage": stage.value,
+                "error": self.gate.redactor.text(f"{type(exc).__name__}: {exc}")[:500],
+            },
+        )
+        rejection = Rejection(
+            stage=stage,
+            problems=(
+                Problem(
+                    rule="hook_failed",
+                    message=f"the tool's {stage.value} check failed on these arguments "
+                    f"({type(exc).__name__})",
+                ),
+            ),
+            advice="Check that the values refer to things that exist (e.g. read them first), "
+            "then send the call again; nothing was executed.",
+        )
+        return self._rejected(call, spec, rejection, model=model)
 
     def _validated(
         self, call: ToolCall, spec: ToolSpec
@@ -215,11 +253,12 @@ class Admission:
             )
             return self._rejected(call, spec, used_rejection(prior), record=False)
         now = time.time()
-        preview = spec.preview(model) if spec.preview else f"{spec.name}({canonical})"
+        stored = self._redacted_arguments(spec, model, canonical)
+        preview = spec.preview(model) if spec.preview else f"{spec.name}({stored})"
         why = "; ".join(f.explain() for f in decision.provenance)
         if why:
             preview = f"{preview} [provenance: {why}]"
-        stored = self._redacted_arguments(spec, model, canonical)
+        secrets = gate.redactor.secret_values(model.__dict__, spec.secret_fields)
         request = gate.approvals.request(
             ApprovalRequest(
                 id=new_approval_id(),
@@ -230,7 +269,7 @@ class Admission:
                 arguments_json=stored,
                 arguments_hash=request_hash,
                 effects=tuple(str(e) for e in decision.effects),
-                preview=gate.redactor.text(preview),
+                preview=gate.redactor.text(preview, secrets),
                 created_at=now,
                 expires_at=now + gate.approval_ttl,
                 resource_version=version,

@@ -59,7 +59,9 @@ class Grant:
             return False
         if self.bound is None:
             return True
-        return effect.quantity is not None and effect.quantity <= self.bound
+        # A bound covers 0..bound: a negative quantity (a credit, a reversal) is not
+        # "less spending" and needs a grant of its own.
+        return effect.quantity is not None and 0 <= effect.quantity <= self.bound
 
     def __repr__(self) -> str:
         return f"Grant({self.text!r})"

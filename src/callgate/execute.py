@@ -145,8 +145,12 @@ def _retryable(spec: ToolSpec, status: Status) -> bool:
         return True
     if status is Status.PENDING:
         return False
-    # ok or unknown: a repeat is safe only when it cannot double an effect.
-    return not spec.side_effecting or spec.risk.value == "write_idempotent"
+    # ok or unknown: a repeat is safe only when it cannot double an effect. A
+    # write_idempotent tool deduplicates by key, but only a business key survives
+    # the model resending the call under a new id.
+    if not spec.side_effecting:
+        return True
+    return spec.risk.value == "write_idempotent" and spec.idempotency_key is not None
 
 
 def _attempt_logic(
@@ -188,7 +192,8 @@ def _attempt_logic(
         if claim.kind is not ClaimKind.RUN:
             return _claim_observation(item, claim)
         if attempt > 1 and spec.context_param is not None:
-            kwargs[spec.context_param] = dataclasses.replace(ctx, attempt=attempt)
+            ctx = dataclasses.replace(ctx, attempt=attempt, reported={})
+            kwargs[spec.context_param] = ctx
         try:
             outcome, result = yield from _run_handler(item, kwargs, timeout, redactor)
         except BaseException as exc:
@@ -209,12 +214,15 @@ def _attempt_logic(
         reported = ctx.reported.get("transaction_id")
         if reported is not None:
             outcome.transaction_id = reported
+        # What the ledger holds and what the model reads are the same scrubbed text:
+        # the call's secret values and credential-shaped strings never reach either.
+        outcome = _stored(outcome, item, redactor)
         finish = AttemptFinish(
             run_id=ctx.run_id,
             call_id=ctx.call_id,
             attempt=attempt,
             idempotency_key=ctx.idempotency_key,
-            outcome=_stored(outcome, item, redactor),
+            outcome=outcome,
             side_effecting=spec.side_effecting,
         )
         if shared:
@@ -454,6 +462,13 @@ def _call_sync(step: _Invoke) -> Any:
     try:
         value = future.result(timeout=step.timeout)
     except concurrent.futures.TimeoutError:
+        if future.cancel():
+            # Every worker was busy and the handler never started: nothing happened,
+            # and it must not start later behind an "unknown" the model was told.
+            raise ToolFailure(
+                "the tool could not start within its timeout because every worker was "
+                "busy; nothing happened. Try again later."
+            ) from None
         raise TimeoutError(f"timed out after {step.timeout} s") from None
     if _awaitable(value):
         return _run_coroutine_sync(lambda: value, step.timeout)

@@ -29,7 +29,7 @@ from callgate.ledger.base import CallState, Ledger
 from callgate.policy import Authority, Policy
 from callgate.provenance import TrustIndex
 from callgate.recovery import RecoveryReport, recover
-from callgate.redact import Redactor
+from callgate.redact import DEFAULT_SECRET_PATTERNS, Redactor
 from callgate.schedule import (
     Batch,
     dependency_failed,
@@ -104,8 +104,16 @@ class Gate:
         self.max_concurrency = max_concurrency
         self.max_batch_calls = max_batch_calls
         self.batch_deadline = batch_deadline
+        for name, seconds in (("default_timeout", default_timeout), ("approval_ttl", approval_ttl)):
+            if seconds is not None and not seconds > 0:
+                raise DefinitionError(f"Gate {name} must be positive seconds, got {seconds!r}")
         self.approval_ttl = approval_ttl
-        self.redactor = Redactor() if secret_patterns is None else Redactor(secret_patterns)
+        # Patterns given here are added to the built-in ones, never replace them.
+        self.redactor = (
+            Redactor()
+            if secret_patterns is None
+            else Redactor((*DEFAULT_SECRET_PATTERNS, *secret_patterns))
+        )
         self.repair = repair
 
     def recover(
@@ -200,18 +208,18 @@ class Run(Admission):
         docs/schedule.md. A lone call runs in the calling thread. ``deadline``
         (seconds; default the gate's ``batch_deadline``) bounds the batch.
         """
+        limit = self._deadline(deadline)  # a bad deadline fails before anything is decided
         staged = self._admit_batch(calls)
         admitted = [s for s in staged if isinstance(s, Admitted)]
         if not admitted:
             return self._merge(staged, [])
         gate = self.gate
-        limit = self._deadline(deadline)
         if len(admitted) == 1 and limit is None:
             item = admitted[0]
             one = execute_sync(item, gate.ledger, self.evidence, gate.redactor, gate.settings)
             return [one] if len(staged) == 1 else self._merge(staged, [one])
         done = run_batch_sync(
-            self._plan(admitted),
+            self._plan(admitted, limit),
             self._execute,
             max_concurrency=gate.max_concurrency,
             deadline=limit,
@@ -228,15 +236,15 @@ class Run(Admission):
         rejected (never started), running calls as ``unknown``, and the
         cancellation propagates.
         """
+        limit = self._deadline(deadline)  # a bad deadline fails before anything is decided
         staged = self._admit_batch(calls)
         admitted = [s for s in staged if isinstance(s, Admitted)]
         if not admitted:
             return self._merge(staged, [])
-        limit = self._deadline(deadline)
         if len(staged) == 1 and limit is None:
             return [await self._execute(admitted[0])]
         done = await run_batch_async(
-            self._plan(admitted),
+            self._plan(admitted, limit),
             self._execute,
             max_concurrency=self.gate.max_concurrency,
             deadline=limit,
@@ -309,9 +317,10 @@ class Run(Admission):
         return deadline
 
     @staticmethod
-    def _plan(admitted: list[Admitted]) -> Batch:
-        """The batch graph; with several calls, sync handlers go to worker threads."""
-        if len(admitted) > 1:
+    def _plan(admitted: list[Admitted], deadline: float | None) -> Batch:
+        """The batch graph; with several calls or a deadline, sync handlers go to worker
+        threads (so they can run side by side, and the deadline can stop waiting)."""
+        if len(admitted) > 1 or deadline is not None:
             admitted = [dataclasses.replace(a, offload=True) for a in admitted]
         return plan_batch(admitted)
 

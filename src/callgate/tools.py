@@ -164,7 +164,7 @@ class EffectTemplate:
         if self.quantity_field is not None:
             try:
                 quantity = float(_plain(values[self.quantity_field]))
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 quantity = None
         return Effect(self.name.expand(values), quantity)
 

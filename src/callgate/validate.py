@@ -104,4 +104,17 @@ def run_checks(spec: ToolSpec, model: BaseModel) -> Rejection | None:
                 ),
                 advice=_SEMANTIC_ADVICE,
             )
+        except Exception as exc:
+            # A check that fails some other way still rejects (it ran on the model's
+            # values); only the exception's type is shown, never its text.
+            return Rejection(
+                stage=Stage.SEMANTIC,
+                problems=(
+                    Problem(
+                        rule="semantic",
+                        message=f"the tool's check rejected these arguments ({type(exc).__name__})",
+                    ),
+                ),
+                advice=_SEMANTIC_ADVICE,
+            )
     return None

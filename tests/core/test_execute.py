@@ -557,8 +557,8 @@ def test_structured_result_is_serialized_as_json_then_bounded() -> None:
 # -- retryable, for every status -----------------------------------------------------------------
 
 
-def _behaving(effects: str, risk: str | None, behaviour: str) -> Any:
-    @tool(name="probe", effects=effects, risk=risk)
+def _behaving(effects: str, risk: str | None, behaviour: str, key: str | None = None) -> Any:
+    @tool(name="probe", effects=effects, risk=risk, idempotency_key=key)
     def probe(n: int) -> str:
         """Probe."""
         if behaviour == "failure":
@@ -571,23 +571,31 @@ def _behaving(effects: str, risk: str | None, behaviour: str) -> Any:
 
 
 @pytest.mark.parametrize(
-    ("effects", "risk", "behaviour", "status", "retryable"),
+    ("effects", "risk", "key", "behaviour", "status", "retryable"),
     [
-        ("read:x", None, "ok", Status.OK, True),
-        ("write:x", None, "ok", Status.OK, False),
-        ("write:x", "write_idempotent", "ok", Status.OK, True),
-        ("read:x", None, "unknown", Status.UNKNOWN, True),
-        ("write:x", None, "unknown", Status.UNKNOWN, False),
-        ("write:x", "write_idempotent", "unknown", Status.UNKNOWN, True),
-        ("read:x", None, "failure", Status.ERROR, True),
-        ("write:x", None, "failure", Status.ERROR, True),
+        ("read:x", None, None, "ok", Status.OK, True),
+        ("write:x", None, None, "ok", Status.OK, False),
+        ("write:x", "write_idempotent", "{n}", "ok", Status.OK, True),
+        ("read:x", None, None, "unknown", Status.UNKNOWN, True),
+        ("write:x", None, None, "unknown", Status.UNKNOWN, False),
+        ("write:x", "write_idempotent", "{n}", "unknown", Status.UNKNOWN, True),
+        # Without a business key, a resend under a new call id gets a new key: not safe.
+        ("write:x", "write_idempotent", None, "ok", Status.OK, False),
+        ("write:x", "write_idempotent", None, "unknown", Status.UNKNOWN, False),
+        ("read:x", None, None, "failure", Status.ERROR, True),
+        ("write:x", None, None, "failure", Status.ERROR, True),
     ],
 )
 def test_retryable_says_whether_sending_the_call_again_is_safe(
-    effects: str, risk: str | None, behaviour: str, status: Status, retryable: bool
+    effects: str,
+    risk: str | None,
+    key: str | None,
+    behaviour: str,
+    status: Status,
+    retryable: bool,
 ) -> None:
     """Reads are always safe to repeat; writes only when nothing could be doubled."""
-    run = single_tool_run(_behaving(effects, risk, behaviour), read_retries=0)
+    run = single_tool_run(_behaving(effects, risk, behaviour, key), read_retries=0)
     obs = one(run, "probe", {"n": 1})
     assert obs.status is status
     assert obs.retryable is retryable
@@ -738,3 +746,55 @@ def test_tool_failure_says_whether_the_same_call_may_succeed_later(
     [obs] = run.submit([ToolCall(id="c1", name="close", arguments={"account": "a-1"})])
     assert obs.status is Status.ERROR
     assert obs.retryable is expected
+
+
+def test_secrets_in_a_result_never_reach_the_model() -> None:
+    """A handler that echoes a secret argument or returns credential-shaped text: the
+    model reads the scrubbed text; the application still gets the raw result."""
+    key = "sk-" + "a1b2c3d4" * 4
+
+    @tool(effects="read:vault", secret_fields=["password"])
+    def echo(user: str, password: str) -> str:
+        return f"set {password} for {user}; api key {key}"
+
+    obs = one(single_tool_run(echo), "echo", {"user": "ann", "password": "hunter2-long"})
+    assert obs.status is Status.OK
+    assert "hunter2-long" not in obs.content
+    assert key not in obs.content
+    assert "[redacted]" in obs.content
+    assert "hunter2-long" in obs.result
+
+
+def test_a_handler_that_could_not_start_in_time_never_runs_later() -> None:
+    """When every worker thread is held by hung handlers, a call whose timeout passes
+    before it starts is a known failure (nothing happened), and it never runs later
+    behind the model's back."""
+    import threading
+
+    from callgate.execute import _thread_pool
+
+    release = threading.Event()
+    ran: list[str] = []
+
+    @tool(effects="read:x", timeout=0.05)
+    def hang(n: int) -> str:
+        release.wait(10)
+        return "late"
+
+    @tool(effects="write:mail", timeout=0.1)
+    def send(to: str) -> str:
+        ran.append(to)
+        return "sent"
+
+    run = Gate(Registry([hang, send]), read_retries=0).run(authority=ALLOW_ALL)
+    try:
+        for i in range(_thread_pool()._max_workers):
+            [held] = run.submit([ToolCall(id=f"h{i}", name="hang", arguments={"n": i})])
+            assert held.status is Status.UNKNOWN
+        [obs] = run.submit([ToolCall(id="s", name="send", arguments={"to": "bob"})])
+    finally:
+        release.set()
+    assert obs.status is Status.ERROR
+    assert "could not start" in obs.content
+    time.sleep(0.2)
+    assert ran == []

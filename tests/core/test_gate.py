@@ -381,3 +381,51 @@ def test_tool_failure_is_not_raised_out_of_submit() -> None:
     run = Gate(Registry([refuse])).run(authority=ALLOW_ALL)
     [obs] = run.submit([ToolCall(id="c", name="refuse", arguments={"n": 1})])
     assert obs.status is Status.ERROR
+
+
+def test_a_hook_that_raises_on_the_models_values_rejects_the_call_and_never_raises() -> None:
+    """resource_version, precondition, a rule predicate and a semantic check are trusted
+    code run on values the model chose; when one raises, the call is rejected at its
+    stage, nothing executes, the exception's text stays out of the model's message, and
+    the rest of the batch goes on."""
+    from callgate import Gate, Policy, Registry, ToolCall, allow, ask, tool
+
+    db = {"o-1": "rev-1"}
+    ran: list[str] = []
+
+    def version(args: Any) -> str:
+        return db[args.order]  # KeyError for an order that does not exist
+
+    def check(args: Any) -> None:
+        raise FileNotFoundError(f"/secret/path/{args.order}")
+
+    @tool(effects="write:orders", resource_version=version)
+    def cancel(order: str) -> str:
+        ran.append(order)
+        return "cancelled"
+
+    @tool(effects="write:orders", checks=[check])
+    def archive(order: str) -> str:
+        ran.append(order)
+        return "archived"
+
+    @tool(effects="read:orders")
+    def peek(order: str) -> str:
+        return "fine"
+
+    policy = Policy(
+        [ask("cancel"), allow("archive"), allow("peek", when=lambda a: a["order"][5] == "x")]
+    )
+    run = Gate(Registry([cancel, archive, peek]), policy=policy).run(authority=ALLOW_ALL)
+    observations = run.submit(
+        [
+            ToolCall(id="a", name="cancel", arguments={"order": "nope"}),
+            ToolCall(id="b", name="archive", arguments={"order": "o-1"}),
+            ToolCall(id="c", name="peek", arguments={"order": "o"}),
+        ]
+    )
+    assert [o.status for o in observations] == [Status.REJECTED] * 3
+    assert [o.stage for o in observations] == [Stage.APPROVAL, Stage.SEMANTIC, Stage.POLICY]
+    assert ran == []
+    assert "/secret/path" not in observations[1].content
+    assert "FileNotFoundError" in observations[1].content

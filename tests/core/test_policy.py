@@ -525,3 +525,45 @@ def test_an_approval_can_be_decided_only_once() -> None:
         run.gate.approvals.deny(pending.approval_id, by="manager", reason="changed my mind")
     with pytest.raises(ApprovalError):
         run.gate.approvals.approve("apr_does_not_exist", by="manager")
+
+
+def test_an_approval_request_never_shows_a_secret_field() -> None:
+    """The preview a person reads, the pending message the model reads and the stored
+    request all show the secret field redacted."""
+    from callgate import Gate, Policy, Registry, ask, tool
+
+    @tool(effects="spend:USD", secret_fields=["card"])
+    def pay(amount: int, card: str) -> str:
+        return "paid"
+
+    gate = Gate(Registry([pay]), policy=Policy([ask("pay")]))
+    run = gate.run(authority=ALLOW_ALL)
+    [obs] = run.submit(
+        [ToolCall(id="c1", name="pay", arguments={"amount": 5, "card": "4111111111111111"})]
+    )
+    assert obs.status is Status.PENDING
+    assert obs.approval_id is not None
+    request = gate.approvals.get(obs.approval_id)
+    assert request is not None
+    for text in (obs.content, request.preview, request.arguments_json):
+        assert "4111111111111111" not in text
+
+
+@pytest.mark.parametrize(
+    ("amount", "granted"),
+    [(50, True), (0, True), (-100000, False), (10**400, False), (51, False)],
+)
+def test_a_bounded_grant_covers_zero_to_its_bound_only(amount: int, granted: bool) -> None:
+    """`spend:USD<=50` covers 0..50; a negative amount (a credit) or an absurdly large
+    one is not covered, and neither makes `submit` raise."""
+    from callgate import Authority, Gate, Registry, tool
+
+    @tool(effects="spend:USD={amount}")
+    def pay(amount: int) -> str:
+        return "paid"
+
+    run = Gate(Registry([pay])).run(authority=Authority(principal="p", grants=["spend:USD<=50"]))
+    [obs] = run.submit([ToolCall(id="c1", name="pay", arguments=f'{{"amount": {amount}}}')])
+    assert (obs.status is Status.OK) is granted
+    if not granted:
+        assert obs.stage is Stage.POLICY
