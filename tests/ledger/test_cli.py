@@ -205,6 +205,26 @@ def test_verify_with_an_expected_head_detects_a_rewritten_chain(db: Path) -> Non
     assert code == 1
 
 
+def test_a_ledger_that_grew_since_its_head_was_noted_still_verifies(db: Path) -> None:
+    """--expect-head checks that the noted record is still in the chain, not that
+    nothing was appended since."""
+    ledger = SQLiteLedger(db)
+    noted = ledger.verify().head
+    ledger.record_event("note", run_id="r9", call_id=None, data={"later": True})
+    ledger.close()
+    code, out, _ = cli("verify", "--db", str(db), "--expect-head", noted, "--json")
+    assert code == 0, out
+    assert json.loads(out)["head"] != noted
+
+
+def test_resolve_without_a_note_is_bad_input(db: Path) -> None:
+    code, _, err = cli(
+        "resolve", "c2", "--as", "error", "--note", "  ", "--by", "dana", "--db", str(db)
+    )  # fmt: skip
+    assert code == 2
+    assert "--note" in err
+
+
 def test_resolve_settles_an_unknown_call_and_audits_who_and_why(db: Path) -> None:
     code, out, _ = cli(
         "resolve", "c2", "--as", "error", "--note", "no charge in Stripe", "--by", "dana",

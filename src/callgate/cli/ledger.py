@@ -292,7 +292,8 @@ def verify(
         str | None,
         typer.Option(
             "--expect-head",
-            help="The head hash recorded earlier elsewhere: detects a rewritten chain.",
+            help="A head hash recorded earlier elsewhere: it must still be a record of the "
+            "chain (the ledger may have grown since); detects a rewritten chain.",
         ),
     ] = None,
     as_json: JsonOption = False,
@@ -300,10 +301,11 @@ def verify(
     """Check the audit chain: exit 1 if a record was edited, deleted or cut off."""
     with _open(db, dsn) as ledger:
         check = ledger.verify()
+        known = expect_head is None or any(r.hash == expect_head for r in ledger.audit())
     problems = list(check.problems)
-    if expect_head is not None and check.ok and check.head != expect_head:
+    if check.ok and not known:
         problems.append(
-            f"the chain's head is {check.head}, not the expected {expect_head}: "
+            f"no record of the chain has the expected hash {expect_head}: "
             "the trail was rewritten or is not the one recorded"
         )
     ok = not problems
@@ -350,8 +352,10 @@ def resolve(
 ) -> None:
     """Settle an unknown call as ok or error after checking the real record; audited."""
     person = by or os.environ.get("USER") or os.environ.get("LOGNAME") or ""
-    if not person:
+    if not person.strip():
         raise _fail("say who resolves the call: --by NAME")
+    if not note.strip():
+        raise _fail("say how you know the outcome: --note 'the record you checked'")
     with _open(db, dsn) as ledger:
         call = _find(ledger, call_id, run)
         try:
