@@ -97,7 +97,11 @@ class Rule:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_tool_regex", re.compile(fnmatch.translate(self.tool)))
-        effect_regex = re.compile(fnmatch.translate(self.effect)) if self.effect else None
+        # Effect names carry hosts and addresses the model chose: match them without
+        # regard to case, so "network:EVIL.com" cannot slip past a rule on "network:evil.com".
+        effect_regex = (
+            re.compile(fnmatch.translate(self.effect), re.IGNORECASE) if self.effect else None
+        )
         object.__setattr__(self, "_effect_regex", effect_regex)
         if not self.name:
             label = {Action.ADMIT: "allow", Action.ASK: "ask", Action.DENY: "deny"}[self.action]

@@ -213,13 +213,13 @@ class ToolSpec:
     secret_fields: frozenset[str] = frozenset()
     ordered: bool = False
     max_concurrency: int | None = None
+    """Calls of this tool running at once within one batch (None: only the gate's bound)."""
     sinks: Mapping[str, str | None] = field(default_factory=dict)
     """Arguments whose value decides where an effect goes, with an optional kind."""
     output_trust: OutputTrust | None = None
     """Which parts of the output come from a trusted system of record (default: none)."""
     resource_version: Callable[[BaseModel], str | None] | None = None
     """Reads the current version of the resource a call acts on, for approvals."""
-    """Calls of this tool running at once within one batch (None: only the gate's bound)."""
     version: str = ""
     null_means_default: frozenset[str] = field(default=frozenset())
     dump_is_canonical: bool = False

@@ -567,3 +567,25 @@ def test_a_bounded_grant_covers_zero_to_its_bound_only(amount: int, granted: boo
     assert (obs.status is Status.OK) is granted
     if not granted:
         assert obs.stage is Stage.POLICY
+
+
+def test_a_rule_on_an_effect_matches_it_in_any_case() -> None:
+    """A deny on `network:evil.example` also stops `EVIL.example`: hosts are chosen by
+    the model and are case-insensitive."""
+    from callgate import Authority, Gate, Policy, Registry, allow, deny, tool
+
+    @tool(effects="network:{host}", risk="read")
+    def fetch(host: str) -> str:
+        return "page"
+
+    policy = Policy([allow("fetch"), deny("fetch", effect="network:evil.example")])
+    run = Gate(Registry([fetch]), policy=policy).run(
+        authority=Authority(principal="p", grants=["network:*"])
+    )
+    observations = run.submit(
+        [
+            ToolCall(id="a", name="fetch", arguments={"host": "EVIL.example"}),
+            ToolCall(id="b", name="fetch", arguments={"host": "good.example"}),
+        ]
+    )
+    assert [o.status for o in observations] == [Status.REJECTED, Status.OK]
