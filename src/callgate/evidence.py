@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import pydantic_core
 from pydantic import BaseModel
 
 __all__ = ["Evidence", "EvidenceItem"]
@@ -17,20 +18,21 @@ __all__ = ["Evidence", "EvidenceItem"]
 class EvidenceItem:
     """One successful observation: which tool, with which arguments, returned what."""
 
-    __slots__ = ("_arguments", "_model", "call_id", "result", "tool")
+    __slots__ = ("_arguments", "_values", "call_id", "result", "tool")
 
     def __init__(self, call_id: str, tool: str, arguments: BaseModel, result: Any) -> None:
         self.call_id = call_id
         self.tool = tool
         self.result = result
-        self._model = arguments
+        # Keep the field values, not the model: fewer objects for a long run to hold.
+        self._values: dict[str, Any] = arguments.__dict__
         self._arguments: dict[str, Any] | None = None
 
     @property
     def arguments(self) -> Mapping[str, Any]:
         """The call's validated arguments as JSON values (computed when first asked)."""
         if self._arguments is None:
-            self._arguments = self._model.model_dump(mode="json")
+            self._arguments = pydantic_core.to_jsonable_python(self._values)
         return self._arguments
 
     def __repr__(self) -> str:

@@ -67,14 +67,14 @@ class MemoryLedger(Ledger):
         self._attempts: dict[tuple[str, str], list[Any]] = {}
         """Per call: start, outcome, start, outcome, ... (flat, one list per call)."""
         self._keys: dict[str, _Key] = {}
-        # Events noted on the hot path, flat: kind, payload, extra, time (four slots each,
+        # Events noted on the hot path, flat: kind, payload, two extras, time (five slots,
         # no tuple per event, so the garbage collector has fewer objects to walk).
         self._pending: list[Any] = []
         self._audit: list[AuditRecord] = []
         self._chained = 0
 
     def _event(self, kind: str, run_id: str, call_id: str | None, data: Mapping[str, Any]) -> None:
-        self._pending.extend((kind, (run_id, call_id, data), None, time.time()))
+        self._pending.extend((kind, (run_id, call_id, data), None, None, time.time()))
 
     def record_decision(self, record: CallRecord) -> None:
         ident = (record.run_id, record.call_id)
@@ -84,7 +84,7 @@ class MemoryLedger(Ledger):
                 self._calls[ident] = record
             # State and stage change later on the same object: note them now.
             self._pending.extend(
-                ("decision", record, (record.state, record.stage), record.updated_at or time.time())
+                ("decision", record, record.state, record.stage, record.updated_at or time.time())
             )
 
     def begin_attempt(self, start: AttemptStart) -> Claim:
@@ -122,7 +122,7 @@ class MemoryLedger(Ledger):
                 call.state = CallState.RUNNING
                 call.attempts = start.attempt
                 call.updated_at = start.started_at
-            self._pending.extend(("start", start, None, start.started_at))
+            self._pending.extend(("start", start, None, None, start.started_at))
             return _RUN
 
     def _settle_without_running(self, ident: tuple[str, str], claim: Claim, now: float) -> None:
@@ -157,7 +157,7 @@ class MemoryLedger(Ledger):
                 call.reconciled = call.reconciled or outcome.reconciled
                 call.updated_at = outcome.finished_at
                 call.stage = outcome.stage
-            self._pending.extend(("finish", finish, None, outcome.finished_at or time.time()))
+            self._pending.extend(("finish", finish, None, None, outcome.finished_at or time.time()))
             return True
 
     def record_event(
@@ -219,11 +219,10 @@ class MemoryLedger(Ledger):
     def _materialize(self) -> None:
         """Turn the events noted on the hot path into audit records, in order."""
         pending = self._pending
-        for i in range(0, len(pending), 4):
-            kind, payload, extra, at = pending[i : i + 4]
+        for i in range(0, len(pending), 5):
+            kind, payload, state, stage, at = pending[i : i + 5]
             if kind == "decision":
                 record: CallRecord = payload
-                state, stage = extra
                 self._append(
                     f"call.{state.value}",
                     record.run_id,
