@@ -141,6 +141,15 @@ class Approvals(abc.ABC):
     def list(self, status: ApprovalStatus | None = None) -> Sequence[ApprovalRequest]:
         """Every request, or those whose `ApprovalRequest.state` is ``status``, oldest first."""
 
+    @abc.abstractmethod
+    def release(self, approval_id: str, *, used_by: str) -> bool:
+        """Give back an approval that ``used_by`` took but whose call never ran.
+
+        Used when a call admitted under an approval is then stopped before its
+        handler (a failed dependency, a deadline, an idempotency conflict): the
+        approval is approved again, still single-use. True if it was released.
+        """
+
     def approve(self, approval_id: str, *, by: str) -> ApprovalRequest:
         """Approve a pending request: it releases exactly that call, once."""
         return self.decide(approval_id, approve=True, by=by)
@@ -332,6 +341,16 @@ class MemoryApprovals(Approvals):
                     self._items[item.id] = used
                     return used
         return None
+
+    def release(self, approval_id: str, *, used_by: str) -> bool:
+        with self._lock:
+            item = self._items.get(approval_id)
+            if item is None or item.status is not ApprovalStatus.USED or item.used_by != used_by:
+                return False
+            released = replace(item, status=ApprovalStatus.APPROVED, used_at=None, used_by=None)
+            self._items[approval_id] = released
+        self._audit("approval.released", released, {"approval_id": approval_id, "by": used_by})
+        return True
 
     def decide(
         self, approval_id: str, *, approve: bool, by: str, reason: str | None = None

@@ -217,6 +217,7 @@ class Run(Admission):
         if len(admitted) == 1 and limit is None:
             item = admitted[0]
             one = execute_sync(item, gate.ledger, self.evidence, gate.redactor, gate.settings)
+            self._release_unrun(admitted, [one])
             return [one] if len(staged) == 1 else self._merge(staged, [one])
         done = run_batch_sync(
             self._plan(admitted, limit),
@@ -225,6 +226,7 @@ class Run(Admission):
             deadline=limit,
             on_skipped=self._skipped,
         )
+        self._release_unrun(admitted, done)
         return self._merge(staged, done)
 
     async def asubmit(
@@ -242,15 +244,31 @@ class Run(Admission):
         if not admitted:
             return self._merge(staged, [])
         if len(staged) == 1 and limit is None:
-            return [await self._execute(admitted[0])]
-        done = await run_batch_async(
-            self._plan(admitted, limit),
-            self._execute,
-            max_concurrency=self.gate.max_concurrency,
-            deadline=limit,
-            on_skipped=self._skipped,
-        )
+            done = [await self._execute(admitted[0])]
+        else:
+            done = await run_batch_async(
+                self._plan(admitted, limit),
+                self._execute,
+                max_concurrency=self.gate.max_concurrency,
+                deadline=limit,
+                on_skipped=self._skipped,
+            )
+        self._release_unrun(admitted, done)
         return self._merge(staged, done)
+
+    def _release_unrun(self, admitted: Sequence[Admitted], results: Sequence[Observation]) -> None:
+        """Give back the approvals of calls that were stopped before their handler ran
+        (a failed dependency, a deadline, an idempotency conflict): never used, they
+        still release exactly one execution of the same call."""
+        for item, obs in zip(admitted, results, strict=True):
+            if (
+                item.record is not None
+                and item.record.approval_id is not None
+                and obs.status is Status.REJECTED
+            ):
+                self.gate.approvals.release(
+                    item.record.approval_id, used_by=f"{self.id}/{item.call.id}"
+                )
 
     def record_rejected(self, observations: Iterable[Observation]) -> None:
         """Record rejections made before the gate (e.g. a provider's cut-off call).
@@ -396,6 +414,7 @@ class Run(Admission):
                     dep = next((failed[d] for d in item.call.after if d in failed), None)
                     if dep is not None:
                         obs = dependency_failed(item, dep)
+                        self._release_unrun([item], [obs])
                         self._record(
                             item.call,
                             item.spec,

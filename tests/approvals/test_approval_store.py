@@ -313,3 +313,20 @@ def test_a_standalone_memory_store_still_works_without_a_ledger() -> None:
     made = store.request(request())
     store.approve(made.id, by="maria")
     assert store.consume(**EFFECT) is not None  # type: ignore[arg-type]
+
+
+def test_a_used_approval_is_given_back_only_to_the_call_that_took_it(ledger: Ledger) -> None:
+    """`release` undoes a use whose call never ran, for that call only; the approval is
+    then single-use again."""
+    store = ledger.approvals()
+    made = store.request(request())
+    store.approve(made.id, by="dana")
+    assert store.consume(**EFFECT, used_by="run-1/c1") is not None  # type: ignore[arg-type]
+    assert not store.release(made.id, used_by="run-1/other")
+    assert store.release(made.id, used_by="run-1/c1")
+    assert not store.release(made.id, used_by="run-1/c1")
+    back = store.get(made.id)
+    assert back is not None
+    assert back.status is ApprovalStatus.APPROVED
+    assert store.consume(**EFFECT, used_by="run-1/c2") is not None  # type: ignore[arg-type]
+    assert store.consume(**EFFECT, used_by="run-1/c3") is None  # type: ignore[arg-type]

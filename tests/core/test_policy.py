@@ -589,3 +589,44 @@ def test_a_rule_on_an_effect_matches_it_in_any_case() -> None:
         ]
     )
     assert [o.status for o in observations] == [Status.REJECTED, Status.OK]
+
+
+def test_an_approved_call_stopped_before_it_runs_keeps_its_approval() -> None:
+    """An approval is used only by an execution: when the approved call is admitted but
+    then stopped by the scheduler (its dependency failed), the approval is given back and
+    the same call runs once when sent again."""
+    from callgate import ApprovalStatus, Gate, Policy, Registry, ToolFailure, allow, ask, tool
+
+    refunds: list[str] = []
+
+    @tool(effects="read:x")
+    def check(order: str) -> str:
+        raise ToolFailure("the payment service is down; try later")
+
+    @tool(effects="spend:USD")
+    def refund(order: str) -> str:
+        refunds.append(order)
+        return "refunded"
+
+    gate = Gate(Registry([check, refund]), policy=Policy([allow("check"), ask("refund")]))
+    run = gate.run(authority=ALLOW_ALL)
+    [pending] = run.submit([ToolCall(id="r0", name="refund", arguments={"order": "o1"})])
+    assert pending.approval_id is not None
+    gate.approvals.approve(pending.approval_id, by="ops")
+    first = run.submit(
+        [
+            ToolCall(id="c1", name="check", arguments={"order": "o1"}),
+            ToolCall(id="r1", name="refund", arguments={"order": "o1"}, after=("c1",)),
+        ]
+    )
+    assert [o.status for o in first] == [Status.ERROR, Status.REJECTED]
+    assert refunds == []
+    request = gate.approvals.get(pending.approval_id)
+    assert request is not None
+    assert request.status is ApprovalStatus.APPROVED
+    [second] = run.submit([ToolCall(id="r2", name="refund", arguments={"order": "o1"})])
+    assert second.status is Status.OK
+    assert refunds == ["o1"]
+    [third] = run.submit([ToolCall(id="r3", name="refund", arguments={"order": "o1"})])
+    assert third.status is not Status.OK
+    assert refunds == ["o1"]

@@ -172,6 +172,21 @@ class SqlApprovals(Approvals):
         )
         return _request_from(rows[0]) if rows else None
 
+    def release(self, approval_id: str, *, used_by: str) -> bool:
+        rows = self.ledger._query(
+            "UPDATE approvals SET status = 'approved', used_at = NULL, used_by = NULL "
+            "WHERE id = ? AND status = 'used' AND used_by = ? RETURNING id",
+            [approval_id, used_by],
+        )
+        if rows:
+            self.ledger.record_event(
+                "approval.released",
+                run_id=used_by.split("/", 1)[0],
+                call_id=used_by.split("/", 1)[-1],
+                data={"approval_id": approval_id, "by": used_by},
+            )
+        return bool(rows)
+
     def decide(
         self, approval_id: str, *, approve: bool, by: str, reason: str | None = None
     ) -> ApprovalRequest:
