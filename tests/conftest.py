@@ -1,7 +1,10 @@
 """Shared fixtures. Each test module builds its own small registry.
 
-The throwaway PostgreSQL cluster (``pg_cluster``, ``pg_dsn``) lives here so
-that the ledger, approval and integration tests share one per session.
+The throwaway PostgreSQL cluster (``pg_cluster``, ``pg_dsn``) and the
+backend-parametrized ``make_ledger`` / ``ledger`` fixtures live here so that
+the ledger, approval and integration tests share them. A folder chooses its
+backends with ``pytest_generate_tests`` and may override ``ledger_pg_target``
+(where a PostgreSQL ledger lives).
 """
 
 from __future__ import annotations
@@ -9,14 +12,14 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 import callgate.gate
-from callgate.ledger import MemoryLedger
+from callgate.ledger import Ledger, MemoryLedger, SQLiteLedger
 
 
 def _load_pgcluster() -> ModuleType:
@@ -66,3 +69,51 @@ def _memory_ledger_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     Tests of the default itself undo this (tests/ledger/test_gate_ledger.py).
     """
     monkeypatch.setattr(callgate.gate, "default_ledger", MemoryLedger)
+
+
+@pytest.fixture
+def ledger_pg_target(pg_dsn: str) -> str:
+    """Where a PostgreSQL ledger of one test lives (default: a fresh database)."""
+    return pg_dsn
+
+
+@pytest.fixture
+def make_ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[..., Ledger]]:
+    """A factory of ledgers of the backend under test; every one is closed afterwards.
+
+    For durable backends each call opens the *same* store again (as a
+    restarted process would); the memory backend returns the same ledger.
+    ``.backend`` and ``.target`` say which.
+    """
+    backend = request.param
+    opened: list[Ledger] = []
+    target: str
+    if backend == "postgres":
+        target = request.getfixturevalue("ledger_pg_target")
+    else:
+        target = str(tmp_path / "callgate.db")
+    memory = MemoryLedger()
+
+    def make(**options: object) -> Ledger:
+        if backend == "memory":
+            return memory
+        if backend == "sqlite":
+            ledger: Ledger = SQLiteLedger(target, **options)  # type: ignore[arg-type]
+        else:
+            from callgate.ledger.postgres import PostgresLedger
+
+            ledger = PostgresLedger(target, **options)  # type: ignore[arg-type]
+        opened.append(ledger)
+        return ledger
+
+    make.backend = backend  # type: ignore[attr-defined]
+    make.target = target  # type: ignore[attr-defined]
+    yield make
+    for ledger in opened:
+        ledger.close()
+
+
+@pytest.fixture
+def ledger(make_ledger: Callable[..., Ledger]) -> Ledger:
+    """A fresh ledger of the backend under test."""
+    return make_ledger()

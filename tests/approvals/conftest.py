@@ -1,24 +1,18 @@
-"""Fixtures for the approval tests: ``make_ledger`` over memory, SQLite and PostgreSQL.
+"""Fixtures for the approval tests: ``make_ledger`` (tests/conftest.py) over memory,
+SQLite and PostgreSQL, on the session's throwaway PostgreSQL cluster.
 
-The same contract as tests/ledger's fixture (``make_ledger()`` opens the
-backend's store again, as a restarted process would; ``.backend`` and
-``.target`` say which), on the session's throwaway PostgreSQL cluster
-(``pg_cluster`` in tests/conftest.py). For speed each PostgreSQL test gets
-its own *schema* in one shared database (a DSN with ``search_path`` set), not a
-database of its own: creating and dropping a database costs about 0.3 s.
-Without PostgreSQL binaries the PostgreSQL cases are skipped, except under
-``CI=true``, where they fail.
+For speed each PostgreSQL test gets its own *schema* in one shared database
+(a DSN with ``search_path`` set), not a database of its own: creating and
+dropping a database costs about 0.3 s. Without PostgreSQL binaries the
+PostgreSQL cases are skipped, except under ``CI=true``, where they fail.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
-
-from callgate.ledger import Ledger, MemoryLedger, SQLiteLedger
 
 
 @pytest.fixture(scope="session")
@@ -46,39 +40,9 @@ BACKENDS = ["memory", "sqlite", "postgres"]
 
 
 @pytest.fixture
-def make_ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[..., Ledger]]:
-    """A factory of ledgers of the backend under test; every one is closed afterwards."""
-    backend = request.param
-    opened: list[Ledger] = []
-    if backend == "postgres":
-        target = request.getfixturevalue("pg_schema_dsn")
-    else:
-        target = str(tmp_path / "callgate.db")
-    memory = MemoryLedger()
-
-    def make(**options: object) -> Ledger:
-        if backend == "memory":
-            return memory
-        if backend == "sqlite":
-            ledger: Ledger = SQLiteLedger(target, **options)  # type: ignore[arg-type]
-        else:
-            from callgate.ledger.postgres import PostgresLedger
-
-            ledger = PostgresLedger(target, **options)  # type: ignore[arg-type]
-        opened.append(ledger)
-        return ledger
-
-    make.backend = backend  # type: ignore[attr-defined]
-    make.target = target  # type: ignore[attr-defined]
-    yield make
-    for ledger in opened:
-        ledger.close()
-
-
-@pytest.fixture
-def ledger(make_ledger: Callable[..., Ledger]) -> Ledger:
-    """A fresh ledger of the backend under test."""
-    return make_ledger()
+def ledger_pg_target(pg_schema_dsn: str) -> str:
+    """Approval tests keep a PostgreSQL ledger in a fresh schema, not a fresh database."""
+    return pg_schema_dsn
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
