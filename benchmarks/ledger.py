@@ -55,7 +55,7 @@ from callgate.execute import Admitted, ExecutionSettings, execute_async, execute
 from callgate.ledger import AttemptFinish, AttemptStart, CallRecord, CallState, Ledger, Outcome
 from callgate.ledger.sqlite import SQLiteLedger
 from callgate.redact import Redactor
-from callgate.tools import CallContext, ToolSpec
+from callgate.tools import ToolSpec
 
 SEQ_CALLS = 1500
 BATCHES = 60
@@ -179,14 +179,9 @@ def _admitted(spec: ToolSpec, run_id: str, call_id: str, operation_id: str) -> A
         call=ToolCall(id=call_id, name=spec.name, arguments=canonical),
         spec=spec,
         arguments=arguments,
-        context=CallContext(
-            principal=AUTHORITY.principal,
-            context={},
-            run_id=run_id,
-            call_id=call_id,
-            tool=spec.name,
-            idempotency_key=key,
-        ),
+        run_id=run_id,
+        principal=AUTHORITY.principal,
+        idempotency_key=key,
         request_hash=digest(spec.name, canonical),
     )
 
@@ -247,19 +242,19 @@ def ledger_api_batch(ledger: Ledger, batches: int) -> float:
         ledger.record_decision(item.record)
         now = time.time()
         start = AttemptStart(
-            run_id=item.context.run_id,
-            call_id=item.context.call_id,
+            run_id=item.run_id,
+            call_id=item.call.id,
             tool=spec.name,
             tool_version=spec.version,
             attempt=1,
-            idempotency_key=item.context.idempotency_key,
+            idempotency_key=item.idempotency_key,
             request_hash=item.request_hash,
             started_at=now,
             key_expires_at=now + spec.key_retention,
             side_effecting=True,
         )
         await ledger.abegin_attempt(start)
-        result = await charge_async.fn(item.context.call_id, 1)
+        result = await charge_async.fn(item.call.id, 1)
         outcome = Outcome(status="ok", content=json.dumps(result), finished_at=time.time())
         await ledger.afinish_attempt(
             AttemptFinish(

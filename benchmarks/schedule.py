@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from callgate import Authority, Gate, Observation, Registry, Stage, Status, ToolCall
 from callgate.execute import Admitted
 from callgate.schedule import plan_batch, run_batch_async
-from callgate.tools import CallContext, ToolSpec
+from callgate.tools import ToolSpec
 
 SIZES = (10, 100, 1000)
 LAYERS = 6
@@ -141,14 +141,9 @@ def admitted(calls: list[Call]) -> list[Admitted]:
                 call=call,
                 spec=SPEC,
                 arguments=SPEC.arguments_model(**args),
-                context=CallContext(
-                    principal="bench",
-                    context={},
-                    run_id="bench",
-                    call_id=c.cid,
-                    tool="work",
-                    idempotency_key=c.cid,
-                ),
+                run_id="bench",
+                principal="bench",
+                idempotency_key=c.cid,
                 request_hash="",
             )
         )

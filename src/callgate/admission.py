@@ -33,7 +33,7 @@ from callgate.parse import ParsedArguments, parse_arguments
 from callgate.policy import Action, Authority, Decision, authorize
 from callgate.provenance import OutputTrust, TrustIndex
 from callgate.redact import REDACTED
-from callgate.tools import CallContext, ToolSpec
+from callgate.tools import ToolSpec
 from callgate.validate import run_checks, unknown_tool, validate_arguments, validate_text_fast
 
 if TYPE_CHECKING:
@@ -139,14 +139,10 @@ class Admission:
             call=call,
             spec=spec,
             arguments=model,
-            context=CallContext(
-                principal=self.authority.principal,
-                context=self.authority.context,
-                run_id=self.id,
-                call_id=call.id,
-                tool=spec.name,
-                idempotency_key=key,
-            ),
+            run_id=self.id,
+            principal=self.authority.principal,
+            trusted=self.authority.context,
+            idempotency_key=key,
             request_hash=request_hash,
             secrets=tuple(secrets),
         )
@@ -512,7 +508,9 @@ class Admission:
             idempotency_key=idempotency_key,
             decided_by=decision.rule if decision else None,
             message=message,
-            effects=tuple(str(e) for e in decision.effects) if decision else (),
+            effects=tuple([e.name if e.quantity is None else str(e) for e in decision.effects])
+            if decision
+            else (),
             approval_id=approval_id,
             created_at=now,
             updated_at=now,

@@ -28,6 +28,13 @@ class EvidenceItem:
         self._values: dict[str, Any] = arguments.__dict__
         self._arguments: dict[str, Any] | None = None
 
+    @classmethod
+    def _of(cls, row: _Row) -> EvidenceItem:
+        item = cls.__new__(cls)
+        item.call_id, item.tool, item._values, item.result = row
+        item._arguments = None
+        return item
+
     @property
     def arguments(self) -> Mapping[str, Any]:
         """The call's validated arguments as JSON values (computed when first asked)."""
@@ -39,23 +46,39 @@ class EvidenceItem:
         return f"EvidenceItem(call_id={self.call_id!r}, tool={self.tool!r})"
 
 
+_Row = tuple[str, str, dict[str, Any], Any]
+"""call id, tool, argument values, result: a plain tuple, which the garbage collector
+stops tracking once its contents are plain values, so a long run's evidence costs
+later collections nothing."""
+
+
 class Evidence:
     """The ``ok`` observations of one run, oldest first."""
 
-    __slots__ = ("_by_tool", "_items")
+    __slots__ = ("_by_tool", "_rows")
 
     def __init__(self) -> None:
-        self._items: list[EvidenceItem] = []
-        self._by_tool: dict[str, list[EvidenceItem]] = {}
+        self._rows: list[_Row] = []
+        self._by_tool: dict[str, list[_Row]] = {}
 
     def add(self, item: EvidenceItem) -> None:
         """Record a successful observation."""
-        self._items.append(item)
-        self._by_tool.setdefault(item.tool, []).append(item)
+        self.note(item.call_id, item.tool, item._values, item.result)
+
+    def note(self, call_id: str, tool: str, values: dict[str, Any], result: Any) -> None:
+        """Record a successful observation from its parts (``values``: the argument fields)."""
+        row = (call_id, tool, values, result)
+        self._rows.append(row)
+        rows = self._by_tool.get(tool)
+        if rows is None:
+            self._by_tool[tool] = [row]
+        else:
+            rows.append(row)
 
     def latest(self, tool: str, **arguments: Any) -> EvidenceItem | None:
         """The most recent ``ok`` call of ``tool`` whose arguments include these values."""
-        for item in reversed(self._by_tool.get(tool, ())):
+        for row in reversed(self._by_tool.get(tool, ())):
+            item = EvidenceItem._of(row)
             if all(item.arguments.get(k) == v for k, v in arguments.items()):
                 return item
         return None
@@ -64,8 +87,12 @@ class Evidence:
         """Whether an ``ok`` call of ``tool`` with these argument values was recorded."""
         return self.latest(tool, **arguments) is not None
 
+    def since(self, index: int) -> list[EvidenceItem]:
+        """The observations recorded after the first ``index``."""
+        return [EvidenceItem._of(row) for row in self._rows[index:]]
+
     def __iter__(self) -> Iterator[EvidenceItem]:
-        return iter(self._items)
+        return (EvidenceItem._of(row) for row in self._rows)
 
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self._rows)

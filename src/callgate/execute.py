@@ -20,7 +20,7 @@ import inspect
 import threading
 import time
 from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -30,7 +30,7 @@ from pydantic import BaseModel
 
 from callgate.calls import Observation, Provenance, Stage, Status, ToolCall
 from callgate.errors import OutcomeUnknown, ToolFailure
-from callgate.evidence import Evidence, EvidenceItem
+from callgate.evidence import Evidence
 from callgate.ledger.base import (
     AttemptFinish,
     AttemptStart,
@@ -42,7 +42,7 @@ from callgate.ledger.base import (
 )
 from callgate.messages import bounded
 from callgate.redact import Redactor
-from callgate.tools import CallContext, ToolSpec
+from callgate.tools import CallContext, Risk, ToolSpec
 
 __all__ = [
     "Admitted",
@@ -71,13 +71,41 @@ class Admitted:
     call: ToolCall
     spec: ToolSpec
     arguments: BaseModel
-    context: CallContext
+    run_id: str
+    principal: str
+    idempotency_key: str
     request_hash: str
+    trusted: Mapping[str, Any] = field(default_factory=dict)
+    """The authority's trusted context (tenant, credentials), for `CallContext.context`."""
+    attempt: int = 1
+    """The attempt number the handler's `CallContext` starts with."""
     secrets: tuple[str, ...] = ()
     record: CallRecord | None = None
     """The admission record, written to the ledger once the batch is planned."""
     offload: bool = False
     """Run a sync handler in a worker thread (set when several calls run concurrently)."""
+    _context: CallContext | None = field(default=None, init=False, repr=False)
+
+    @property
+    def context(self) -> CallContext:
+        """The trusted values a handler and the tool's hooks receive (built when first needed:
+        most tools never ask for them)."""
+        if self._context is None:
+            self._context = CallContext(
+                principal=self.principal,
+                context=self.trusted,
+                run_id=self.run_id,
+                call_id=self.call.id,
+                tool=self.spec.name,
+                idempotency_key=self.idempotency_key,
+                attempt=self.attempt,
+            )
+        return self._context
+
+    def retry_context(self, attempt: int) -> CallContext:
+        """A fresh context for a later attempt (nothing reported yet)."""
+        self._context = dataclasses.replace(self.context, attempt=attempt, reported={})
+        return self._context
 
 
 @dataclass(slots=True)
@@ -140,17 +168,21 @@ def _cut(text: str, limit: int) -> tuple[str, int | None]:
     return text[:limit] + marker, len(text)
 
 
+_STATUS = {s.value: s for s in Status}
+_STAGE = {s.value: s for s in Stage}
+
+
 def _retryable(spec: ToolSpec, status: Status) -> bool:
-    if status in (Status.ERROR, Status.REJECTED):
+    if status is Status.ERROR or status is Status.REJECTED:
         return True
     if status is Status.PENDING:
         return False
     # ok or unknown: a repeat is safe only when it cannot double an effect. A
     # write_idempotent tool deduplicates by key, but only a business key survives
     # the model resending the call under a new id.
-    if not spec.side_effecting:
+    if spec.risk is Risk.READ:
         return True
-    return spec.risk.value == "write_idempotent" and spec.idempotency_key is not None
+    return spec.risk is Risk.WRITE_IDEMPOTENT and spec.idempotency_key is not None
 
 
 def _attempt_logic(
@@ -161,29 +193,30 @@ def _attempt_logic(
     settings: ExecutionSettings,
 ) -> Generator[_Invoke | _Record, Any, Observation]:
     spec = item.spec
-    ctx = item.context
+    side = spec.side_effecting
+    run_id, call_id, key = item.run_id, item.call.id, item.idempotency_key
     timeout = spec.timeout if spec.timeout is not None else settings.default_timeout
-    attempts_allowed = 1 if spec.side_effecting else 1 + max(0, settings.read_retries)
+    attempts_allowed = 1 if side else 1 + max(0, settings.read_retries)
     # Only a ledger that shares commits between async callers needs its writes yielded.
     shared = type(ledger).abegin_attempt is not Ledger.abegin_attempt
-    kwargs: dict[str, Any] = dict(item.arguments.__dict__)
+    kwargs: dict[str, Any] = item.arguments.__dict__  # the call unpacks it into a new dict
     if spec.context_param is not None:
-        kwargs[spec.context_param] = ctx
+        kwargs = {**kwargs, spec.context_param: item.context}
     attempt = 0
     while True:
         attempt += 1
         now = time.time()
         start = AttemptStart(
-            run_id=ctx.run_id,
-            call_id=ctx.call_id,
+            run_id=run_id,
+            call_id=call_id,
             tool=spec.name,
             tool_version=spec.version,
             attempt=attempt,
-            idempotency_key=ctx.idempotency_key,
+            idempotency_key=key,
             request_hash=item.request_hash,
             started_at=now,
             key_expires_at=now + spec.key_retention,
-            side_effecting=spec.side_effecting,
+            side_effecting=side,
         )
         if shared:
             claim: Claim = yield _Record(ledger.begin_attempt, ledger.abegin_attempt, start)
@@ -192,8 +225,7 @@ def _attempt_logic(
         if claim.kind is not ClaimKind.RUN:
             return _claim_observation(item, claim)
         if attempt > 1 and spec.context_param is not None:
-            ctx = dataclasses.replace(ctx, attempt=attempt, reported={})
-            kwargs[spec.context_param] = ctx
+            kwargs = {**kwargs, spec.context_param: item.retry_context(attempt)}
         try:
             outcome, result = yield from _run_handler(item, kwargs, timeout, redactor)
         except BaseException as exc:
@@ -202,28 +234,32 @@ def _attempt_logic(
             cancelled = _outcome("unknown", _cancelled_text(item), exc, redactor, item.secrets)
             ledger.finish_attempt(
                 AttemptFinish(
-                    run_id=ctx.run_id,
-                    call_id=ctx.call_id,
+                    run_id=run_id,
+                    call_id=call_id,
                     attempt=attempt,
-                    idempotency_key=ctx.idempotency_key,
+                    idempotency_key=key,
                     outcome=cancelled,
-                    side_effecting=spec.side_effecting,
+                    side_effecting=side,
                 )
             )
             raise
-        reported = ctx.reported.get("transaction_id")
-        if reported is not None:
-            outcome.transaction_id = reported
+        ctx = item._context
+        if ctx is not None and ctx.reported:
+            reported = ctx.reported.get("transaction_id")
+            if reported is not None:
+                outcome.transaction_id = reported
         # What the ledger holds and what the model reads are the same scrubbed text:
         # the call's secret values and credential-shaped strings never reach either.
-        outcome = _stored(outcome, item, redactor)
+        content = redactor.text(outcome.content, item.secrets)
+        if content != outcome.content:
+            outcome = dataclasses.replace(outcome, content=content)
         finish = AttemptFinish(
-            run_id=ctx.run_id,
-            call_id=ctx.call_id,
+            run_id=run_id,
+            call_id=call_id,
             attempt=attempt,
-            idempotency_key=ctx.idempotency_key,
+            idempotency_key=key,
             outcome=outcome,
-            side_effecting=spec.side_effecting,
+            side_effecting=side,
         )
         if shared:
             yield _Record(ledger.finish_attempt, ledger.afinish_attempt, finish)
@@ -231,9 +267,8 @@ def _attempt_logic(
             ledger.finish_attempt(finish)
         if outcome.status == "unknown" and attempt < attempts_allowed:
             continue
-        status = Status(outcome.status)
-        if status is Status.OK:
-            evidence.add(EvidenceItem(ctx.call_id, spec.name, item.arguments, result))
+        if outcome.status == "ok":
+            evidence.note(call_id, spec.name, item.arguments.__dict__, result)
         return _observation(item, outcome, attempt, result)
 
 
@@ -350,18 +385,9 @@ def _outcome(
     )
 
 
-def _stored(outcome: Outcome, item: Admitted, redactor: Redactor) -> Outcome:
-    """The outcome as the ledger may hold it: the call's secrets and credential-shaped text
-    scrubbed from the result (a handler may echo what it was given)."""
-    content = redactor.text(outcome.content, item.secrets)
-    if content == outcome.content:
-        return outcome
-    return dataclasses.replace(outcome, content=content)
-
-
 def _observation(item: Admitted, outcome: Outcome, attempts: int, result: Any) -> Observation:
     spec = item.spec
-    status = Status(outcome.status)
+    status = _STATUS[outcome.status]
     if status is Status.OK:
         content, truncated = _cut(outcome.content, spec.max_result_chars)
         provenance = Provenance.UNTRUSTED
@@ -372,7 +398,7 @@ def _observation(item: Admitted, outcome: Outcome, attempts: int, result: Any) -
         call_id=item.call.id,
         tool=spec.name,
         status=status,
-        stage=Stage(outcome.stage),
+        stage=_STAGE[outcome.stage],
         content=content,
         retryable=outcome.retryable if outcome.retryable is not None else _retryable(spec, status),
         provenance=provenance,

@@ -183,10 +183,9 @@ class TrustIndex:
 
     def absorb(self, evidence: Evidence, trust_of: Callable[[str], OutputTrust | None]) -> None:
         """Index the observations recorded since the last call."""
-        items = list(evidence)
-        for item in items[self._index.indexed :]:
+        for item in evidence.since(self._index.indexed):
             self._absorb_one(item, trust_of(item.tool))
-        self._index.indexed = len(items)
+            self._index.indexed += 1
 
     def _absorb_one(self, item: EvidenceItem, trust: OutputTrust | None) -> None:
         result = item.result

@@ -42,7 +42,7 @@ from callgate.ledger.base import (
     Outcome,
 )
 from callgate.redact import Redactor
-from callgate.tools import CallContext, Registry, ToolSpec
+from callgate.tools import Registry, ToolSpec
 
 __all__ = ["Recovered", "RecoveryReport", "recover"]
 
@@ -157,15 +157,11 @@ def _settle(
         call=ToolCall(id=call.call_id, name=call.tool, arguments=call.arguments),
         spec=spec,
         arguments=_arguments(spec, call.arguments),
-        context=CallContext(
-            principal=call.principal,
-            context=context,
-            run_id=call.run_id,
-            call_id=call.call_id,
-            tool=call.tool,
-            idempotency_key=call.idempotency_key or "",
-            attempt=last.attempt if last is not None else 1,
-        ),
+        run_id=call.run_id,
+        principal=call.principal,
+        trusted=context,
+        idempotency_key=call.idempotency_key or "",
+        attempt=last.attempt if last is not None else 1,
         request_hash=call.request_hash or "",
     )
     outcome, _ = reconcile_sync(item, unknown, redactor)

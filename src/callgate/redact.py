@@ -64,7 +64,10 @@ class Redactor:
             return text
         if self._triggers is not None:
             lowered = text.lower()
-            if not any(t in lowered for t in self._triggers):
+            for trigger in self._triggers:  # a plain loop: several times faster than any()
+                if trigger in lowered:
+                    break
+            else:
                 return text
         return self._pattern.sub(REDACTED, text)
 

@@ -120,6 +120,9 @@ class Template:
         """The template with each field replaced by the argument's value."""
         if not self.fields:
             return self.text
+        if len(self._parts) == 1:  # "kind:{field}": the common shape, without a join
+            literal, name = self._parts[0]
+            return literal + str(_plain(values[name]))  # type: ignore[index]
         out = []
         for literal, name in self._parts:
             out.append(literal)

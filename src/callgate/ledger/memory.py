@@ -4,6 +4,10 @@ It applies the same rules as the durable backends (`callgate.ledger.base`):
 forward-only states, the idempotency matching rule, a hash-chained audit
 trail. The chain is computed when the trail is read, so the hot path pays
 nothing for it.
+
+Everything is kept as tuples of plain values (strings, numbers, tuples):
+Python's garbage collector stops tracking such tuples, so a ledger holding
+a million calls adds nothing to every later collection's walk.
 """
 
 from __future__ import annotations
@@ -11,7 +15,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 from callgate.ledger.base import (
@@ -25,6 +28,7 @@ from callgate.ledger.base import (
     Claim,
     ClaimKind,
     Ledger,
+    Outcome,
     audit_hash,
     audit_json,
     begin_states,
@@ -39,58 +43,128 @@ from callgate.ledger.base import (
 __all__ = ["MemoryLedger"]
 
 _RUN = Claim(kind=ClaimKind.RUN)
+_STATES = {s.value: s for s in CallState}
+
+# Row layouts (plain tuples):
+#   decision: run_id, call_id, tool, tool_version, principal, arguments, request_hash,
+#             idempotency_key, decided_by, message, effects, approval_id, created_at
+#   status:   state, stage, attempts, reconciled, updated_at
+#   outcome:  status, content, error, stage, finished_at, reconciled, transaction_id, retryable
+#   attempt:  attempt, tool_version, idempotency_key, request_hash, started_at, outcome | None
+#   key:      request_hash, holder, expires_at, outcome | None
+Row = tuple[Any, ...]
 
 
-class _Key:
-    __slots__ = ("expires_at", "holder", "outcome", "request_hash")
+def _decision_row(r: CallRecord) -> Row:
+    return (
+        r.run_id,
+        r.call_id,
+        r.tool,
+        r.tool_version,
+        r.principal,
+        r.arguments,
+        r.request_hash,
+        r.idempotency_key,
+        r.decided_by,
+        r.message,
+        r.effects,
+        r.approval_id,
+        r.created_at,
+    )
 
-    def __init__(self, request_hash: str, holder: tuple[str, str], expires_at: float) -> None:
-        self.request_hash = request_hash
-        self.holder = holder
-        self.expires_at = expires_at
-        self.outcome: Any = None
+
+def _outcome_row(o: Outcome) -> Row:
+    return (
+        o.status,
+        o.content,
+        o.error,
+        o.stage,
+        o.finished_at,
+        o.reconciled,
+        o.transaction_id,
+        o.retryable,
+    )
+
+
+def _outcome(row: Row) -> Outcome:
+    return Outcome(
+        status=row[0],
+        content=row[1],
+        error=row[2],
+        stage=row[3],
+        finished_at=row[4],
+        reconciled=row[5],
+        transaction_id=row[6],
+        retryable=row[7],
+    )
+
+
+def _record(d: Row, s: Row) -> CallRecord:
+    return CallRecord(
+        run_id=d[0],
+        call_id=d[1],
+        tool=d[2],
+        tool_version=d[3],
+        principal=d[4],
+        arguments=d[5],
+        request_hash=d[6],
+        idempotency_key=d[7],
+        decided_by=d[8],
+        message=d[9],
+        effects=d[10],
+        approval_id=d[11],
+        created_at=d[12],
+        state=_STATES[s[0]],
+        stage=s[1],
+        attempts=s[2],
+        reconciled=s[3],
+        updated_at=s[4],
+    )
 
 
 class MemoryLedger(Ledger):
-    """Everything in dicts behind one lock. Nothing survives the process.
-
-    The hot path stores references to the (immutable by convention) records
-    it is given and builds audit records only when the trail is read, so a
-    call costs a few dictionary operations. A `CallRecord` passed to
-    `record_decision` belongs to the ledger afterwards; reads return copies.
-    """
+    """Everything in dicts of plain tuples behind one lock. Nothing survives the process."""
 
     def __init__(self, *, worker: str | None = None) -> None:
         self.worker = worker or default_worker()
         self._lock = threading.Lock()
-        self._calls: dict[tuple[str, str], CallRecord] = {}
-        self._attempts: dict[tuple[str, str], list[Any]] = {}
-        """Per call: start, outcome, start, outcome, ... (flat, one list per call)."""
-        self._keys: dict[str, _Key] = {}
-        # Events noted on the hot path, flat: kind, payload, two extras, time (five slots,
-        # no tuple per event, so the garbage collector has fewer objects to walk).
+        self._decisions: dict[tuple[str, str], Row] = {}
+        self._status: dict[tuple[str, str], Row] = {}
+        self._attempts: dict[tuple[str, str], tuple[Row, ...]] = {}
+        self._keys: dict[str, Row] = {}
+        # Audit events noted on the hot path, flat: kind, run id, call id, payload, time
+        # (five slots per event, all plain values).
         self._pending: list[Any] = []
         self._audit: list[AuditRecord] = []
         self._chained = 0
 
-    def _event(self, kind: str, run_id: str, call_id: str | None, data: Mapping[str, Any]) -> None:
-        self._pending.extend((kind, (run_id, call_id, data), None, None, time.time()))
+    def _event(self, kind: str, run_id: str, call_id: str | None, payload: Any, at: float) -> None:
+        self._pending.extend((kind, run_id, call_id, payload, at))
 
     def record_decision(self, record: CallRecord) -> None:
         ident = (record.run_id, record.call_id)
+        row = _decision_row(record)
+        state = record.state.value
+        updated = record.updated_at or time.time()
         with self._lock:
-            current = self._calls.get(ident)
-            if current is None or may_decide(current.state, record.state):
-                self._calls[ident] = record
-            # State and stage change later on the same object: note them now.
-            self._pending.extend(
-                ("decision", record, record.state, record.stage, record.updated_at or time.time())
+            current = self._status.get(ident)
+            if current is None or may_decide(_STATES[current[0]], record.state):
+                self._decisions[ident] = row
+                self._status[ident] = (
+                    state,
+                    record.stage,
+                    record.attempts,
+                    record.reconciled,
+                    updated,
+                )
+            self._event(
+                "decision", record.run_id, record.call_id, (row, state, record.stage), updated
             )
 
     def begin_attempt(self, start: AttemptStart) -> Claim:
         ident = (start.run_id, start.call_id)
         with self._lock:
-            call = self._calls.get(ident)
+            status = self._status.get(ident)
             if start.side_effecting:
                 key = self._keys.get(start.idempotency_key)
                 claim = (
@@ -98,78 +172,111 @@ class MemoryLedger(Ledger):
                     if key is None
                     else claim_for_key(
                         start,
-                        request_hash=key.request_hash,
-                        holder=key.holder,
-                        expires_at=key.expires_at,
-                        outcome=key.outcome,
+                        request_hash=key[0],
+                        holder=key[1],
+                        expires_at=key[2],
+                        outcome=None if key[3] is None else _outcome(key[3]),
                     )
                 )
-                if claim is None and call is not None and call.state is not CallState.ADMITTED:
+                if claim is None and status is not None and status[0] != "admitted":
                     # The call already ran (its id came back): never a second execution.
                     claim = Claim(kind=ClaimKind.IN_PROGRESS, holder=ident)
                 if claim is not None:
                     self._settle_without_running(ident, claim, start.started_at)
                     return claim
-                self._keys[start.idempotency_key] = _Key(
-                    start.request_hash, ident, start.key_expires_at
+                self._keys[start.idempotency_key] = (
+                    start.request_hash,
+                    ident,
+                    start.key_expires_at,
+                    None,
                 )
-            attempts = self._attempts.get(ident)
-            if attempts is None:
-                self._attempts[ident] = [start, None]
-            else:
-                attempts += (start, None)
-            if call is not None and call.state in begin_states(start.side_effecting, start.attempt):
-                call.state = CallState.RUNNING
-                call.attempts = start.attempt
-                call.updated_at = start.started_at
-            self._pending.extend(("start", start, None, None, start.started_at))
+            attempt = (
+                start.attempt,
+                start.tool_version,
+                start.idempotency_key,
+                start.request_hash,
+                start.started_at,
+                None,
+            )
+            self._attempts[ident] = (*self._attempts.get(ident, ()), attempt)
+            if status is not None and _STATES[status[0]] in begin_states(
+                start.side_effecting, start.attempt
+            ):
+                self._status[ident] = (
+                    "running",
+                    status[1],
+                    start.attempt,
+                    status[3],
+                    start.started_at,
+                )
+            self._event(
+                "start",
+                start.run_id,
+                start.call_id,
+                (start.attempt, start.idempotency_key, start.request_hash, start.tool_version),
+                start.started_at,
+            )
             return _RUN
 
     def _settle_without_running(self, ident: tuple[str, str], claim: Claim, now: float) -> None:
         """Move a call that will not run to its final state, and audit why."""
-        call = self._calls.get(ident)
+        status = self._status.get(ident)
         state, stage = settled_state(claim)
-        if call is not None and call.state is CallState.ADMITTED:
-            call.state, call.stage, call.updated_at = state, stage, now
+        if status is not None and status[0] == "admitted":
+            self._status[ident] = (state.value, stage, status[2], status[3], now)
+        holder = list(claim.holder) if claim.holder else None
         self._event(
             f"idempotency.{claim.kind.value}",
             ident[0],
             ident[1],
-            {"actor": self.worker, "holder": list(claim.holder) if claim.holder else None},
+            {"actor": self.worker, "holder": holder},
+            time.time(),
         )
 
     def finish_attempt(self, finish: AttemptFinish) -> bool:
         outcome = finish.outcome
         ident = (finish.run_id, finish.call_id)
+        row = _outcome_row(outcome)
         with self._lock:
-            call = self._calls.get(ident)
-            if not may_finish(call.state if call is not None else None, outcome):
+            status = self._status.get(ident)
+            if not may_finish(_STATES[status[0]] if status is not None else None, outcome):
                 return False
             key = self._keys.get(finish.idempotency_key)
-            if key is not None and key.holder == ident:
-                key.outcome = outcome
-            attempts = self._attempts.get(ident, [])
-            for i in range(0, len(attempts), 2):
-                if attempts[i].attempt == finish.attempt:
-                    attempts[i + 1] = outcome
-            if call is not None:
-                call.state = CallState(outcome.status)
-                call.reconciled = call.reconciled or outcome.reconciled
-                call.updated_at = outcome.finished_at
-                call.stage = outcome.stage
-            self._pending.extend(("finish", finish, None, None, outcome.finished_at or time.time()))
+            if key is not None and key[1] == ident:
+                self._keys[finish.idempotency_key] = (*key[:3], row)
+            attempts = self._attempts.get(ident)
+            if attempts:
+                self._attempts[ident] = tuple(
+                    (*a[:5], row) if a[0] == finish.attempt else a for a in attempts
+                )
+            if status is not None:
+                self._status[ident] = (
+                    outcome.status,
+                    outcome.stage,
+                    status[2],
+                    status[3] or outcome.reconciled,
+                    outcome.finished_at,
+                )
+            self._event(
+                "finish",
+                finish.run_id,
+                finish.call_id,
+                (finish.attempt, finish.actor, finish.note, row),
+                outcome.finished_at or time.time(),
+            )
             return True
 
     def record_event(
         self, kind: str, *, run_id: str, call_id: str | None, data: Mapping[str, Any]
     ) -> None:
         with self._lock:
-            self._event(kind, run_id, call_id, dict(data))
+            self._event(kind, run_id, call_id, dict(data), time.time())
 
     def get_call(self, run_id: str, call_id: str) -> CallRecord | None:
+        ident = (run_id, call_id)
         with self._lock:
-            call = self._calls.get((run_id, call_id))
-            return replace(call) if call is not None else None
+            decision = self._decisions.get(ident)
+            return _record(decision, self._status[ident]) if decision is not None else None
 
     def calls(
         self,
@@ -179,31 +286,33 @@ class MemoryLedger(Ledger):
         call_id: str | None = None,
     ) -> Sequence[CallRecord]:
         with self._lock:
-            return [
-                replace(c)
-                for c in self._calls.values()
-                if (run_id is None or c.run_id == run_id)
-                and (state is None or c.state is state)
-                and (call_id is None or c.call_id == call_id)
-            ]
+            found = []
+            for ident, decision in self._decisions.items():
+                status = self._status[ident]
+                if (
+                    (run_id is None or ident[0] == run_id)
+                    and (call_id is None or ident[1] == call_id)
+                    and (state is None or status[0] == state.value)
+                ):
+                    found.append(_record(decision, status))
+            return found
 
     def attempts(self, run_id: str, call_id: str) -> Sequence[AttemptRecord]:
         with self._lock:
-            flat = list(self._attempts.get((run_id, call_id), ()))
-        pairs = zip(flat[0::2], flat[1::2], strict=True)
+            rows = self._attempts.get((run_id, call_id), ())
         return [
             AttemptRecord(
-                run_id=start.run_id,
-                call_id=start.call_id,
-                attempt=start.attempt,
-                tool_version=start.tool_version,
-                idempotency_key=start.idempotency_key,
-                request_hash=start.request_hash,
-                started_at=start.started_at,
+                run_id=run_id,
+                call_id=call_id,
+                attempt=a[0],
+                tool_version=a[1],
+                idempotency_key=a[2],
+                request_hash=a[3],
+                started_at=a[4],
                 worker=self.worker,
-                outcome=outcome,
+                outcome=None if a[5] is None else _outcome(a[5]),
             )
-            for start, outcome in pairs
+            for a in rows
         ]
 
     def audit(self) -> Sequence[AuditRecord]:
@@ -220,54 +329,57 @@ class MemoryLedger(Ledger):
         """Turn the events noted on the hot path into audit records, in order."""
         pending = self._pending
         for i in range(0, len(pending), 5):
-            kind, payload, state, stage, at = pending[i : i + 5]
+            kind, run_id, call_id, payload, at = pending[i : i + 5]
             if kind == "decision":
-                record: CallRecord = payload
+                d, state, stage = payload
                 self._append(
-                    f"call.{state.value}",
-                    record.run_id,
-                    record.call_id,
+                    f"call.{state}",
+                    run_id,
+                    call_id,
                     at,
                     {
-                        "actor": record.principal,
-                        "tool": record.tool,
-                        "tool_version": record.tool_version,
-                        "arguments": record.arguments,
+                        "actor": d[4],
+                        "tool": d[2],
+                        "tool_version": d[3],
+                        "arguments": d[5],
                         "stage": stage,
-                        "decided_by": record.decided_by,
-                        "effects": list(record.effects),
-                        "approval_id": record.approval_id,
-                        "message": record.message,
+                        "decided_by": d[8],
+                        "effects": list(d[10]),
+                        "approval_id": d[11],
+                        "message": d[9],
                     },
                 )
             elif kind == "start":
-                start: AttemptStart = payload
+                attempt, key, request_hash, tool_version = payload
                 self._append(
                     "attempt.started",
-                    start.run_id,
-                    start.call_id,
+                    run_id,
+                    call_id,
                     at,
                     {
                         "actor": self.worker,
-                        "attempt": start.attempt,
-                        "idempotency_key": start.idempotency_key,
-                        "request_hash": start.request_hash,
-                        "tool_version": start.tool_version,
+                        "attempt": attempt,
+                        "idempotency_key": key,
+                        "request_hash": request_hash,
+                        "tool_version": tool_version,
                     },
                 )
             elif kind == "finish":
-                finish: AttemptFinish = payload
-                self._append(
-                    f"attempt.{finish.outcome.status}",
-                    finish.run_id,
-                    finish.call_id,
-                    at,
-                    finish_data(finish, self.worker),
+                attempt, actor, note, outcome = payload
+                finish = AttemptFinish(
+                    run_id=run_id,
+                    call_id=call_id,
+                    attempt=attempt,
+                    idempotency_key="",
+                    outcome=_outcome(outcome),
+                    actor=actor,
+                    note=note,
                 )
+                data = finish_data(finish, self.worker)
+                self._append(f"attempt.{outcome[0]}", run_id, call_id, at, data)
             else:
-                run_id, call_id, data = payload
-                self._append(kind, run_id, call_id, at, data)
-        self._pending.clear()
+                self._append(kind, run_id, call_id, at, payload)
+        pending.clear()
 
     def _append(
         self, kind: str, run_id: str, call_id: str | None, at: float, data: Mapping[str, Any]
@@ -292,6 +404,16 @@ class MemoryLedger(Ledger):
             r = audit[i]
             data = audit_json(r.data)
             h = audit_hash(prev, r.seq, r.at, r.kind, r.run_id, r.call_id, data)
-            audit[i] = replace(r, prev_hash=prev, hash=h, data_json=data)
+            audit[i] = AuditRecord(
+                seq=r.seq,
+                at=r.at,
+                kind=r.kind,
+                run_id=r.run_id,
+                call_id=r.call_id,
+                data=r.data,
+                prev_hash=prev,
+                hash=h,
+                data_json=data,
+            )
             prev = h
         self._chained = len(audit)
