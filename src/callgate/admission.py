@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
@@ -52,6 +52,8 @@ class Admission:
     provenance: TrustIndex
     _pending: dict[str, ToolCall | None]
     _resuming: dict[str, str]
+    _decisions: dict[Any, Decision]
+    """Policy decisions remembered for this run's authority (see `authorize`)."""
 
     def _cycle(self, call: ToolCall, cycle: Sequence[str]) -> Observation:
         """A cycle of ``after`` dependencies rejects the whole batch: nothing runs."""
@@ -100,7 +102,13 @@ class Admission:
             provenance.absorb(self.evidence, self._output_trust)
         try:
             decision = authorize(
-                spec, model, self.authority, gate.policy, self.evidence, provenance
+                spec,
+                model,
+                self.authority,
+                gate.policy,
+                self.evidence,
+                provenance,
+                cache=self._decisions,
             )
         except Exception as exc:  # a precondition or rule predicate failed on these values
             return self._hook_failed(call, spec, model, Stage.POLICY, exc)

@@ -26,7 +26,7 @@ from callgate.evidence import Evidence
 from callgate.execute import Admitted, ExecutionSettings, execute_async, execute_sync
 from callgate.ledger import default_ledger
 from callgate.ledger.base import CallState, Ledger
-from callgate.policy import Authority, Policy
+from callgate.policy import Authority, Decision, Policy
 from callgate.provenance import TrustIndex
 from callgate.recovery import RecoveryReport, recover
 from callgate.redact import DEFAULT_SECRET_PATTERNS, Redactor
@@ -187,6 +187,7 @@ class Run(Admission):
         self._pending: dict[str, ToolCall | None] = {}
         """Approval id → the call waiting for it (None: rebuilt without its arguments)."""
         self._resuming: dict[str, str] = {}
+        self._decisions: dict[Any, Decision] = {}
 
     def trust(self, text: str) -> None:
         """Add trusted text to the run, e.g. the user's next message."""

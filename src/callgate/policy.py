@@ -275,10 +275,40 @@ def authorize(
     policy: Policy,
     evidence: Evidence,
     provenance: TrustIndex | None = None,
+    cache: dict[Any, Decision] | None = None,
 ) -> Decision:
-    """Decide one validated call: effects, rules, precondition, then provenance of sinks."""
+    """Decide one validated call: effects, rules, precondition, then provenance of sinks.
+
+    ``cache``: decisions remembered for one authority (a run). Only a decision that
+    depends on nothing but the tool, its contract and the expanded effects is
+    remembered: none with a precondition, sinks or argument predicates.
+    """
     values = arguments.__dict__
     effects = tuple([t.expand(values) for t in spec.effects]) if spec.effects else ()
+    if cache is not None and spec.precondition is None and not spec.sinks:
+        if policy.has_predicates:
+            cache = None
+        else:
+            key = (spec.name, spec.version, effects, policy)
+            hit = cache.get(key)
+            if hit is None:
+                hit = _authorize(spec, arguments, authority, policy, evidence, None, effects)
+                if len(cache) < 4096:
+                    cache[key] = hit
+            return hit
+    return _authorize(spec, arguments, authority, policy, evidence, provenance, effects)
+
+
+def _authorize(
+    spec: ToolSpec,
+    arguments: BaseModel,
+    authority: Authority,
+    policy: Policy,
+    evidence: Evidence,
+    provenance: TrustIndex | None,
+    effects: tuple[Effect, ...],
+) -> Decision:
+    values = arguments.__dict__
     missing = authority.missing(effects) if effects else ()
     if missing:
         problems = tuple(

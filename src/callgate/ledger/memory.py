@@ -123,23 +123,28 @@ def _record(d: Row, s: Row) -> CallRecord:
 
 
 class MemoryLedger(Ledger):
-    """Everything in dicts of plain tuples behind one lock. Nothing survives the process."""
+    """A journal of plain tuples, and the two indexes the hot path decides by (each
+    call's state, each idempotency key), behind one lock. Nothing survives the process.
+
+    Call and attempt records and the audit trail are built from the journal
+    when they are read, so that a call costs a few dictionary operations.
+    """
 
     def __init__(self, *, worker: str | None = None) -> None:
         self.worker = worker or default_worker()
         self._lock = threading.Lock()
-        self._decisions: dict[tuple[str, str], Row] = {}
         self._status: dict[tuple[str, str], Row] = {}
-        self._attempts: dict[tuple[str, str], tuple[Row, ...]] = {}
         self._keys: dict[str, Row] = {}
-        # Audit events noted on the hot path, flat: kind, run id, call id, payload, time
-        # (five slots per event, all plain values).
-        self._pending: list[Any] = []
+        # Everything that happened, flat: kind, run id, call id, payload, time (five
+        # slots per entry, all plain values).
+        self._journal: list[Any] = []
+        # Views built from the journal when read, and how far each has read it.
+        self._decisions: dict[tuple[str, str], Row] = {}
+        self._attempts: dict[tuple[str, str], list[Row]] = {}
+        self._viewed = 0
         self._audit: list[AuditRecord] = []
+        self._audited = 0
         self._chained = 0
-
-    def _event(self, kind: str, run_id: str, call_id: str | None, payload: Any, at: float) -> None:
-        self._pending.extend((kind, run_id, call_id, payload, at))
 
     def record_decision(self, record: CallRecord) -> None:
         ident = (record.run_id, record.call_id)
@@ -148,8 +153,8 @@ class MemoryLedger(Ledger):
         updated = record.updated_at or time.time()
         with self._lock:
             current = self._status.get(ident)
-            if current is None or may_decide(_STATES[current[0]], record.state):
-                self._decisions[ident] = row
+            applied = current is None or may_decide(_STATES[current[0]], record.state)
+            if applied:
                 self._status[ident] = (
                     state,
                     record.stage,
@@ -157,8 +162,12 @@ class MemoryLedger(Ledger):
                     record.reconciled,
                     updated,
                 )
-            self._event(
-                "decision", record.run_id, record.call_id, (row, state, record.stage), updated
+            self._journal += (
+                "decision",
+                ident[0],
+                ident[1],
+                (row, state, record.stage, applied),
+                updated,
             )
 
     def begin_attempt(self, start: AttemptStart) -> Claim:
@@ -190,17 +199,9 @@ class MemoryLedger(Ledger):
                     start.key_expires_at,
                     None,
                 )
-            attempt = (
-                start.attempt,
-                start.tool_version,
-                start.idempotency_key,
-                start.request_hash,
-                start.started_at,
-                None,
-            )
-            self._attempts[ident] = (*self._attempts.get(ident, ()), attempt)
-            if status is not None and _STATES[status[0]] in begin_states(
-                start.side_effecting, start.attempt
+            if status is not None and (
+                status[0] == "admitted"
+                or _STATES[status[0]] in begin_states(start.side_effecting, start.attempt)
             ):
                 self._status[ident] = (
                     "running",
@@ -209,10 +210,10 @@ class MemoryLedger(Ledger):
                     status[3],
                     start.started_at,
                 )
-            self._event(
+            self._journal += (
                 "start",
-                start.run_id,
-                start.call_id,
+                ident[0],
+                ident[1],
                 (start.attempt, start.idempotency_key, start.request_hash, start.tool_version),
                 start.started_at,
             )
@@ -225,13 +226,9 @@ class MemoryLedger(Ledger):
         if status is not None and status[0] == "admitted":
             self._status[ident] = (state.value, stage, status[2], status[3], now)
         holder = list(claim.holder) if claim.holder else None
-        self._event(
-            f"idempotency.{claim.kind.value}",
-            ident[0],
-            ident[1],
-            {"actor": self.worker, "holder": holder},
-            time.time(),
-        )
+        data = {"actor": self.worker, "holder": holder}
+        kind = f"idempotency.{claim.kind.value}"
+        self._journal += (kind, ident[0], ident[1], data, time.time())
 
     def finish_attempt(self, finish: AttemptFinish) -> bool:
         outcome = finish.outcome
@@ -243,12 +240,7 @@ class MemoryLedger(Ledger):
                 return False
             key = self._keys.get(finish.idempotency_key)
             if key is not None and key[1] == ident:
-                self._keys[finish.idempotency_key] = (*key[:3], row)
-            attempts = self._attempts.get(ident)
-            if attempts:
-                self._attempts[ident] = tuple(
-                    (*a[:5], row) if a[0] == finish.attempt else a for a in attempts
-                )
+                self._keys[finish.idempotency_key] = (key[0], key[1], key[2], row)
             if status is not None:
                 self._status[ident] = (
                     outcome.status,
@@ -257,10 +249,10 @@ class MemoryLedger(Ledger):
                     status[3] or outcome.reconciled,
                     outcome.finished_at,
                 )
-            self._event(
+            self._journal += (
                 "finish",
-                finish.run_id,
-                finish.call_id,
+                ident[0],
+                ident[1],
                 (finish.attempt, finish.actor, finish.note, row),
                 outcome.finished_at or time.time(),
             )
@@ -270,11 +262,33 @@ class MemoryLedger(Ledger):
         self, kind: str, *, run_id: str, call_id: str | None, data: Mapping[str, Any]
     ) -> None:
         with self._lock:
-            self._event(kind, run_id, call_id, dict(data), time.time())
+            self._journal += (kind, run_id, call_id, dict(data), time.time())
+
+    # -- reads ---------------------------------------------------------------------
+
+    def _view(self) -> None:
+        """Bring the call and attempt views up to the end of the journal."""
+        journal = self._journal
+        for i in range(self._viewed, len(journal), 5):
+            kind, run_id, call_id, payload, _ = journal[i : i + 5]
+            if kind == "decision":
+                if payload[3]:
+                    self._decisions[(run_id, call_id)] = payload[0]
+            elif kind == "start":
+                attempt, key, request_hash, tool_version = payload
+                row = (attempt, tool_version, key, request_hash, journal[i + 4], None)
+                self._attempts.setdefault((run_id, call_id), []).append(row)
+            elif kind == "finish":
+                rows = self._attempts.get((run_id, call_id), [])
+                for n, a in enumerate(rows):
+                    if a[0] == payload[0]:
+                        rows[n] = (*a[:5], payload[3])
+        self._viewed = len(journal)
 
     def get_call(self, run_id: str, call_id: str) -> CallRecord | None:
         ident = (run_id, call_id)
         with self._lock:
+            self._view()
             decision = self._decisions.get(ident)
             return _record(decision, self._status[ident]) if decision is not None else None
 
@@ -286,6 +300,7 @@ class MemoryLedger(Ledger):
         call_id: str | None = None,
     ) -> Sequence[CallRecord]:
         with self._lock:
+            self._view()
             found = []
             for ident, decision in self._decisions.items():
                 status = self._status[ident]
@@ -299,7 +314,8 @@ class MemoryLedger(Ledger):
 
     def attempts(self, run_id: str, call_id: str) -> Sequence[AttemptRecord]:
         with self._lock:
-            rows = self._attempts.get((run_id, call_id), ())
+            self._view()
+            rows = list(self._attempts.get((run_id, call_id), ()))
         return [
             AttemptRecord(
                 run_id=run_id,
@@ -327,11 +343,11 @@ class MemoryLedger(Ledger):
 
     def _materialize(self) -> None:
         """Turn the events noted on the hot path into audit records, in order."""
-        pending = self._pending
-        for i in range(0, len(pending), 5):
-            kind, run_id, call_id, payload, at = pending[i : i + 5]
+        journal = self._journal
+        for i in range(self._audited, len(journal), 5):
+            kind, run_id, call_id, payload, at = journal[i : i + 5]
             if kind == "decision":
-                d, state, stage = payload
+                d, state, stage, _ = payload
                 self._append(
                     f"call.{state}",
                     run_id,
@@ -379,7 +395,7 @@ class MemoryLedger(Ledger):
                 self._append(f"attempt.{outcome[0]}", run_id, call_id, at, data)
             else:
                 self._append(kind, run_id, call_id, at, payload)
-        pending.clear()
+        self._audited = len(journal)
 
     def _append(
         self, kind: str, run_id: str, call_id: str | None, at: float, data: Mapping[str, Any]
