@@ -209,7 +209,7 @@ class Admission:
     def _canonical(spec: ToolSpec, model: BaseModel) -> str:
         """Canonical JSON of validated arguments: equal arguments give equal text."""
         if spec.dump_is_canonical:
-            return model.model_dump_json()
+            return model.__pydantic_serializer__.to_json(model).decode()
         return canonical_json(model.model_dump(mode="json"))
 
     def _approval(
@@ -272,7 +272,7 @@ class Admission:
                 tool=spec.name,
                 arguments_json=stored,
                 arguments_hash=request_hash,
-                effects=tuple(str(e) for e in decision.effects),
+                effects=decision.effect_names,
                 preview=gate.redactor.text(preview, secrets),
                 created_at=now,
                 expires_at=now + gate.approval_ttl,
@@ -516,9 +516,7 @@ class Admission:
             idempotency_key=idempotency_key,
             decided_by=decision.rule if decision else None,
             message=message,
-            effects=tuple([e.name if e.quantity is None else str(e) for e in decision.effects])
-            if decision
-            else (),
+            effects=decision.effect_names if decision else (),
             approval_id=approval_id,
             created_at=now,
             updated_at=now,

@@ -47,19 +47,24 @@ class EvidenceItem:
 
 
 _Row = tuple[str, str, dict[str, Any], Any]
-"""call id, tool, argument values, result: a plain tuple, which the garbage collector
-stops tracking once its contents are plain values, so a long run's evidence costs
-later collections nothing."""
 
 
 class Evidence:
-    """The ``ok`` observations of one run, oldest first."""
+    """The ``ok`` observations of one run, oldest first.
 
-    __slots__ = ("_by_tool", "_rows")
+    Kept in columns (one list per field) rather than an object per observation:
+    the lists hold plain values and results, so a long run's evidence adds
+    nothing for the garbage collector to walk but the results themselves.
+    """
+
+    __slots__ = ("_by_tool", "_call_ids", "_results", "_tools", "_values")
 
     def __init__(self) -> None:
-        self._rows: list[_Row] = []
-        self._by_tool: dict[str, list[_Row]] = {}
+        self._call_ids: list[str] = []
+        self._tools: list[str] = []
+        self._values: list[dict[str, Any]] = []
+        self._results: list[Any] = []
+        self._by_tool: dict[str, list[int]] = {}
 
     def add(self, item: EvidenceItem) -> None:
         """Record a successful observation."""
@@ -67,18 +72,26 @@ class Evidence:
 
     def note(self, call_id: str, tool: str, values: dict[str, Any], result: Any) -> None:
         """Record a successful observation from its parts (``values``: the argument fields)."""
-        row = (call_id, tool, values, result)
-        self._rows.append(row)
+        index = len(self._call_ids)
+        self._call_ids.append(call_id)
+        self._tools.append(tool)
+        self._values.append(values)
+        self._results.append(result)
         rows = self._by_tool.get(tool)
         if rows is None:
-            self._by_tool[tool] = [row]
+            self._by_tool[tool] = [index]
         else:
-            rows.append(row)
+            rows.append(index)
+
+    def _item(self, i: int) -> EvidenceItem:
+        return EvidenceItem._of(
+            (self._call_ids[i], self._tools[i], self._values[i], self._results[i])
+        )
 
     def latest(self, tool: str, **arguments: Any) -> EvidenceItem | None:
         """The most recent ``ok`` call of ``tool`` whose arguments include these values."""
-        for row in reversed(self._by_tool.get(tool, ())):
-            item = EvidenceItem._of(row)
+        for i in reversed(self._by_tool.get(tool, ())):
+            item = self._item(i)
             if all(item.arguments.get(k) == v for k, v in arguments.items()):
                 return item
         return None
@@ -89,10 +102,10 @@ class Evidence:
 
     def since(self, index: int) -> list[EvidenceItem]:
         """The observations recorded after the first ``index``."""
-        return [EvidenceItem._of(row) for row in self._rows[index:]]
+        return [self._item(i) for i in range(index, len(self._call_ids))]
 
     def __iter__(self) -> Iterator[EvidenceItem]:
-        return (EvidenceItem._of(row) for row in self._rows)
+        return (self._item(i) for i in range(len(self._call_ids)))
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return len(self._call_ids)

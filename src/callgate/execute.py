@@ -108,16 +108,26 @@ class Admitted:
         return self._context
 
 
-@dataclass(slots=True)
 class _Invoke:
     """A function the attempt logic needs called, and how."""
 
-    fn: Callable[..., Any]
-    args: tuple[Any, ...]
-    kwargs: Mapping[str, Any]
-    timeout: float | None
-    offload: bool
-    is_async: bool
+    __slots__ = ("args", "fn", "is_async", "kwargs", "offload", "timeout")
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any],
+        timeout: float | None,
+        offload: bool,
+        is_async: bool,
+    ) -> None:
+        self.fn = fn
+        self.args = args
+        self.kwargs = kwargs
+        self.timeout = timeout
+        self.offload = offload
+        self.is_async = is_async
 
 
 def _hook(
@@ -227,7 +237,17 @@ def _attempt_logic(
         if attempt > 1 and spec.context_param is not None:
             kwargs = {**kwargs, spec.context_param: item.retry_context(attempt)}
         try:
-            outcome, result = yield from _run_handler(item, kwargs, timeout, redactor)
+            try:
+                result = yield _Invoke(spec.fn, (), kwargs, timeout, item.offload, spec.is_async)
+            except Exception as exc:
+                outcome, result = yield from _failed(item, exc, timeout, redactor)
+            else:
+                if spec.verify is None:
+                    outcome = Outcome(
+                        status="ok", content=result_text(result), finished_at=time.time()
+                    )
+                else:
+                    outcome, result = yield from _verified(item, result, timeout, redactor)
         except BaseException as exc:
             # Cancellation or interpreter exit while the handler ran: the effect may
             # have happened. Record that honestly, then let the cancellation go on.
@@ -278,46 +298,49 @@ def _cancelled_text(item: Admitted) -> str:
     return "the call was cancelled while running; this tool only reads, so retrying is safe."
 
 
-def _run_handler(
-    item: Admitted, kwargs: dict[str, Any], timeout: float | None, redactor: Redactor
+def _failed(
+    item: Admitted, exc: Exception, timeout: float | None, redactor: Redactor
 ) -> Generator[_Invoke, Any, tuple[Outcome, Any]]:
-    """Run the handler, then verify or reconcile; never raises for handler failures."""
-    spec = item.spec
-    try:
-        result = yield _Invoke(spec.fn, (), kwargs, timeout, item.offload, spec.is_async)
-    except ToolFailure as exc:
+    """The outcome of a handler that raised: ``error`` for a `ToolFailure`, else
+    ``unknown``, which the tool's reconcile hook may settle."""
+    if isinstance(exc, ToolFailure):
         text = _failure_text(exc.message, item, redactor)
         return _outcome("error", text, exc, redactor, item.secrets), None
-    except Exception as exc:
-        text = _unknown_text(exc, timeout, item, redactor)
-        unknown = _outcome("unknown", text, exc, redactor, item.secrets)
-        if spec.reconcile is None:
-            return unknown, None
-        return (yield from _reconcile(item, unknown, redactor))
+    text = _unknown_text(exc, timeout, item, redactor)
+    unknown = _outcome("unknown", text, exc, redactor, item.secrets)
+    if item.spec.reconcile is None:
+        return unknown, None
+    return (yield from _reconcile(item, unknown, redactor))
+
+
+def _verified(
+    item: Admitted, result: Any, timeout: float | None, redactor: Redactor
+) -> Generator[_Invoke, Any, tuple[Outcome, Any]]:
+    """The outcome of a handler that returned, once its postcondition is checked."""
+    assert item.spec.verify is not None
     content = result_text(result)
-    if spec.verify is not None:
-        try:
-            held = yield _hook(spec.verify, (item.arguments, result), timeout, item.offload)
-        except Exception as exc:
-            return _outcome(
-                "unknown",
-                "the tool returned but its postcondition could not be checked; "
-                "the effect may or may not have happened. Do not retry this call blindly.",
-                exc,
-                redactor,
-                item.secrets,
-            ), None
-        if not held:
-            return Outcome(
-                status="error",
-                stage=Stage.VERIFY.value,
-                content=(
-                    "the tool reported success but its postcondition does not hold in the "
-                    "authoritative state: the effect did not happen as requested."
-                ),
-                error="postcondition false",
-                finished_at=time.time(),
-            ), None
+    try:
+        held = yield _hook(item.spec.verify, (item.arguments, result), timeout, item.offload)
+    except Exception as exc:
+        return _outcome(
+            "unknown",
+            "the tool returned but its postcondition could not be checked; "
+            "the effect may or may not have happened. Do not retry this call blindly.",
+            exc,
+            redactor,
+            item.secrets,
+        ), None
+    if not held:
+        return Outcome(
+            status="error",
+            stage=Stage.VERIFY.value,
+            content=(
+                "the tool reported success but its postcondition does not hold in the "
+                "authoritative state: the effect did not happen as requested."
+            ),
+            error="postcondition false",
+            finished_at=time.time(),
+        ), None
     return Outcome(status="ok", content=content, finished_at=time.time()), result
 
 

@@ -260,6 +260,11 @@ class Decision:
     rejection: Rejection | None = None
     provenance: tuple[SinkFinding, ...] = ()
     """Sink values no trusted input vouches for, and where they came from."""
+    effect_names: tuple[str, ...] = field(init=False)
+    """``effects`` as text, as records and approvals hold them."""
+
+    def __post_init__(self) -> None:
+        self.effect_names = tuple([str(e) for e in self.effects])
 
 
 _DENIED_ADVICE = (

@@ -82,9 +82,11 @@ def validate_text_fast(spec: ToolSpec, text: str) -> BaseModel | None:
     caller then takes the full path (parse, repair, validate) to say why.
     """
     try:
-        return spec.arguments_model.model_validate_json(text)
+        # The validator itself: `model_validate_json` adds a Python frame and keywords.
+        model: BaseModel = spec.arguments_model.__pydantic_validator__.validate_json(text)
     except ValueError:
         return None
+    return model
 
 
 def run_checks(spec: ToolSpec, model: BaseModel) -> Rejection | None:
