@@ -125,22 +125,33 @@ class Admission:
             if isinstance(approved, Observation):
                 return approved
             approval_id = approved.id
-        key = self._idempotency_key(call, spec, model)
-        secrets = (
-            gate.redactor.secret_values(model.__dict__, spec.secret_fields)
-            if spec.secret_fields
-            else ()
+        key = (
+            f"{self.id}/{call.id}"
+            if spec.idempotency_key is None
+            else self._idempotency_key(call, spec, model)
         )
-        record = self._call_record(
-            call,
-            spec,
-            CallState.ADMITTED,
-            Stage.POLICY,
-            arguments=self._redacted_arguments(spec, model, canonical),
-            decision=decision,
+        if spec.secret_fields:
+            secrets = tuple(gate.redactor.secret_values(model.__dict__, spec.secret_fields))
+            stored = self._redacted_arguments(spec, model, canonical)
+        else:
+            secrets, stored = (), gate.redactor.text(canonical)
+        now = time.time()
+        record = CallRecord(
+            run_id=self.id,
+            call_id=call.id,
+            tool=call.name,
+            tool_version=spec.version,
+            principal=self.authority.principal,
+            arguments=stored,
+            state=CallState.ADMITTED,
+            stage="policy",
             request_hash=request_hash,
             idempotency_key=key,
+            decided_by=decision.rule,
+            effects=decision.effect_names,
             approval_id=approval_id,
+            created_at=now,
+            updated_at=now,
         )
         return Admitted(
             record=record,
@@ -152,7 +163,7 @@ class Admission:
             trusted=self.authority.context,
             idempotency_key=key,
             request_hash=request_hash,
-            secrets=tuple(secrets),
+            secrets=secrets,
         )
 
     def _hook_failed(

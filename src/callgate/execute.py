@@ -410,20 +410,24 @@ def _outcome(
 
 def _observation(item: Admitted, outcome: Outcome, attempts: int, result: Any) -> Observation:
     spec = item.spec
-    status = _STATUS[outcome.status]
-    if status is Status.OK:
-        content, truncated = _cut(outcome.content, spec.max_result_chars)
+    content = outcome.content
+    truncated = None
+    if outcome.status == "ok":
+        status = Status.OK
         provenance = Provenance.UNTRUSTED
+        if len(content) > spec.max_result_chars:
+            content, truncated = _cut(content, spec.max_result_chars)
     else:
-        content, truncated = outcome.content, None
+        status = _STATUS[outcome.status]
         provenance = Provenance.GATE
+    retryable = outcome.retryable
     return Observation(
         call_id=item.call.id,
         tool=spec.name,
         status=status,
-        stage=_STAGE[outcome.stage],
+        stage=Stage.EXECUTE if outcome.stage == "execute" else _STAGE[outcome.stage],
         content=content,
-        retryable=outcome.retryable if outcome.retryable is not None else _retryable(spec, status),
+        retryable=_retryable(spec, status) if retryable is None else retryable,
         provenance=provenance,
         result=result,
         tool_version=spec.version,

@@ -210,16 +210,24 @@ class Run(Admission):
         (seconds; default the gate's ``batch_deadline``) bounds the batch.
         """
         limit = self._deadline(deadline)  # a bad deadline fails before anything is decided
+        gate = self.gate
+        lone = self._lone(calls) if limit is None else None
+        if lone is not None:  # the common case: one call, run here, in this thread
+            if not isinstance(lone, Admitted):
+                return [lone]
+            one = execute_sync(lone, gate.ledger, self.evidence, gate.redactor, gate.settings)
+            if one.status is Status.REJECTED:
+                self._release_unrun([lone], [one])
+            return [one]
         staged = self._admit_batch(calls)
         admitted = [s for s in staged if isinstance(s, Admitted)]
         if not admitted:
             return self._merge(staged, [])
-        gate = self.gate
         if len(admitted) == 1 and limit is None:
             item = admitted[0]
             one = execute_sync(item, gate.ledger, self.evidence, gate.redactor, gate.settings)
             self._release_unrun(admitted, [one])
-            return [one] if len(staged) == 1 else self._merge(staged, [one])
+            return self._merge(staged, [one])
         done = run_batch_sync(
             self._plan(admitted, limit),
             self._execute,
@@ -240,6 +248,17 @@ class Run(Admission):
         cancellation propagates.
         """
         limit = self._deadline(deadline)  # a bad deadline fails before anything is decided
+        lone = self._lone(calls) if limit is None else None
+        if lone is not None:  # the common case: one call, awaited here
+            if not isinstance(lone, Admitted):
+                return [lone]
+            gate = self.gate
+            one = await execute_async(
+                lone, gate.ledger, self.evidence, gate.redactor, gate.settings
+            )
+            if one.status is Status.REJECTED:
+                self._release_unrun([lone], [one])
+            return [one]
         staged = self._admit_batch(calls)
         admitted = [s for s in staged if isinstance(s, Admitted)]
         if not admitted:
@@ -368,15 +387,22 @@ class Run(Admission):
         it = iter(results)
         return [next(it) if isinstance(s, Admitted) else s for s in staged]
 
+    def _lone(self, calls: Iterable[ToolCall]) -> Observation | Admitted | None:
+        """A batch of one plain call, admitted (and recorded) or rejected; None for any
+        other batch, which takes the batch path."""
+        if type(calls) is not list or len(calls) != 1:
+            return None
+        call = calls[0]
+        if type(call) is not ToolCall or not call.id or call.after:
+            return None
+        single = self._admit(call)
+        if type(single) is Admitted:
+            self._record_admitted(single)
+        return single
+
     def _admit_batch(self, calls: Iterable[ToolCall]) -> list[Observation | Admitted]:
         """Admit each call; reject duplicates, dependency cycles and failed dependencies."""
         calls = list(calls)
-        lone = len(calls) == 1 and isinstance(calls[0], ToolCall)
-        if lone and calls[0].id and not calls[0].after:
-            single = self._admit(calls[0])
-            if isinstance(single, Admitted):
-                self._record_admitted(single)
-            return [single]
         for call in calls:
             if not isinstance(call, ToolCall):
                 raise TypeError(
