@@ -12,7 +12,6 @@ them, so sync and async tools share every rule.
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import dataclasses
 import functools
@@ -42,6 +41,7 @@ from callgate.ledger.base import (
 )
 from callgate.messages import bounded
 from callgate.redact import Redactor
+from callgate.sync_loop import run_sync
 from callgate.tools import CallContext, Risk, ToolSpec
 
 __all__ = [
@@ -535,12 +535,7 @@ def _run_coroutine_sync(make: Callable[[], Any], timeout: float | None) -> Any:
         with anyio.fail_after(timeout):
             return await make()
 
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return anyio.run(runner)
-    # Called from inside an event loop (sync submit in async code): use a fresh thread.
-    return _thread_pool().submit(anyio.run, runner).result()
+    return run_sync(runner)
 
 
 async def _call_async(step: _Invoke) -> Any:

@@ -32,8 +32,6 @@ cancelled and reported ``unknown``.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import fnmatch
 import heapq
 import re
@@ -46,6 +44,7 @@ import anyio.abc
 from callgate.calls import Observation, Stage, Status, ToolCall
 from callgate.execute import Admitted, _retryable
 from callgate.messages import Problem, Rejection
+from callgate.sync_loop import run_sync
 
 __all__ = [
     "Batch",
@@ -411,8 +410,9 @@ def run_batch_sync(
 ) -> list[Observation]:
     """`run_batch_async` for synchronous callers, on an event loop of its own.
 
-    The loop runs in the calling thread, or in a helper thread when the
-    calling thread already runs one (a sync ``submit`` inside async code).
+    The loop is the calling thread's own (kept between batches), or a helper
+    thread's when the calling thread already runs one (a sync ``submit`` inside
+    async code); see `callgate.sync_loop`.
     """
 
     async def main() -> list[Observation]:
@@ -424,12 +424,7 @@ def run_batch_sync(
             on_skipped=on_skipped,
         )
 
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return anyio.run(main)
-    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="callgate-batch") as pool:
-        return pool.submit(anyio.run, main).result()
+    return run_sync(main)
 
 
 class _Runner:

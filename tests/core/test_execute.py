@@ -6,6 +6,7 @@ idempotency key ``{operation_id}``) and small purpose-built tools.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import Counter
 from typing import Any
@@ -798,3 +799,51 @@ def test_a_handler_that_could_not_start_in_time_never_runs_later() -> None:
     assert "could not start" in obs.content
     time.sleep(0.2)
     assert ran == []
+
+
+def test_async_tool_under_sync_submit_keeps_its_event_loop_between_calls() -> None:
+    """A sync ``submit`` of async tools runs them on one loop per thread, so a client
+    the tool keeps between calls (bound to the loop it was made on) still works."""
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    async def ping(n: int) -> str:
+        """Answer through the loop the first call ran on, as a pooled client would.
+
+        Args:
+            n: which ping.
+        """
+        if not loops:
+            loops.append(asyncio.get_running_loop())
+        answer = loops[0].create_future()  # fails on a loop other than the first
+        loops[0].call_soon(answer.set_result, f"pong {n}")
+        return str(await answer)
+
+    registry = Registry()
+    registry.tool(effects="read:ping")(ping)
+    run = Gate(registry).run(authority=ALLOW_ALL)
+    first = run.submit([ToolCall(id="p1", name="ping", arguments={"n": 1})])
+    second = run.submit([ToolCall(id="p2", name="ping", arguments={"n": 2})])
+    assert [first[0].status, second[0].status] == [Status.OK, Status.OK]
+    assert second[0].content == "pong 2"
+
+
+def test_sync_submit_inside_a_running_loop_still_runs_async_tools() -> None:
+    registry = Registry()
+
+    @registry.tool(effects="read:ping")
+    async def ping(n: int) -> int:
+        """Answer.
+
+        Args:
+            n: a number.
+        """
+        await anyio.sleep(0)
+        return n
+
+    run = Gate(registry).run(authority=ALLOW_ALL)
+
+    async def main() -> list[Observation]:
+        return run.submit([ToolCall(id="p1", name="ping", arguments={"n": 7})])
+
+    (obs,) = anyio.run(main)
+    assert (obs.status, obs.content) == (Status.OK, "7")
