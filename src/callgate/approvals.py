@@ -19,7 +19,8 @@ import enum
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+import weakref
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -277,6 +278,10 @@ def withheld_rejection(request: ApprovalRequest) -> Rejection:
 # -- in memory -----------------------------------------------------------------------------
 
 
+def _no_ledger() -> None:
+    return None
+
+
 class MemoryApprovals(Approvals):
     """Approvals kept in memory: for tests and single-process use.
 
@@ -287,13 +292,21 @@ class MemoryApprovals(Approvals):
     def __init__(self, ledger: Ledger | None = None) -> None:
         self._items: dict[str, ApprovalRequest] = {}
         self._lock = threading.Lock()
-        self._ledger = ledger
+        self._ledger: Callable[[], Ledger | None] = (lambda: ledger) if ledger else _no_ledger
+
+    @classmethod
+    def owned_by(cls, ledger: Ledger) -> MemoryApprovals:
+        """The store a ledger hands out as its own (`Ledger.approvals`): it refers to the
+        ledger weakly, so that the two form no reference cycle and a dropped ledger is
+        freed at once, not at the next full garbage collection."""
+        store = cls()
+        store._ledger = weakref.ref(ledger)
+        return store
 
     def _audit(self, kind: str, request: ApprovalRequest, data: Mapping[str, Any]) -> None:
-        if self._ledger is not None:
-            self._ledger.record_event(
-                kind, run_id=request.run_id, call_id=request.call_id, data=data
-            )
+        ledger = self._ledger()
+        if ledger is not None:
+            ledger.record_event(kind, run_id=request.run_id, call_id=request.call_id, data=data)
 
     def request(self, request: ApprovalRequest) -> ApprovalRequest:
         with self._lock:

@@ -530,7 +530,7 @@ class Ledger(abc.ABC):
         """
         with _APPROVALS_LOCK:
             if self._approvals_store is None:
-                self._approvals_store = MemoryApprovals(self)
+                self._approvals_store = MemoryApprovals.owned_by(self)
             return self._approvals_store
 
     def close(self) -> None:  # noqa: B027 - optional hook
