@@ -140,7 +140,7 @@ class EffectTemplate:
     A trailing ``={field}`` gives the effect a quantity that bounded grants check.
     """
 
-    __slots__ = ("name", "quantity_field", "text")
+    __slots__ = ("_fields", "_memo", "name", "quantity_field", "text")
 
     def __init__(self, text: str, *, tool: str, parameters: Iterable[str]) -> None:
         params = tuple(parameters)
@@ -160,9 +160,27 @@ class EffectTemplate:
             )
         self.text = text
         self.name = Template(name_text, tool=tool, parameters=params, what="effect")
+        quantity = (self.quantity_field,) if self.quantity_field is not None else ()
+        self._fields = (*self.name.fields, *quantity)
+        self._memo: dict[tuple[tuple[type, Any], ...], Effect] = {}
 
     def expand(self, values: Mapping[str, Any]) -> Effect:
         """The effect this template names for these argument values."""
+        # Calls repeat their values (one cart, one currency): remember recent expansions,
+        # by type and value (1, 1.0 and True are equal keys but different text).
+        try:
+            key = tuple([(type(v), v) for v in map(values.__getitem__, self._fields)])
+            hit = self._memo.get(key)
+        except TypeError:  # an unhashable value: expand it every time
+            return self._expand(values)
+        if hit is None:
+            hit = self._expand(values)
+            if len(self._memo) >= 1024:
+                self._memo.clear()
+            self._memo[key] = hit
+        return hit
+
+    def _expand(self, values: Mapping[str, Any]) -> Effect:
         quantity: float | None = None
         if self.quantity_field is not None:
             try:

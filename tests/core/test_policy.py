@@ -14,6 +14,7 @@ from callgate import (
     Gate,
     Observation,
     Policy,
+    Registry,
     Rule,
     Run,
     Stage,
@@ -630,3 +631,24 @@ def test_an_approved_call_stopped_before_it_runs_keeps_its_approval() -> None:
     [third] = run.submit([ToolCall(id="r3", name="refund", arguments={"order": "o1"})])
     assert third.status is not Status.OK
     assert refunds == ["o1"]
+
+
+def test_effects_of_equal_but_different_values_are_told_apart() -> None:
+    """1 and True are equal in Python; their effects are not ("flag:1" vs "flag:True"),
+    and remembering expansions must not mistake one for the other."""
+    registry = Registry()
+
+    @registry.tool(effects="write:flag:{value}")
+    def set_flag(value: bool | int) -> str:
+        """Set a flag.
+
+        Args:
+            value: the new value.
+        """
+        return "set"
+
+    run = Gate(registry).run(authority=Authority(principal="p", grants=["write:flag:1"]))
+    [first] = run.submit([ToolCall(id="a", name="set_flag", arguments='{"value": 1}')])
+    [second] = run.submit([ToolCall(id="b", name="set_flag", arguments='{"value": true}')])
+    assert first.status is Status.OK
+    assert second.status is Status.REJECTED and "write:flag:True" in second.content
