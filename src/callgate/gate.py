@@ -359,7 +359,8 @@ class Run(Admission):
         """The batch graph; with several calls or a deadline, sync handlers go to worker
         threads (so they can run side by side, and the deadline can stop waiting)."""
         if len(admitted) > 1 or deadline is not None:
-            admitted = [dataclasses.replace(a, offload=True) for a in admitted]
+            for item in admitted:  # made for this batch: set in place
+                item.offload = True
         return plan_batch(admitted)
 
     async def _execute(self, item: Admitted) -> Observation:
