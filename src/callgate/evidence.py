@@ -6,6 +6,7 @@ run" asks `Evidence.latest("get_order_status", order_id=...)`.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -57,9 +58,10 @@ class Evidence:
     nothing for the garbage collector to walk but the results themselves.
     """
 
-    __slots__ = ("_by_tool", "_call_ids", "_results", "_tools", "_values")
+    __slots__ = ("_by_tool", "_call_ids", "_lock", "_results", "_tools", "_values")
 
     def __init__(self) -> None:
+        self._lock = threading.Lock()  # the columns grow together, even across threads
         self._call_ids: list[str] = []
         self._tools: list[str] = []
         self._values: list[dict[str, Any]] = []
@@ -72,16 +74,17 @@ class Evidence:
 
     def note(self, call_id: str, tool: str, values: dict[str, Any], result: Any) -> None:
         """Record a successful observation from its parts (``values``: the argument fields)."""
-        index = len(self._call_ids)
-        self._call_ids.append(call_id)
-        self._tools.append(tool)
-        self._values.append(values)
-        self._results.append(result)
-        rows = self._by_tool.get(tool)
-        if rows is None:
-            self._by_tool[tool] = [index]
-        else:
-            rows.append(index)
+        with self._lock:
+            index = len(self._call_ids)
+            self._call_ids.append(call_id)
+            self._tools.append(tool)
+            self._values.append(values)
+            self._results.append(result)
+            rows = self._by_tool.get(tool)
+            if rows is None:
+                self._by_tool[tool] = [index]
+            else:
+                rows.append(index)
 
     def _item(self, i: int) -> EvidenceItem:
         return EvidenceItem._of(
