@@ -23,9 +23,10 @@ from __future__ import annotations
 import abc
 import functools
 import json
+import operator
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from typing import Any, Protocol
 
 import anyio
@@ -222,19 +223,22 @@ _DECIDE_FROM = {
     # An admitted call whose attempt starts in the same transaction is written as running.
     CallState.RUNNING: "'proposed', 'pending'",
 }
+_DECIDE_SET = (
+    "tool = excluded.tool, "
+    "tool_version = excluded.tool_version, principal = excluded.principal, "
+    "arguments = excluded.arguments, state = excluded.state, stage = excluded.stage, "
+    "request_hash = excluded.request_hash, idempotency_key = excluded.idempotency_key, "
+    "decided_by = excluded.decided_by, message = excluded.message, "
+    "effects = excluded.effects, approval_id = excluded.approval_id, "
+    "updated_at = excluded.updated_at, attempts = excluded.attempts"
+)
 
 
 @functools.cache
 def _decide_sql(state: CallState, rows: int) -> str:
     return (
         f"INSERT INTO calls ({_CALL_COLUMNS}) VALUES {_values(18, rows)} "
-        "ON CONFLICT (run_id, call_id) DO UPDATE SET tool = excluded.tool, "
-        "tool_version = excluded.tool_version, principal = excluded.principal, "
-        "arguments = excluded.arguments, state = excluded.state, stage = excluded.stage, "
-        "request_hash = excluded.request_hash, idempotency_key = excluded.idempotency_key, "
-        "decided_by = excluded.decided_by, message = excluded.message, "
-        "effects = excluded.effects, approval_id = excluded.approval_id, "
-        "updated_at = excluded.updated_at, attempts = excluded.attempts "
+        f"ON CONFLICT (run_id, call_id) DO UPDATE SET {_DECIDE_SET} "
         f"WHERE calls.state IN ({_DECIDE_FROM[state]}) "
         "RETURNING run_id, call_id"
     )
@@ -266,11 +270,15 @@ def _claim_sql(rows: int) -> str:
     )
 
 
+_ATTEMPT_START_COLUMNS = (
+    "run_id, call_id, attempt, tool_version, idempotency_key, request_hash, started_at, worker"
+)
+
+
 @functools.cache
 def _insert_attempts_sql(rows: int) -> str:
     return (
-        "INSERT INTO attempts (run_id, call_id, attempt, tool_version, idempotency_key, "
-        f"request_hash, started_at, worker) VALUES {_values(8, rows)} "
+        f"INSERT INTO attempts ({_ATTEMPT_START_COLUMNS}) VALUES {_values(8, rows)} "
         "ON CONFLICT (run_id, call_id, attempt) DO NOTHING"
     )
 
@@ -284,6 +292,28 @@ _FINISH_ATTEMPT = (
     "UPDATE attempts SET status = ?, content = ?, error = ?, stage = ?, finished_at = ?, "
     "reconciled = ?, transaction_id = ? WHERE run_id = ? AND call_id = ? AND attempt = ?"
 )
+
+# A read-only call decided, started and finished in one transaction (`_read_call`): its
+# decision row written with its outcome's state, and its attempt row with its outcome.
+# The call's conflict rule is the running decision's (`_decide_sql`); on a conflict,
+# ``reconciled`` is set the way `_FINISH_CALL` would set it. The attempt's conflict
+# updates exactly what `_FINISH_ATTEMPT` would.
+_DECIDE_FINISHED = (
+    f"INSERT INTO calls ({_CALL_COLUMNS}) VALUES {_values(18, 1)} "
+    f"ON CONFLICT (run_id, call_id) DO UPDATE SET {_DECIDE_SET}, "
+    "reconciled = CASE WHEN ? = 1 THEN 1 ELSE calls.reconciled END "
+    f"WHERE calls.state IN ({_DECIDE_FROM[CallState.RUNNING]}) "
+    "RETURNING run_id, call_id"
+)
+_INSERT_FINISHED_ATTEMPT = (
+    f"INSERT INTO attempts ({_ATTEMPT_START_COLUMNS}, status, content, error, stage, "
+    f"finished_at, reconciled, transaction_id) VALUES {_values(15, 1)} "
+    "ON CONFLICT (run_id, call_id, attempt) DO UPDATE SET status = excluded.status, "
+    "content = excluded.content, error = excluded.error, stage = excluded.stage, "
+    "finished_at = excluded.finished_at, reconciled = excluded.reconciled, "
+    "transaction_id = excluded.transaction_id"
+)
+
 _CALL_STAMP = "SELECT state, updated_at FROM calls WHERE run_id = ? AND call_id = ?"
 _CALL_EXISTS = "SELECT 1 FROM calls WHERE run_id = ? AND call_id = ?"
 _KEY = (
@@ -306,24 +336,25 @@ _INSERT_AUDIT = (
 _SET_HEAD = f"UPDATE audit SET data = ?, hash = ? WHERE seq = {HEAD_SEQ}"
 
 
-def _chunks(rows: Sequence[Any], key: Callable[[Any], Any] | None = None) -> Iterable[list[Any]]:
+def _chunks(rows: Sequence[Any], key: Callable[[Any], Any] | None = None) -> list[Sequence[Any]]:
     """Rows in order, cut into statements of at most `_CHUNK` rows; with ``key``, also cut
     before a row whose key is already in the chunk (one statement may not touch a row twice)."""
-    if len(rows) == 1:
-        yield list(rows)
-        return
+    if len(rows) <= 1:  # one call: the usual case
+        return [rows] if rows else []
+    if key is None:
+        return [rows[i : i + _CHUNK] for i in range(0, len(rows), _CHUNK)]
+    chunks: list[Sequence[Any]] = []
     chunk: list[Any] = []
     seen: set[Any] = set()
     for row in rows:
-        k = key(row) if key is not None else None
-        if len(chunk) >= _CHUNK or (k is not None and k in seen):
-            yield chunk
+        k = key(row)
+        if len(chunk) >= _CHUNK or k in seen:
+            chunks.append(chunk)
             chunk, seen = [], set()
         chunk.append(row)
-        if k is not None:
-            seen.add(k)
-    if chunk:
-        yield chunk
+        seen.add(k)
+    chunks.append(chunk)
+    return chunks
 
 
 class _Tx:
@@ -341,17 +372,16 @@ class _Tx:
         self.cur.execute(self.sql(statement), params)
         return self.cur
 
-    def rows(
-        self, make: Callable[[int], str], rows: Sequence[Sequence[Any]], *extra: Any
-    ) -> list[Any]:
-        """Execute a multi-row statement over ``rows`` (``extra`` parameters follow them)."""
-        if len(rows) == 1 and not extra:
-            params: Sequence[Any] = rows[0]
+    def rows(self, statement: str, rows: Sequence[Sequence[Any]], *extra: Any) -> Cursor:
+        """Execute a multi-row statement, written for ``len(rows)`` rows, over ``rows``
+        (``extra`` parameters follow them)."""
+        if len(rows) == 1:
+            params: Sequence[Any] = (*rows[0], *extra) if extra else rows[0]
         else:
             params = [p for row in rows for p in row]
             params.extend(extra)
-        self.cur.execute(self.sql(make(len(rows))), params)
-        return self.cur.fetchall() if self.cur.description is not None else []
+        self.cur.execute(self.sql(statement), params)
+        return self.cur
 
     def many(self, statement: str, rows: Sequence[Sequence[Any]]) -> int:
         """Execute one statement for each row; how many rows it changed in all."""
@@ -367,20 +397,22 @@ class _Tx:
 
     def write_audit(self, head_sql: str) -> None:
         """Chain the queued audit records to the head, insert them and move the head."""
-        if not self._audit:
+        queued = self._audit
+        if not queued:
             return
-        self.cur.execute(head_sql)
-        last, prev = self.cur.fetchone()
+        cur = self.cur
+        cur.execute(head_sql)
+        last, prev = cur.fetchone()
         seq = int(last)
         rows: list[tuple[Any, ...]] = []
-        for at, kind, run_id, call_id, data in self._audit:
+        for at, kind, run_id, call_id, data in queued:
             seq += 1
             h = audit_hash(prev, seq, at, kind, run_id, call_id, data)
             rows.append((seq, at, kind, run_id, call_id, data, prev, h))
             prev = h
-        self._audit.clear()
-        self.cur.executemany(self.sql(_INSERT_AUDIT), rows)
-        self.cur.execute(self.sql(_SET_HEAD), (str(seq), prev))
+        queued.clear()
+        self.many(_INSERT_AUDIT, rows)
+        cur.execute(self.sql(_SET_HEAD), (str(seq), prev))
 
 
 # -- the writes: each takes every item of its kind in a transaction ------------------
@@ -390,6 +422,10 @@ Item = tuple[int, Any]
 """One write: its kind and its payload (a record, a start, a finish, an event, or, for
 ``APPLY``, a function of the open `_Tx` that must not raise: approvals use it)."""
 
+_NOTHING: frozenset[Any] = frozenset()
+_call_key = operator.itemgetter(0, 1)
+"""A decision row's call: (run id, call id)."""
+
 
 def _decide(
     tx: _Tx, records: Sequence[CallRecord], starting: Mapping[tuple[str, str], AttemptStart]
@@ -398,54 +434,81 @@ def _decide(
     this transaction) are written as running. Returns those that were written so."""
     by_state: dict[CallState, list[tuple[Any, ...]]] = {}
     for r in records:
-        start = starting.get((r.run_id, r.call_id)) if r.state is CallState.ADMITTED else None
-        state = CallState.RUNNING if start is not None else r.state
-        by_state.setdefault(state, []).append(
-            (
-                r.run_id,
-                r.call_id,
-                r.tool,
-                r.tool_version,
-                r.principal,
-                r.arguments,
-                state.value,
-                r.stage,
-                r.request_hash,
-                r.idempotency_key,
-                r.decided_by,
-                r.message,
-                _dumps(r.effects),
-                r.approval_id,
-                start.attempt if start is not None else r.attempts,
-                int(r.reconciled),
-                r.created_at,
-                start.started_at if start is not None else r.updated_at,
-            )
+        start = (
+            starting.get((r.run_id, r.call_id))
+            if starting and r.state is CallState.ADMITTED
+            else None
         )
-    running: set[tuple[str, str]] = set()
-    for state, rows in by_state.items():
-        for chunk in _chunks(rows, key=lambda row: (row[0], row[1])):
-            written = tx.rows(functools.partial(_decide_sql, state), chunk)
-            if state is CallState.RUNNING:
-                running.update((w[0], w[1]) for w in written)
-    for r in records:
-        tx.event(
-            f"call.{r.state.value}",
+        state = CallState.RUNNING if start is not None else r.state
+        row = (
             r.run_id,
             r.call_id,
-            {
-                "actor": r.principal,
-                "tool": r.tool,
-                "tool_version": r.tool_version,
-                "arguments": r.arguments,
-                "stage": r.stage,
-                "decided_by": r.decided_by,
-                "effects": list(r.effects),
-                "approval_id": r.approval_id,
-                "message": r.message,
-            },
+            r.tool,
+            r.tool_version,
+            r.principal,
+            r.arguments,
+            state.value,
+            r.stage,
+            r.request_hash,
+            r.idempotency_key,
+            r.decided_by,
+            r.message,
+            _dumps(r.effects),
+            r.approval_id,
+            start.attempt if start is not None else r.attempts,
+            int(r.reconciled),
+            r.created_at,
+            start.started_at if start is not None else r.updated_at,
         )
+        rows = by_state.get(state)
+        if rows is None:
+            by_state[state] = [row]
+        else:
+            rows.append(row)
+    running: set[tuple[str, str]] = set()
+    for state, rows in by_state.items():
+        for chunk in _chunks(rows, _call_key):
+            written = tx.rows(_decide_sql(state, len(chunk)), chunk).fetchall()
+            if state is CallState.RUNNING:
+                for w in written:
+                    running.add((w[0], w[1]))
+    for r in records:
+        _decision_event(tx, r)
     return running
+
+
+def _decision_event(tx: _Tx, r: CallRecord) -> None:
+    tx.event(
+        f"call.{r.state.value}",
+        r.run_id,
+        r.call_id,
+        {
+            "actor": r.principal,
+            "tool": r.tool,
+            "tool_version": r.tool_version,
+            "arguments": r.arguments,
+            "stage": r.stage,
+            "decided_by": r.decided_by,
+            "effects": list(r.effects),
+            "approval_id": r.approval_id,
+            "message": r.message,
+        },
+    )
+
+
+def _started_event(tx: _Tx, s: AttemptStart, worker: str) -> None:
+    tx.event(
+        "attempt.started",
+        s.run_id,
+        s.call_id,
+        {
+            "actor": worker,
+            "attempt": s.attempt,
+            "idempotency_key": s.idempotency_key,
+            "request_hash": s.request_hash,
+            "tool_version": s.tool_version,
+        },
+    )
 
 
 def _outcome_from(row: Sequence[Any]) -> Outcome | None:
@@ -477,16 +540,26 @@ def _existing_claim(tx: _Tx, start: AttemptStart) -> Claim | None:
     )
 
 
+def _start_stamp(s: AttemptStart) -> tuple[str, str, str, float]:
+    return s.run_id, s.call_id, "running", s.started_at
+
+
+def _taking_key(taking: tuple[int, AttemptStart]) -> str:
+    return taking[1].idempotency_key
+
+
 def _begin(
-    tx: _Tx, starts: Sequence[AttemptStart], worker: str, premoved: set[tuple[str, str]]
+    tx: _Tx, starts: Sequence[AttemptStart], worker: str, premoved: Set[tuple[str, str]]
 ) -> list[Claim]:
     """Claim keys and record attempts as running; a key already held settles its call.
 
     ``premoved``: calls already written as running by their decision in this transaction.
     """
-    moving = [s for s in starts if (s.run_id, s.call_id) not in premoved]
-    changed = iter(
-        _changed(
+    moving = [s for s in starts if (s.run_id, s.call_id) not in premoved] if premoved else starts
+    if not moving:  # all written as running by their decisions
+        moved = [True] * len(starts)
+    else:
+        changed = _changed(
             tx,
             _TO_RUNNING,
             [
@@ -499,10 +572,14 @@ def _begin(
                 )
                 for s in moving
             ],
-            [(s.run_id, s.call_id, "running", s.started_at) for s in moving],
+            moving,
+            _start_stamp,
         )
-    )
-    moved = [(s.run_id, s.call_id) in premoved or next(changed) for s in starts]
+        if moving is starts:
+            moved = changed
+        else:
+            rest = iter(changed)
+            moved = [(s.run_id, s.call_id) in premoved or next(rest) for s in starts]
     claims: list[Claim] = [_RUN] * len(starts)
     taking: list[tuple[int, AttemptStart]] = []
     for i, s in enumerate(starts):
@@ -513,16 +590,26 @@ def _begin(
         else:
             # The call id came back after its call ran: answer by its key, never run again.
             claims[i] = _existing_claim(tx, s) or _held(s)
-    now = time.time()
-    for chunk in _chunks(taking, key=lambda t: t[1].idempotency_key):
-        rows: list[tuple[Any, ...]] = [
-            (s.idempotency_key, s.request_hash, s.run_id, s.call_id, s.attempt, s.key_expires_at)
-            for _, s in chunk
-        ]
-        taken = {(r[0], r[1], r[2]) for r in tx.rows(_claim_sql, rows, now)}
-        for i, s in chunk:
-            if (s.idempotency_key, s.run_id, s.call_id) not in taken:
-                claims[i] = _existing_claim(tx, s) or _held(s)
+    if taking:
+        now = time.time()
+        for chunk in _chunks(taking, _taking_key):
+            rows: list[tuple[Any, ...]] = [
+                (
+                    s.idempotency_key,
+                    s.request_hash,
+                    s.run_id,
+                    s.call_id,
+                    s.attempt,
+                    s.key_expires_at,
+                )
+                for _, s in chunk
+            ]
+            taken = {
+                (r[0], r[1], r[2]) for r in tx.rows(_claim_sql(len(chunk)), rows, now).fetchall()
+            }
+            for i, s in chunk:
+                if (s.idempotency_key, s.run_id, s.call_id) not in taken:
+                    claims[i] = _existing_claim(tx, s) or _held(s)
     running = []
     for s, claim, was_moved in zip(starts, claims, moved, strict=True):
         if claim is _RUN:
@@ -538,33 +625,24 @@ def _begin(
             {"actor": worker, "holder": list(claim.holder) if claim.holder else None},
         )
     for chunk in _chunks(running):
-        rows = [
-            (
-                s.run_id,
-                s.call_id,
-                s.attempt,
-                s.tool_version,
-                s.idempotency_key,
-                s.request_hash,
-                s.started_at,
-                worker,
-            )
-            for s in chunk
-        ]
-        tx.rows(_insert_attempts_sql, rows)
-    for s in running:
-        tx.event(
-            "attempt.started",
-            s.run_id,
-            s.call_id,
-            {
-                "actor": worker,
-                "attempt": s.attempt,
-                "idempotency_key": s.idempotency_key,
-                "request_hash": s.request_hash,
-                "tool_version": s.tool_version,
-            },
+        tx.rows(
+            _insert_attempts_sql(len(chunk)),
+            [
+                (
+                    s.run_id,
+                    s.call_id,
+                    s.attempt,
+                    s.tool_version,
+                    s.idempotency_key,
+                    s.request_hash,
+                    s.started_at,
+                    worker,
+                )
+                for s in chunk
+            ],
         )
+    for s in running:
+        _started_event(tx, s, worker)
     return claims
 
 
@@ -575,30 +653,35 @@ def _held(start: AttemptStart) -> Claim:
 _RUN = Claim(kind=ClaimKind.RUN)
 
 
+def _finish_stamp(f: AttemptFinish) -> tuple[str, str, str, float]:
+    return f.run_id, f.call_id, f.outcome.status, f.outcome.finished_at
+
+
 def _finish(tx: _Tx, finishes: Sequence[AttemptFinish], worker: str) -> list[bool]:
     """Record outcomes; a call whose state forbids it keeps its record (False)."""
-    moved = _changed(
-        tx,
-        _FINISH_CALL,
-        [
+    rows = []
+    for f in finishes:
+        o = f.outcome
+        rows.append(
             (
-                f.outcome.status,
-                f.outcome.stage,
-                int(f.outcome.reconciled),
-                f.outcome.finished_at,
+                o.status,
+                o.stage,
+                int(o.reconciled),
+                o.finished_at,
                 f.run_id,
                 f.call_id,
-                int(f.outcome.reconciled and f.outcome.status != "unknown"),
+                int(o.reconciled and o.status != "unknown"),
             )
-            for f in finishes
-        ],
-        [(f.run_id, f.call_id, f.outcome.status, f.outcome.finished_at) for f in finishes],
-    )
-    applied = [
-        ok or tx.x(_CALL_EXISTS, (f.run_id, f.call_id)).fetchone() is None
-        for f, ok in zip(finishes, moved, strict=True)
-    ]
-    done = [f for f, ok in zip(finishes, applied, strict=True) if ok]
+        )
+    applied = _changed(tx, _FINISH_CALL, rows, finishes, _finish_stamp)
+    if all(applied):
+        done = finishes
+    else:
+        applied = [
+            ok or tx.x(_CALL_EXISTS, (f.run_id, f.call_id)).fetchone() is None
+            for f, ok in zip(finishes, applied, strict=True)
+        ]
+        done = [f for f, ok in zip(finishes, applied, strict=True) if ok]
     if done:
         tx.many(
             _FINISH_ATTEMPT,
@@ -623,70 +706,177 @@ def _finish(tx: _Tx, finishes: Sequence[AttemptFinish], worker: str) -> list[boo
     return applied
 
 
+def _read_call(tx: _Tx, r: CallRecord, s: AttemptStart, f: AttemptFinish, worker: str) -> list[Any]:
+    """A read-only call's decision, start and outcome, as a lone read-only call commits
+    them: two statements where `_decide`, `_begin` and `_finish` take four.
+
+    Same rows, results and audit records: once the decision is written as running,
+    the start only inserts the attempt and the outcome's updates are certain to apply,
+    so the decision is written with the outcome and the attempt inserted with it. If the
+    decision is not written (the call is past deciding), nothing was, and the start
+    and the outcome go the general way.
+    """
+    o = f.outcome
+    reconciled = int(o.reconciled)
+    written = tx.x(
+        _DECIDE_FINISHED,
+        (
+            r.run_id,
+            r.call_id,
+            r.tool,
+            r.tool_version,
+            r.principal,
+            r.arguments,
+            o.status,
+            o.stage,
+            r.request_hash,
+            r.idempotency_key,
+            r.decided_by,
+            r.message,
+            _dumps(r.effects),
+            r.approval_id,
+            s.attempt,
+            reconciled or int(r.reconciled),
+            r.created_at,
+            o.finished_at,
+            reconciled,
+        ),
+    ).fetchall()
+    _decision_event(tx, r)
+    if not written:
+        return [None, _begin(tx, (s,), worker, _NOTHING)[0], _finish(tx, (f,), worker)[0]]
+    tx.x(
+        _INSERT_FINISHED_ATTEMPT,
+        (
+            s.run_id,
+            s.call_id,
+            s.attempt,
+            s.tool_version,
+            s.idempotency_key,
+            s.request_hash,
+            s.started_at,
+            worker,
+            o.status,
+            o.content,
+            o.error,
+            o.stage,
+            o.finished_at,
+            reconciled,
+            o.transaction_id,
+        ),
+    )
+    _started_event(tx, s, worker)
+    tx.event(f"attempt.{o.status}", f.run_id, f.call_id, finish_data(f, worker))
+    return [None, _RUN, True]
+
+
+def _is_read_call(items: Sequence[Item]) -> bool:
+    """Whether ``items`` are one read-only call's decision, first start and its outcome."""
+    (k0, r), (k1, s), (k2, f) = items
+    return (
+        k0 == DECIDE
+        and k1 == BEGIN
+        and k2 == FINISH
+        and r.state is CallState.ADMITTED
+        and not s.side_effecting
+        and s.attempt == 1
+        and f.attempt == 1
+        and r.run_id == s.run_id == f.run_id
+        and r.call_id == s.call_id == f.call_id
+    )
+
+
 def _changed(
     tx: _Tx,
     statement: str,
     rows: Sequence[Sequence[Any]],
-    stamps: Sequence[tuple[str, str, str, float]],
+    items: Sequence[Any],
+    stamp: Callable[[Any], tuple[str, str, str, float]],
 ) -> list[bool]:
     """Run a conditional update of calls for every row; which rows it changed.
 
     All of them, usually. When some did not match (a state the change is not
     allowed from), each call is read back: a changed one carries this
-    change's stamp (its new state and time). ``stamps``: run id, call id,
-    state, time.
+    change's stamp (its new state and time). ``stamp``: an item's run id,
+    call id, state and time.
     """
     if not rows:
         return []
     if tx.many(statement, rows) == len(rows):
         return [True] * len(rows)
     out = []
-    for run_id, call_id, state, at in stamps:
+    for item in items:
+        run_id, call_id, state, at = stamp(item)
         current = tx.x(_CALL_STAMP, (run_id, call_id)).fetchone()
         out.append(current is not None and current[0] == state and current[1] == at)
     return out
-
-
-def _events(
-    tx: _Tx, events: Sequence[tuple[str, str, str | None, Mapping[str, Any]]]
-) -> list[None]:
-    for kind, run_id, call_id, data in events:
-        tx.event(kind, run_id, call_id, data)
-    return [None] * len(events)
 
 
 def run_items(tx: _Tx, items: Sequence[Item], worker: str, head_sql: str) -> list[Any]:
     """Apply every item in one transaction: decisions, then attempt starts, then outcomes,
     then events, then ``APPLY`` functions (each kind in the order given), then the audit
     records they produced."""
-    by_kind: list[list[int]] = [[], [], [], [], []]
+    results: list[Any]
+    if len(items) == 1:  # a lone write: nothing to group
+        results = [_run_one(tx, items[0], worker)]
+    elif len(items) == 2 and items[0][0] == DECIDE and items[1][0] == BEGIN:
+        # A lone side-effecting call's first transaction: `_run_grouped`, minus the grouping.
+        r, s = items[0][1], items[1][1]
+        starting = {(s.run_id, s.call_id): s} if s.attempt == 1 else {}
+        results = [None, _begin(tx, (s,), worker, _decide(tx, (r,), starting))[0]]
+    elif len(items) == 3 and _is_read_call(items):  # a lone read-only call
+        results = _read_call(tx, items[0][1], items[1][1], items[2][1], worker)
+    else:
+        results = _run_grouped(tx, items, worker)
+    tx.write_audit(head_sql)
+    return results
+
+
+def _run_one(tx: _Tx, item: Item, worker: str) -> Any:
+    """One item on its own: what `_run_grouped` does with it, minus the grouping."""
+    kind, payload = item
+    if kind == DECIDE:
+        _decide(tx, (payload,), {})
+        return None
+    if kind == BEGIN:
+        return _begin(tx, (payload,), worker, _NOTHING)[0]
+    if kind == FINISH:
+        return _finish(tx, (payload,), worker)[0]
+    if kind == EVENT:
+        event_kind, run_id, call_id, data = payload
+        tx.event(event_kind, run_id, call_id, data)
+        return None
+    return payload(tx)
+
+
+def _run_grouped(tx: _Tx, items: Sequence[Item], worker: str) -> list[Any]:
+    """Items of every kind: each kind's items in one write (see `run_items`)."""
+    by_kind: tuple[list[int], ...] = ([], [], [], [], [])
     for i, (kind, _) in enumerate(items):
         by_kind[kind].append(i)
+    decides, begins, finishes, events, applies = by_kind
     results: list[Any] = [None] * len(items)
-    running: set[tuple[str, str]] = set()
-    for kind, indices in enumerate(by_kind):
-        if not indices:
-            continue
-        payloads = [items[i][1] for i in indices]
-        if kind == DECIDE:
-            starting = {
-                (start.run_id, start.call_id): start
-                for start in (items[i][1] for i in by_kind[BEGIN])
-                if start.attempt == 1
-            }
-            running = _decide(tx, payloads, starting)
-            out: Sequence[Any] = [None] * len(payloads)
-        elif kind == BEGIN:
-            out = _begin(tx, payloads, worker, running)
-        elif kind == FINISH:
-            out = _finish(tx, payloads, worker)
-        elif kind == EVENT:
-            out = _events(tx, payloads)
-        else:
-            out = [apply(tx) for apply in payloads]
-        for i, value in zip(indices, out, strict=True):
-            results[i] = value
-    tx.write_audit(head_sql)
+    running: Set[tuple[str, str]] = _NOTHING
+    if decides:
+        starting: dict[tuple[str, str], AttemptStart] = {}
+        for i in begins:
+            start = items[i][1]
+            if start.attempt == 1:
+                starting[(start.run_id, start.call_id)] = start
+        running = _decide(tx, [items[i][1] for i in decides], starting)
+    if begins:
+        claims = _begin(tx, [items[i][1] for i in begins], worker, running)
+        for i, claim in zip(begins, claims, strict=True):
+            results[i] = claim
+    if finishes:
+        applied = _finish(tx, [items[i][1] for i in finishes], worker)
+        for i, ok in zip(finishes, applied, strict=True):
+            results[i] = ok
+    for i in events:
+        kind, run_id, call_id, data = items[i][1]
+        tx.event(kind, run_id, call_id, data)
+    for i in applies:
+        results[i] = items[i][1](tx)
     return results
 
 
