@@ -3,8 +3,9 @@
 A backend supplies a connection, a transaction runner and its dialect (the
 placeholder, the column types, how to lock the audit head and how to commit
 without waiting for the disk); the writes are written here once, each over
-every item of its kind in a transaction (`run_items`), and so is the group
-commit that lets concurrent async callers share a transaction.
+every item of its kind in a transaction (`run_items`; a lone call's items take
+a shorter way to the same rows), and so is the group commit that lets
+concurrent async callers share a transaction.
 
 Durability classes, the reason this module exists:
 
@@ -198,7 +199,8 @@ def _dumps(data: Any) -> str:
 #
 # Every write is a multi-row statement over a VALUES list, so that a group commit of
 # N calls costs a handful of statements, not N times as many; one call is a group of
-# one. Statements are written with ``?`` placeholders; a backend translates them.
+# one (and a lone read-only call writes its decision, start and outcome together:
+# `_read_call`). Statements are written with ``?`` placeholders; a backend translates them.
 
 _CALL_COLUMNS = (
     "run_id, call_id, tool, tool_version, principal, arguments, state, stage, request_hash, "
@@ -213,6 +215,20 @@ _CHUNK = 64
 def _values(width: int, rows: int) -> str:
     one = "(" + ", ".join("?" * width) + ")"
     return ", ".join([one] * rows)
+
+
+def _returning(rows: int, columns: str) -> str:
+    """How a conditional upsert of ``rows`` rows tells which it wrote (`_written`): a
+    chunk returns their keys; one row's row count says it, and RETURNING would cost
+    SQLite nearly as much again as the rest of the statement."""
+    return f" RETURNING {columns}" if rows > 1 else ""
+
+
+def _written(cur: Cursor, rows: Sequence[Any], key: Callable[[Any], Any]) -> Iterable[Any]:
+    """The keys of the rows a conditional upsert wrote (``key``: a row's, as returned)."""
+    if len(rows) == 1:
+        return (key(rows[0]),) if cur.rowcount == 1 else ()
+    return [tuple(row) for row in cur.fetchall()]
 
 
 _DECIDE_FROM = {
@@ -239,8 +255,7 @@ def _decide_sql(state: CallState, rows: int) -> str:
     return (
         f"INSERT INTO calls ({_CALL_COLUMNS}) VALUES {_values(18, rows)} "
         f"ON CONFLICT (run_id, call_id) DO UPDATE SET {_DECIDE_SET} "
-        f"WHERE calls.state IN ({_DECIDE_FROM[state]}) "
-        "RETURNING run_id, call_id"
+        f"WHERE calls.state IN ({_DECIDE_FROM[state]})" + _returning(rows, "run_id, call_id")
     )
 
 
@@ -265,8 +280,7 @@ def _claim_sql(rows: int) -> str:
         # expires: taking it over could run the effect a second time.
         "AND EXISTS (SELECT 1 FROM attempts a WHERE a.run_id = idempotency_keys.run_id "
         "AND a.call_id = idempotency_keys.call_id AND a.attempt = idempotency_keys.attempt "
-        "AND a.status IN ('ok', 'error')) "
-        "RETURNING key, run_id, call_id"
+        "AND a.status IN ('ok', 'error'))" + _returning(rows, "key, run_id, call_id")
     )
 
 
@@ -296,14 +310,13 @@ _FINISH_ATTEMPT = (
 # A read-only call decided, started and finished in one transaction (`_read_call`): its
 # decision row written with its outcome's state, and its attempt row with its outcome.
 # The call's conflict rule is the running decision's (`_decide_sql`); on a conflict,
-# ``reconciled`` is set the way `_FINISH_CALL` would set it. The attempt's conflict
-# updates exactly what `_FINISH_ATTEMPT` would.
+# ``reconciled`` is set the way `_FINISH_CALL` would set it; the row count says whether
+# it was written. The attempt's conflict updates exactly what `_FINISH_ATTEMPT` would.
 _DECIDE_FINISHED = (
     f"INSERT INTO calls ({_CALL_COLUMNS}) VALUES {_values(18, 1)} "
     f"ON CONFLICT (run_id, call_id) DO UPDATE SET {_DECIDE_SET}, "
     "reconciled = CASE WHEN ? = 1 THEN 1 ELSE calls.reconciled END "
-    f"WHERE calls.state IN ({_DECIDE_FROM[CallState.RUNNING]}) "
-    "RETURNING run_id, call_id"
+    f"WHERE calls.state IN ({_DECIDE_FROM[CallState.RUNNING]})"
 )
 _INSERT_FINISHED_ATTEMPT = (
     f"INSERT INTO attempts ({_ATTEMPT_START_COLUMNS}, status, content, error, stage, "
@@ -425,6 +438,8 @@ Item = tuple[int, Any]
 _NOTHING: frozenset[Any] = frozenset()
 _call_key = operator.itemgetter(0, 1)
 """A decision row's call: (run id, call id)."""
+_claim_key = operator.itemgetter(0, 2, 3)
+"""A claim row's key, run id and call id."""
 
 
 def _decide(
@@ -468,10 +483,9 @@ def _decide(
     running: set[tuple[str, str]] = set()
     for state, rows in by_state.items():
         for chunk in _chunks(rows, _call_key):
-            written = tx.rows(_decide_sql(state, len(chunk)), chunk).fetchall()
+            cur = tx.rows(_decide_sql(state, len(chunk)), chunk)
             if state is CallState.RUNNING:
-                for w in written:
-                    running.add((w[0], w[1]))
+                running.update(_written(cur, chunk, _call_key))
     for r in records:
         _decision_event(tx, r)
     return running
@@ -604,9 +618,7 @@ def _begin(
                 )
                 for _, s in chunk
             ]
-            taken = {
-                (r[0], r[1], r[2]) for r in tx.rows(_claim_sql(len(chunk)), rows, now).fetchall()
-            }
+            taken = set(_written(tx.rows(_claim_sql(len(chunk)), rows, now), rows, _claim_key))
             for i, s in chunk:
                 if (s.idempotency_key, s.run_id, s.call_id) not in taken:
                     claims[i] = _existing_claim(tx, s) or _held(s)
@@ -741,9 +753,9 @@ def _read_call(tx: _Tx, r: CallRecord, s: AttemptStart, f: AttemptFinish, worker
             o.finished_at,
             reconciled,
         ),
-    ).fetchall()
+    ).rowcount
     _decision_event(tx, r)
-    if not written:
+    if written != 1:
         return [None, _begin(tx, (s,), worker, _NOTHING)[0], _finish(tx, (f,), worker)[0]]
     tx.x(
         _INSERT_FINISHED_ATTEMPT,
@@ -820,7 +832,8 @@ def run_items(tx: _Tx, items: Sequence[Item], worker: str, head_sql: str) -> lis
     if len(items) == 1:  # a lone write: nothing to group
         results = [_run_one(tx, items[0], worker)]
     elif len(items) == 2 and items[0][0] == DECIDE and items[1][0] == BEGIN:
-        # A lone side-effecting call's first transaction: `_run_grouped`, minus the grouping.
+        # A decision and a start (a lone side-effecting call's first transaction):
+        # what `_run_grouped` does with them, minus the grouping.
         r, s = items[0][1], items[1][1]
         starting = {(s.run_id, s.call_id): s} if s.attempt == 1 else {}
         results = [None, _begin(tx, (s,), worker, _decide(tx, (r,), starting))[0]]
@@ -886,23 +899,25 @@ def _run_grouped(tx: _Tx, items: Sequence[Item], worker: str) -> list[Any]:
 class _Waiter:
     """One async caller's item in a group commit, and its result."""
 
-    __slots__ = ("done", "durable", "error", "item", "result")
+    __slots__ = ("durable", "error", "item", "result")
 
     def __init__(self, item: Item, durable: bool) -> None:
         self.item = item
         self.durable = durable
-        self.done = anyio.Event()
         self.result: Any = None
         self.error: BaseException | None = None
 
 
 class _Group:
-    """The group commit of one event loop: the queue, and whether a leader drains it."""
+    """The group commit of one event loop: the queue, whether a leader drains it, and
+    the event set once the queue's commit is done (one per queue, made by the first
+    caller that waits for it, not one per caller)."""
 
-    __slots__ = ("leading", "queue")
+    __slots__ = ("done", "leading", "queue")
 
     def __init__(self) -> None:
         self.queue: list[_Waiter] = []
+        self.done: anyio.Event | None = None
         self.leading = False
 
 
@@ -1019,16 +1034,19 @@ class SqlLedger(Ledger):
         group.queue.append(waiter)
         with anyio.CancelScope(shield=True):
             if group.leading:
-                await waiter.done.wait()
+                if group.done is None:
+                    group.done = anyio.Event()
+                await group.done.wait()
             else:
                 group.leading = True
                 try:
                     await anyio.sleep(0)
                     while group.queue:
                         batch, group.queue = group.queue, []
+                        done, group.done = group.done, None
                         await anyio.to_thread.run_sync(self._commit_group, batch)
-                        for w in batch:
-                            w.done.set()
+                        if done is not None:
+                            done.set()
                 finally:
                     group.leading = False
         if waiter.error is not None:
