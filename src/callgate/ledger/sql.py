@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import abc
 import functools
+import itertools
 import json
 import operator
 import threading
@@ -391,8 +392,7 @@ class _Tx:
         if len(rows) == 1:
             params: Sequence[Any] = (*rows[0], *extra) if extra else rows[0]
         else:
-            params = [p for row in rows for p in row]
-            params.extend(extra)
+            params = [*itertools.chain.from_iterable(rows), *extra]
         self.cur.execute(self.sql(statement), params)
         return self.cur
 
