@@ -1,6 +1,6 @@
 """`SqlApprovals`: approval requests in a SQL ledger's database (SQLite or PostgreSQL).
 
-The table is created by the ledger's schema migration 2 (`callgate.ledger.sql`).
+The table is created by the ledger's schema migration 2 (`callgate.ledger.sql_schema`).
 Every change is one transaction of the ledger (an ``APPLY`` item), together
 with its audit record, so a request or a decision is never stored without
 being audited. The two changes that must be atomic across processes are
@@ -35,7 +35,8 @@ from callgate.approvals import (
     undecidable,
 )
 from callgate.errors import ApprovalError
-from callgate.ledger.sql import APPLY, SqlLedger, _Tx
+from callgate.ledger.sql import SqlLedger
+from callgate.ledger.sql_writes import APPLY, _Tx
 
 __all__ = ["SqlApprovals"]
 

@@ -1,7 +1,8 @@
 """`PostgresLedger`: one ledger shared by many workers and hosts.
 
-The statements and rules are the SQLite ledger's (`callgate.ledger.sql`);
-here they run on pooled psycopg 3 connections. What PostgreSQL adds:
+The statements and rules are the SQLite ledger's (`callgate.ledger.sql_statements`,
+`callgate.ledger.sql_writes`); here they run on pooled psycopg 3 connections.
+What PostgreSQL adds:
 
 * atomic conditional updates (``UPDATE … WHERE state IN (…)``) and
   ``INSERT … ON CONFLICT`` claim calls and idempotency keys across workers:
@@ -26,7 +27,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from callgate.ledger.base import LedgerError
-from callgate.ledger.sql import HEAD_QUERY, Item, SqlLedger, _Tx, apply_migrations, run_items
+from callgate.ledger.sql import SqlLedger
+from callgate.ledger.sql_schema import HEAD_QUERY, apply_migrations
+from callgate.ledger.sql_writes import Item, _Tx, run_items
 
 __all__ = ["PostgresLedger"]
 

@@ -30,7 +30,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from callgate.ledger.base import LedgerError
-from callgate.ledger.sql import HEAD_QUERY, Item, SqlLedger, _Tx, apply_migrations, run_items
+from callgate.ledger.sql import SqlLedger
+from callgate.ledger.sql_schema import HEAD_QUERY, apply_migrations
+from callgate.ledger.sql_writes import Item, _Tx, run_items
 
 __all__ = ["DEFAULT_PATH", "SQLiteLedger"]
 
