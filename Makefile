@@ -35,7 +35,7 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix src tests benchmarks examples
 
 bench: $(STAMP)
-	for b in overhead parse ledger schedule agent_loop; do $(BIN)/python benchmarks/$$b.py || exit 1; done
+	for b in overhead overhead_floor parse ledger schedule agent_loop; do $(BIN)/python benchmarks/$$b.py || exit 1; done
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
