@@ -14,6 +14,7 @@ import asyncio
 import atexit
 import concurrent.futures
 import contextlib
+import os
 import threading
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -41,9 +42,10 @@ def run_sync(fn: Callable[[], Awaitable[T]]) -> T:
 
         return _helper_threads().submit(in_helper).result()
     loop: asyncio.AbstractEventLoop | None = getattr(_local, "loop", None)
-    if loop is None:
+    if loop is None or _local.pid != os.getpid():
+        # A forked child must not share its parent's loop (and its selector).
         loop = asyncio.new_event_loop()
-        _local.loop = loop
+        _local.loop, _local.pid = loop, os.getpid()
         with _lock:
             _loops.append(loop)
     task = loop.create_task(_awaited(fn))
