@@ -2,13 +2,17 @@
 
 `extract` reads a ``Response`` (or its ``output`` list) as an SDK object or
 decoded JSON; each ``function_call`` item is a call keyed by its ``call_id``,
-the ``output_text`` of ``message`` items is the prose. `render` answers each
-call with a ``function_call_output`` input item for the next request.
+the ``output_text`` of ``message`` items is the prose. `StreamAssembler` does
+the same from the streamed events (``response.output_item.added``,
+``response.function_call_arguments.delta``, ``response.output_item.done``,
+``response.completed``, ...). `render` answers each call with a
+``function_call_output`` input item for the next request.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from callgate.calls import Observation, ToolCall
@@ -29,9 +33,11 @@ from callgate.providers.base import (
 )
 from callgate.providers.openai_chat import strict_parameters
 
-__all__ = ["extract", "render", "tool_definitions"]
+__all__ = ["StreamAssembler", "extract", "render", "tool_definitions"]
 
 _UNSUPPORTED_CALLS = frozenset({"custom_tool_call"})
+_STREAM_CUT = "the stream ended before the response was complete"
+_CALL_CUT = "the stream ended before this function_call was complete"
 
 
 def extract(response: Any) -> Extraction:
@@ -43,16 +49,33 @@ def extract(response: Any) -> Extraction:
     """
     data = as_data(response)
     output = data if isinstance(data, list) else as_list(pick(data, "output"))
+    return _extraction(output, *_ending(data))
+
+
+def _ending(data: Any) -> tuple[str | None, bool, str]:
+    """The stop reason, whether the response is truncated, and why its calls may be cut."""
     status = pick(data, "status")
     reason = pick(pick(data, "incomplete_details"), "reason")
     incomplete = status == "incomplete"
     truncated = isinstance(status, str) and status != "completed"
     stop = reason if incomplete and isinstance(reason, str) else status
     why = stopped_early(stop if isinstance(stop, str) else "incomplete")
+    return (stop if isinstance(stop, str) else None), truncated, why
+
+
+def _extraction(
+    output: list[Any],
+    stop: str | None,
+    truncated: bool,
+    why: str,
+    unfinished: Container[int] = (),
+    unfinished_why: str = "",
+) -> Extraction:
+    """The extraction of ``output`` items; calls at ``unfinished`` positions were cut off."""
     items: list[ToolCall | Observation] = []
     text: list[str] = []
     refusal: list[str] = []
-    for item in output:
+    for position, item in enumerate(output):
         item = as_data(item)
         kind = pick(item, "type")
         if kind == "message":
@@ -61,6 +84,9 @@ def extract(response: Any) -> Extraction:
                     text.append(as_text(pick(part, "text")))
                 elif pick(part, "type") == "refusal":
                     refusal.append(as_text(pick(part, "refusal")))
+        elif kind == "function_call" and position in unfinished:
+            call_id = as_text(pick(item, "call_id"))
+            items.append(cut_off(call_id, as_text(pick(item, "name")), unfinished_why))
         elif kind == "function_call":
             items.append(_call(item, why if truncated else None))
         elif isinstance(kind, str) and kind in _UNSUPPORTED_CALLS:
@@ -72,7 +98,7 @@ def extract(response: Any) -> Extraction:
         items,
         text="".join(text),
         refusal="".join(refusal) or None,
-        stop_reason=stop if isinstance(stop, str) else None,
+        stop_reason=stop,
         truncated=truncated,
     )
 
@@ -100,6 +126,145 @@ def render(observations: Sequence[Observation]) -> list[dict[str, Any]]:
         {"type": "function_call_output", "call_id": obs.call_id, "output": observation_text(obs)}
         for obs in observations
     ]
+
+
+# -- streaming -----------------------------------------------------------------
+
+_TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
+_TEXT_EVENTS = {
+    "response.output_text.delta": "output_text",
+    "response.output_text.done": "output_text",
+    "response.refusal.delta": "refusal",
+    "response.refusal.done": "refusal",
+}
+
+
+@dataclass(slots=True)
+class _Item:
+    added: Mapping[str, Any]
+    done: Mapping[str, Any] | None = None
+    deltas: list[str] = field(default_factory=list)
+    arguments: str | None = None
+    """The final argument text of ``response.function_call_arguments.done``."""
+    parts: dict[int, tuple[str, list[str], str | None]] = field(default_factory=dict)
+    """A message's content parts by ``content_index``: kind, deltas, final text."""
+
+    def finished(self) -> bool:
+        return self.done is not None or self.arguments is not None
+
+    def final(self) -> Mapping[str, Any]:
+        """The item as the final response would hold it, as far as the stream told."""
+        done = self.done or {}
+        item = {**self.added, **done}
+        kind = item.get("type")
+        if kind == "function_call" and not isinstance(done.get("arguments"), str):
+            if self.deltas or self.arguments is not None:
+                item["arguments"] = _joined(self.deltas, self.arguments)
+        elif kind == "message" and self.parts and not isinstance(done.get("content"), list):
+            item["content"] = [
+                {"type": part, ("text" if part == "output_text" else part): _joined(d, f)}
+                for part, d, f in (self.parts[i] for i in sorted(self.parts))
+            ]
+        return item
+
+
+def _joined(deltas: list[str], final: str | None) -> str:
+    return final if final is not None else "".join(deltas)
+
+
+class StreamAssembler:
+    """Assembles Responses stream events into an `Extraction`.
+
+    Feed every event (SDK ``ResponseStreamEvent`` or decoded JSON) to `feed`,
+    then call `extraction`. Output items are keyed by ``output_index`` (or
+    their ``item_id``); a call's arguments are the final text of its
+    ``response.function_call_arguments.done`` or ``response.output_item.done``
+    event, else the join of its ``delta`` fragments. A ``function_call`` that
+    got neither ``done`` event was cut off and is rejected, never run with
+    part of its arguments; so is one whose arguments the token limit cut
+    (``response.incomplete``), exactly as `extract` rejects it.
+    """
+
+    def __init__(self) -> None:
+        self._items: dict[int, _Item] = {}
+        self._ids: dict[str, int] = {}
+        self._response: dict[str, Any] | None = None
+
+    def feed(self, event: Any) -> None:
+        """Take one stream event; events that carry nothing for the gate are ignored."""
+        data = as_data(event)
+        kind = pick(data, "type")
+        if not isinstance(kind, str):
+            return
+        if kind in _TERMINAL:
+            response = as_data(pick(data, "response"))
+            response = dict(response) if isinstance(response, Mapping) else {}
+            if not isinstance(response.get("status"), str):
+                response["status"] = kind.removeprefix("response.")
+            self._response = response
+            # The final output completes any item whose own done event was not seen.
+            for index, item in enumerate(as_list(response.get("output"))):
+                entry = self._items.get(index)
+                if entry is None or not entry.finished():
+                    self._add(index, as_data(item), done=True, replace=False)
+        elif kind in ("response.output_item.added", "response.output_item.done"):
+            index = pick(data, "output_index")
+            if isinstance(index, int):
+                done = kind.endswith("done")
+                self._add(index, as_data(pick(data, "item")), done=done, replace=not done)
+        elif (entry := self._item(data)) is not None:
+            self._content(kind, data, entry)
+
+    def _add(self, index: int, item: Any, *, done: bool, replace: bool) -> None:
+        if not isinstance(item, Mapping):
+            return
+        if replace or index not in self._items:
+            self._items[index] = _Item(added=item)
+        if done:
+            self._items[index].done = item
+        item_id = item.get("id")
+        if isinstance(item_id, str):
+            self._ids[item_id] = index
+
+    def _item(self, data: Any) -> _Item | None:
+        index = pick(data, "output_index")
+        if not isinstance(index, int) or index not in self._items:
+            index = self._ids.get(as_text(pick(data, "item_id")))
+        return self._items.get(index) if isinstance(index, int) else None
+
+    @staticmethod
+    def _content(kind: str, data: Mapping[str, Any], entry: _Item) -> None:
+        if kind == "response.function_call_arguments.delta":
+            entry.deltas.append(as_text(data.get("delta")))
+        elif kind == "response.function_call_arguments.done":
+            arguments = data.get("arguments")
+            if isinstance(arguments, str):
+                entry.arguments = arguments
+        elif kind in _TEXT_EVENTS:
+            index = data.get("content_index", 0)
+            if not isinstance(index, int):
+                return
+            part_kind, deltas, final = entry.parts.get(index, (_TEXT_EVENTS[kind], [], None))
+            if kind.endswith("delta"):
+                deltas.append(as_text(data.get("delta")))
+            else:
+                final = pick(data, "text", "refusal")
+                final = final if isinstance(final, str) else None
+            entry.parts[index] = (part_kind, deltas, final)
+
+    def extraction(self) -> Extraction:
+        """The calls and prose assembled so far; unfinished calls become rejections."""
+        entries = [self._items[index] for index in sorted(self._items)]
+        unfinished = {n for n, entry in enumerate(entries) if not entry.finished()}
+        output = [entry.final() for entry in entries]
+        if self._response is None:
+            return _extraction(output, None, True, _STREAM_CUT, unfinished, _CALL_CUT)
+        stop, truncated, why = _ending(self._response)
+        cut = why if truncated else _CALL_CUT
+        return _extraction(output, stop, truncated, why, unfinished, cut)
+
+
+# -- schema export ---------------------------------------------------------------
 
 
 def tool_definitions(tools: Tools) -> list[dict[str, Any]]:
