@@ -6,7 +6,9 @@ an SDK object. Gemini's calls often have no ids: each gets a stable one
 built from the response and the part's position, so the same response
 always gives the same ids and the answers pair up by id. `render` answers
 in one ``user`` content of ``functionResponse`` parts, in call order, with
-the model's own id echoed only when it sent one.
+the model's own id echoed only when it sent one. `StreamAssembler` reads the
+chunks of ``streamGenerateContent`` (``generate_content_stream`` in the SDK)
+and gives what `extract` gives for their parts joined into one response.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from callgate.providers.base import (
 )
 from callgate.schema import inline_refs
 
-__all__ = ["extract", "render", "tool_definitions"]
+__all__ = ["StreamAssembler", "extract", "render", "tool_definitions"]
 
 SYNTHETIC_PREFIX = "call_"
 """Prefix of the ids callgate assigns; Gemini's own ids are echoed, these are not."""
@@ -44,6 +46,20 @@ _NORMAL_STOPS = frozenset({"STOP"})
 def extract(response: Any) -> Extraction:
     """The function calls and text of the first candidate, in part order."""
     data = as_data(response)
+    candidate, parts = _candidate(data)
+    stop = pick(candidate, "finishReason", "finish_reason")
+    stop = stop if isinstance(stop, str) else None
+    return _extraction(parts, _response_id(data), stop, *_ending(stop))
+
+
+def _ending(stop: str | None) -> tuple[bool, str | None]:
+    """Whether a response that stopped for ``stop`` is truncated; why a call ending it was cut."""
+    truncated = stop is not None and stop not in _NORMAL_STOPS
+    return truncated, (stopped_early(stop) if stop and truncated else None)
+
+
+def _candidate(data: Any) -> tuple[Any, list[Any]]:
+    """The first candidate of a response (or the ``Content`` itself) and its parts."""
     candidate = data
     if isinstance(data, Mapping) and "candidates" in data:
         candidates = as_list(data["candidates"])
@@ -51,11 +67,18 @@ def extract(response: Any) -> Extraction:
     content = pick(candidate, "content")
     if content is None:
         content = candidate
-    stop = pick(candidate, "finishReason", "finish_reason")
-    stop = stop if isinstance(stop, str) else None
-    truncated = stop is not None and stop not in _NORMAL_STOPS
-    parts = as_list(pick(content, "parts"))
-    seed = as_text(pick(data, "responseId", "response_id")) or _fingerprint(parts)
+    return candidate, as_list(pick(content, "parts"))
+
+
+def _response_id(data: Any) -> str:
+    return as_text(pick(data, "responseId", "response_id"))
+
+
+def _extraction(
+    parts: list[Any], response_id: str, stop: str | None, truncated: bool, cut: str | None
+) -> Extraction:
+    """The extraction of ``parts``; with ``cut``, a call that ends them is rejected for it."""
+    seed = response_id or _fingerprint(parts)
     items: list[ToolCall | Observation] = []
     text: list[str] = []
     for position, part in enumerate(parts):
@@ -64,8 +87,8 @@ def extract(response: Any) -> Extraction:
             own_id = as_text(pick(call, "id"))
             call_id = own_id or _assigned_id(seed, position)
             name = as_text(pick(call, "name"))
-            if stop and truncated and position == len(parts) - 1:
-                items.append(cut_off(call_id, name, stopped_early(stop)))
+            if cut is not None and position == len(parts) - 1:
+                items.append(cut_off(call_id, name, cut))
             else:
                 items.append(_call(call_id, name, pick(call, "args")))
         elif not pick(part, "thought"):
@@ -110,6 +133,45 @@ def render(observations: Sequence[Observation]) -> list[dict[str, Any]]:
 
 def _is_assigned(call_id: str) -> bool:
     return call_id.startswith(SYNTHETIC_PREFIX) and len(call_id) == len(SYNTHETIC_PREFIX) + 24
+
+
+# -- streaming -----------------------------------------------------------------
+
+_STREAM_CUT = "the stream ended before the response was complete"
+
+
+class StreamAssembler:
+    """Assembles ``GenerateContentResponse`` stream chunks into an `Extraction`.
+
+    Feed every chunk (an SDK object, its snake_case dump, or the decoded JSON
+    of each ``alt=sse`` event) to `feed`, then call `extraction`. A
+    ``functionCall`` arrives whole in one part; the parts of the first
+    candidate are joined in arrival order, the last ``finishReason`` is the
+    stop reason, and the result is `extract` of that one response, ids
+    included. A stream that ends with no ``finishReason`` did not end
+    normally: it is truncated and, as when the token limit cuts a response, a
+    call that ends it is rejected, never run.
+    """
+
+    def __init__(self) -> None:
+        self._parts: list[Any] = []
+        self._response_id = ""
+        self._stop: str | None = None
+
+    def feed(self, chunk: Any) -> None:
+        """Take one chunk; what is not part of the first candidate is ignored."""
+        data = as_data(chunk)
+        candidate, parts = _candidate(data)
+        self._parts += parts
+        self._response_id = self._response_id or _response_id(data)
+        stop = pick(candidate, "finishReason", "finish_reason")
+        if isinstance(stop, str):
+            self._stop = stop
+
+    def extraction(self) -> Extraction:
+        """The calls and text assembled so far; a call a cut stream ends with is rejected."""
+        ending = _ending(self._stop) if self._stop is not None else (True, _STREAM_CUT)
+        return _extraction(self._parts, self._response_id, self._stop, *ending)
 
 
 # -- schema export ---------------------------------------------------------------
