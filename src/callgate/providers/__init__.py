@@ -9,8 +9,8 @@ Each format is a module with the same three functions:
 * ``tool_definitions(tools) -> list[dict]``: the registry's tools in that
   format's shape, from each tool's one schema.
 
-Formats: `openai_chat`, `openai_responses` and `anthropic` (each with a
-``StreamAssembler``), `gemini`, `text` (Hermes tags, fenced and bare JSON from
+Formats: `openai_chat`, `openai_responses`, `anthropic` and `gemini` (each
+with a ``StreamAssembler``), `text` (Hermes tags, fenced and bare JSON from
 open models), and `mcp` (schema export only). SDK objects and decoded JSON
 are both accepted; no SDK is imported.
 """
