@@ -141,6 +141,18 @@ def test_call_cut_by_max_tokens_is_rejected() -> None:
     assert cut.details[0]["rule"] == "incomplete_call"
 
 
+def test_call_cut_by_max_tokens_is_rejected_behind_an_empty_trailing_part() -> None:
+    """Gemini 2.5 may end a response with an empty text part that only carries a thought
+    signature; the call before it is still the one the limit cut."""
+    data = copy.deepcopy(payload("gemini_response.json"))
+    data["candidates"][0]["finishReason"] = "MAX_TOKENS"
+    data["candidates"][0]["content"]["parts"].append({"text": "", "thoughtSignature": "c2ln"})
+    ex = gemini.extract(data)
+    [cut] = ex.rejected
+    assert cut.tool == "cancel_order"
+    assert [c.name for c in ex.calls] == ["get_weather", "get_weather"]
+
+
 def test_thought_parts_are_not_prose() -> None:
     """Thought summaries (``thought: true``) are not the answer's text."""
     content = {"parts": [{"text": "thinking...", "thought": True}, {"text": "Done."}]}

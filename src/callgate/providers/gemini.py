@@ -81,19 +81,31 @@ def _extraction(
     seed = response_id or _fingerprint(parts)
     items: list[ToolCall | Observation] = []
     text: list[str] = []
+    last = _last_content(parts)
     for position, part in enumerate(parts):
         call = pick(part, "functionCall", "function_call")
         if call is not None:
             own_id = as_text(pick(call, "id"))
             call_id = own_id or _assigned_id(seed, position)
             name = as_text(pick(call, "name"))
-            if cut is not None and position == len(parts) - 1:
+            if cut is not None and position == last:
                 items.append(cut_off(call_id, name, cut))
             else:
                 items.append(_call(call_id, name, pick(call, "args")))
         elif not pick(part, "thought"):
             text.append(as_text(pick(part, "text")))
     return finish(items, text="".join(text), stop_reason=stop, truncated=truncated)
+
+
+def _last_content(parts: list[Any]) -> int:
+    """The position of the last part with content: a trailing empty text part (Gemini
+    2.5 ends some streams with one that only carries a thought signature) does not
+    hide that the call before it was the one the limit cut."""
+    for position in range(len(parts) - 1, -1, -1):
+        part = parts[position]
+        if pick(part, "functionCall", "function_call") is not None or as_text(pick(part, "text")):
+            return position
+    return len(parts) - 1
 
 
 def _assigned_id(seed: str, position: int) -> str:
