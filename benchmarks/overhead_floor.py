@@ -20,7 +20,8 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from overhead import ARGS, AddItem  # the same tool, arguments and reference
+from overhead import add_item_sync as add_item
 
 from callgate import Authority, Gate, MemoryLedger, Registry, ToolCall
 from callgate.canonical import digest
@@ -41,18 +42,6 @@ STEPS = (
     "ledger: outcome",
     "evidence + observation",
 )
-ARGS = '{"cart_id": "c-123", "sku": "SKU-0042", "quantity": 3}'
-
-
-class AddItem(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    cart_id: str
-    sku: str
-    quantity: int
-
-
-def add_item(cart_id: str, sku: str, quantity: int) -> dict[str, object]:
-    return {"cart_id": cart_id, "sku": sku, "quantity": quantity}
 
 
 def main() -> None:

@@ -350,23 +350,25 @@ def _begin(
     for chunk in _chunks(running):
         tx.rows(
             _insert_attempts_sql(len(chunk)),
-            [
-                (
-                    s.run_id,
-                    s.call_id,
-                    s.attempt,
-                    s.tool_version,
-                    s.idempotency_key,
-                    s.request_hash,
-                    s.started_at,
-                    worker,
-                )
-                for s in chunk
-            ],
+            [_attempt_row(s, worker) for s in chunk],
         )
     for s in running:
         _started_event(tx, s, worker)
     return claims
+
+
+def _attempt_row(s: AttemptStart, worker: str) -> tuple[Any, ...]:
+    """An attempt's start as the ``attempts`` row's first columns (`_ATTEMPT_START_COLUMNS`)."""
+    return (
+        s.run_id,
+        s.call_id,
+        s.attempt,
+        s.tool_version,
+        s.idempotency_key,
+        s.request_hash,
+        s.started_at,
+        worker,
+    )
 
 
 def _held(start: AttemptStart) -> Claim:
@@ -471,14 +473,7 @@ def _read_call(tx: _Tx, r: CallRecord, s: AttemptStart, f: AttemptFinish, worker
     tx.x(
         _INSERT_FINISHED_ATTEMPT,
         (
-            s.run_id,
-            s.call_id,
-            s.attempt,
-            s.tool_version,
-            s.idempotency_key,
-            s.request_hash,
-            s.started_at,
-            worker,
+            *_attempt_row(s, worker),
             o.status,
             o.content,
             o.error,
