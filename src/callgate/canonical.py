@@ -22,12 +22,19 @@ def canonical_arguments(arguments: BaseModel) -> str:
 
 
 def digest(*parts: str) -> str:
-    """A SHA-256 hex digest of the parts, joined unambiguously."""
+    """A SHA-256 hex digest of the parts, joined unambiguously.
+
+    Any ``str`` can be digested, even one holding a lone surrogate (a legal
+    JSON escape a model may send): such code points are encoded as they are
+    (``surrogatepass``), so hashing model text never raises.
+    """
     if len(parts) == 2 and "\x00" not in parts[0]:
-        return hashlib.sha256(f"{parts[0]}\x00{parts[1]}".encode()).hexdigest()
+        return hashlib.sha256(
+            f"{parts[0]}\x00{parts[1]}".encode("utf-8", "surrogatepass")
+        ).hexdigest()
     h = hashlib.sha256()
     for part in parts:
-        data = part.encode()
+        data = part.encode("utf-8", "surrogatepass")
         h.update(len(data).to_bytes(8, "big"))
         h.update(data)
     return h.hexdigest()
