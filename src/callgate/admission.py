@@ -29,7 +29,7 @@ from callgate.evidence import Evidence
 from callgate.execute import Admitted
 from callgate.ledger.base import CallRecord, CallState
 from callgate.messages import Problem, Rejection, bounded
-from callgate.parse import ParsedArguments, parse_arguments
+from callgate.parse import ParsedArguments, parse_arguments, screen_call
 from callgate.policy import Action, Authority, Decision, authorize
 from callgate.provenance import OutputTrust, TrustIndex
 from callgate.redact import REDACTED
@@ -89,6 +89,9 @@ class Admission:
     def _admit(self, call: ToolCall) -> Observation | Admitted:
         """Parse, validate, authorize and approve one call."""
         gate = self.gate
+        screened = screen_call(call.id, call.name, call.arguments)
+        if screened is not None:
+            return self._rejected(call, None, screened)
         spec = gate.registry.get(call.name)
         if spec is None:
             return self._rejected(call, None, unknown_tool(call.name, gate.registry))
@@ -211,6 +214,12 @@ class Admission:
             return self._rejected(call, spec, parsed)
         if parsed.repaired:
             call = dataclasses.replace(call, repaired=True)
+            self.gate.ledger.record_event(
+                "parse.repaired",
+                run_id=self.id,
+                call_id=call.id,
+                data={"tool": spec.name, "repairs": list(parsed.repairs)},
+            )
         model = validate_arguments(spec, parsed.value, parsed.text)
         if isinstance(model, Rejection):
             return self._rejected(call, spec, model, raw=parsed)
@@ -443,8 +452,8 @@ class Admission:
         else:
             try:
                 text = canonical_json(dict(call.arguments))
-            except (TypeError, ValueError):
-                text = repr(call.arguments)
+            except (TypeError, ValueError, RecursionError):  # beyond the parse stage's bounds
+                text = '"(arguments not recorded: they cannot be written as JSON)"'
         return self.gate.redactor.text(bounded(text, 4000))
 
     def _without_secrets(

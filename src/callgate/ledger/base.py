@@ -318,7 +318,7 @@ def audit_hash(
     """
     cid = "-" if call_id is None else f"{len(call_id)}:{call_id}"
     blob = f"{prev_hash}|{seq}|{at!r}|{len(kind)}:{kind}|{len(run_id)}:{run_id}|{cid}|{data}"
-    return hashlib.sha256(blob.encode()).hexdigest()
+    return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

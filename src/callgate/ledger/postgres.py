@@ -30,6 +30,7 @@ from callgate.ledger.base import LedgerError
 from callgate.ledger.sql import SqlLedger
 from callgate.ledger.sql_schema import HEAD_QUERY, apply_migrations
 from callgate.ledger.sql_writes import Item, _Tx, run_items
+from callgate.ledger.storable import is_unstorable
 
 __all__ = ["PostgresLedger"]
 
@@ -102,7 +103,7 @@ class PostgresLedger(SqlLedger):
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
             apply_migrations(cur, _pg, _TYPES)
 
-    def _transact(self, items: Sequence[Item], *, durable: bool) -> list[Any]:
+    def _transact_once(self, items: Sequence[Item], *, durable: bool) -> list[Any]:
         # One transaction of this process at a time: a call's deferred decision must be
         # committed before another connection can start that call's attempt. (Writers
         # already serialize on the audit head row, so this costs little.)
@@ -118,12 +119,16 @@ class PostgresLedger(SqlLedger):
                     )
             except BaseException as exc:
                 # As in SQLiteLedger: retry deferred writes only after a passing failure.
-                if isinstance(exc, self._transient) or not isinstance(exc, self._errors):
+                if (
+                    isinstance(exc, self._transient)
+                    or not isinstance(exc, self._errors)
+                    or is_unstorable(exc)
+                ):
                     self._restore_deferred(deferred)
                 raise
         return results[len(deferred) :]
 
-    def _query(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
+    def _query_once(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
         with self._pool.connection() as conn:
             return conn.execute(_pg(statement), params).fetchall()
 

@@ -59,6 +59,7 @@ from callgate.ledger.sql_schema import (
 )
 from callgate.ledger.sql_statements import _CALL_COLUMNS
 from callgate.ledger.sql_writes import _RUN, BEGIN, DECIDE, EVENT, FINISH, Item, _outcome_from
+from callgate.ledger.storable import is_unstorable, storable_items
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SqlLedger", "apply_migrations", "pending_migrations"]
 
@@ -119,15 +120,40 @@ class SqlLedger(Ledger):
     # -- what a backend provides --------------------------------------------------
 
     @abc.abstractmethod
-    def _transact(self, items: Sequence[Item], *, durable: bool) -> list[Any]:
+    def _transact_once(self, items: Sequence[Item], *, durable: bool) -> list[Any]:
         """Apply the deferred items, then ``items``, in one transaction (`run_items`).
 
-        ``durable``: return only once the commit is on disk.
+        ``durable``: return only once the commit is on disk. On failure the
+        deferred items go back (`_restore_deferred`) unless the failure was
+        caused by the data itself (a constraint) rather than a passing reason
+        or text the database could not encode (`is_unstorable`).
         """
 
     @abc.abstractmethod
-    def _query(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
+    def _query_once(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
         """Run one read statement (``?`` placeholders) and return its rows."""
+
+    def _transact(self, items: Sequence[Item], *, durable: bool) -> list[Any]:
+        """`_transact_once`, tried again with storable text if the first failed on text
+        the database cannot encode: one such string never stops the ledger recording."""
+        try:
+            return self._transact_once(items, durable=durable)
+        except Exception as exc:
+            if not is_unstorable(exc):
+                raise
+        with self._deferred_lock:
+            self._deferred = storable_items(self._deferred)
+        return self._transact_once(storable_items(items), durable=durable)
+
+    def _query(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Run one read statement; a parameter the database cannot encode is looked up
+        as it was stored (`storable`)."""
+        try:
+            return self._query_once(statement, params)
+        except Exception as exc:
+            if not is_unstorable(exc):
+                raise
+        return self._query_once(statement, storable_items(params))
 
     # -- helpers for backends -----------------------------------------------------
 

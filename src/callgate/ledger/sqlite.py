@@ -33,6 +33,7 @@ from callgate.ledger.base import LedgerError
 from callgate.ledger.sql import SqlLedger
 from callgate.ledger.sql_schema import HEAD_QUERY, apply_migrations
 from callgate.ledger.sql_writes import Item, _Tx, run_items
+from callgate.ledger.storable import is_unstorable
 
 __all__ = ["DEFAULT_PATH", "SQLiteLedger"]
 
@@ -112,7 +113,7 @@ class SQLiteLedger(SqlLedger):
 
     # -- transactions -----------------------------------------------------------
 
-    def _transact(self, items: Sequence[Item], *, durable: bool) -> list[Any]:
+    def _transact_once(self, items: Sequence[Item], *, durable: bool) -> list[Any]:
         with self._lock:
             deferred = self._take_deferred()
             if durable is not self._full:
@@ -137,14 +138,16 @@ class SQLiteLedger(SqlLedger):
                 # Other calls' deferred decisions must not vanish with a transaction that
                 # failed for a passing reason (locked, busy, cancelled); one the data itself
                 # broke would fail again forever, so those are not retried.
-                if isinstance(exc, sqlite3.OperationalError) or not isinstance(
-                    exc, sqlite3.DatabaseError
+                if (
+                    isinstance(exc, sqlite3.OperationalError)
+                    or not isinstance(exc, sqlite3.DatabaseError)
+                    or is_unstorable(exc)
                 ):
                     self._restore_deferred(deferred)
                 raise
         return results[len(deferred) :]
 
-    def _query(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
+    def _query_once(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
         with self._lock:
             return self._cur.execute(statement, params).fetchall()
 
