@@ -46,7 +46,7 @@ def test_decoded_mapping_is_accepted_without_text() -> None:
         ("[1, 2]", "array [1, 2]"),
         ('"{\\"a\\": 1}"', 'string "{\\"a\\": 1}"'),
         ("3", "integer 3"),
-        ("null", "null null"),
+        ("null", "null"),
     ],
 )
 def test_json_that_is_not_an_object_is_its_own_rejection(text: str, actual: str) -> None:
@@ -438,3 +438,23 @@ def test_repair_never_closes_what_the_model_left_open(value: Any) -> None:
     for cut in range(1, len(text) - 1):
         result = parse_arguments(text[:cut])
         assert isinstance(result, Rejection) or result.value == {}, text[:cut]
+
+
+def test_gate_records_which_repairs_it_applied() -> None:
+    """Each repair the gate applies is named in the ledger (``parse.repaired``)."""
+    gate = _gate(repair=True)
+    run = gate.run(authority=AUTHORITY)
+    [obs] = run.submit([ToolCall(id="c1", name="get_weather", arguments="{'city': 'Oslo',}")])
+    assert obs.status is Status.OK
+    [event] = [r for r in gate.ledger.audit() if r.kind == "parse.repaired"]
+    assert event.call_id == "c1"
+    assert event.data == {"tool": "get_weather", "repairs": ["single_quotes", "trailing_comma"]}
+
+
+def test_gate_never_runs_a_call_cut_off_after_a_complete_field() -> None:
+    """``{"city": "Oslo"`` may have been ``{"city": "Oslo", "days": 5}``: rejected, not run."""
+    run = _gate(repair=True).run(authority=AUTHORITY)
+    [obs] = run.submit([ToolCall(id="c1", name="get_weather", arguments='{"city": "Oslo"')])
+    assert obs.status is Status.REJECTED
+    assert obs.stage is Stage.PARSE
+    assert obs.repaired is False
