@@ -106,8 +106,12 @@ def test_duplicate_tool_use_ids_are_rejected() -> None:
 
 @given(json_values())
 def test_extract_never_raises_on_arbitrary_json(value: Any) -> None:
-    """Whatever JSON arrives, extraction returns an `Extraction`."""
-    assert isinstance(anthropic.extract(value), Extraction)
+    """Any JSON object gives an `Extraction`; a value of another kind is a TypeError."""
+    if isinstance(value, dict):
+        assert isinstance(anthropic.extract(value), Extraction)
+    else:
+        with pytest.raises(TypeError):
+            anthropic.extract(value)
 
 
 # -- render and round trip ---------------------------------------------------------

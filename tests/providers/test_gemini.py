@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 import jsonschema
+import pytest
 from hypothesis import given
 
 from callgate import Status
@@ -161,8 +162,12 @@ def test_thought_parts_are_not_prose() -> None:
 
 @given(json_values())
 def test_extract_never_raises_on_arbitrary_json(value: Any) -> None:
-    """Whatever JSON arrives, extraction returns an `Extraction`."""
-    assert isinstance(gemini.extract(value), Extraction)
+    """Any JSON object gives an `Extraction`; a value of another kind is a TypeError."""
+    if isinstance(value, dict):
+        assert isinstance(gemini.extract(value), Extraction)
+    else:
+        with pytest.raises(TypeError):
+            gemini.extract(value)
 
 
 def test_round_trip_renders_function_responses_paired_in_call_order() -> None:

@@ -204,8 +204,12 @@ def test_arguments_sent_as_an_object_are_accepted() -> None:
 
 @given(json_values())
 def test_extract_never_raises_on_arbitrary_json(value: Any) -> None:
-    """Whatever JSON arrives, extraction returns an `Extraction`."""
-    assert isinstance(openai_chat.extract(value), Extraction)
+    """Any JSON object gives an `Extraction`; a value of another kind is a TypeError."""
+    if isinstance(value, dict):
+        assert isinstance(openai_chat.extract(value), Extraction)
+    else:
+        with pytest.raises(TypeError):
+            openai_chat.extract(value)
 
 
 @given(st.lists(json_values(), max_size=6))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 from hypothesis import given
 from openai.types.responses import Response, ResponseInputItemParam
 from openai.types.responses.response_create_params import ResponseCreateParamsNonStreaming
@@ -103,8 +104,12 @@ def test_duplicate_call_ids_are_rejected() -> None:
 
 @given(json_values())
 def test_extract_never_raises_on_arbitrary_json(value: Any) -> None:
-    """Whatever JSON arrives, extraction returns an `Extraction`."""
-    assert isinstance(openai_responses.extract(value), Extraction)
+    """Any JSON object gives an `Extraction`; a value of another kind is a TypeError."""
+    if isinstance(value, dict | list):
+        assert isinstance(openai_responses.extract(value), Extraction)
+    else:
+        with pytest.raises(TypeError):
+            openai_responses.extract(value)
 
 
 def test_round_trip_renders_function_call_outputs_accepted_by_the_sdk() -> None:

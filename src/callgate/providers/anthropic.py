@@ -22,6 +22,7 @@ from callgate.providers.base import (
     as_data,
     as_list,
     as_text,
+    checked,
     cut_off,
     finish,
     is_complete_json,
@@ -36,20 +37,24 @@ __all__ = ["StreamAssembler", "extract", "render", "tool_definitions"]
 
 _NORMAL_STOPS = frozenset({"end_turn", "tool_use", "stop_sequence", "pause_turn"})
 _STREAM_CUT = "the stream ended before this tool_use block was complete"
+_MESSAGE_CUT = "the stream ended before the message was complete"
 
 
 def extract(response: Any) -> Extraction:
     """The ``tool_use`` calls and the text of a message, in content order.
 
-    Server-side tool blocks (``server_tool_use``, web search results) and
-    thinking blocks are not calls for the gate and are skipped. When the
-    message stopped at the token limit, a ``tool_use`` block that ends the
+    Accepts a ``Message`` as an SDK object or decoded JSON (anything else
+    raises `TypeError`). Server-side tool blocks (``server_tool_use``, web
+    search results) and thinking blocks are not calls for the gate and are
+    skipped. Unless the message stopped normally (``end_turn``,
+    ``tool_use``, ``stop_sequence``, ``pause_turn``; a missing or empty
+    ``stop_reason`` is not normal), a ``tool_use`` block that ends the
     message may hold incomplete input and is rejected.
     """
-    data = as_data(response)
+    data = checked(response, Mapping, format_name="anthropic.extract")
     stop = pick(data, "stop_reason")
     stop = stop if isinstance(stop, str) else None
-    truncated = stop is not None and stop not in _NORMAL_STOPS
+    truncated = stop not in _NORMAL_STOPS
     blocks = as_list(pick(data, "content"))
     items: list[ToolCall | Observation] = []
     text: list[str] = []
@@ -60,8 +65,8 @@ def extract(response: Any) -> Extraction:
         elif kind == "tool_use":
             call_id = as_text(pick(block, "id"))
             name = as_text(pick(block, "name"))
-            if stop and truncated and position == len(blocks) - 1:
-                items.append(cut_off(call_id, name, stopped_early(stop)))
+            if truncated and position == len(blocks) - 1:
+                items.append(cut_off(call_id, name, stopped_early(stop or "")))
             else:
                 items.append(_call(call_id, name, pick(block, "input")))
     prose = "\n".join(t for t in text if t)
@@ -164,8 +169,8 @@ class StreamAssembler:
     def extraction(self) -> Extraction:
         """The calls and prose assembled so far; unfinished ``tool_use`` blocks are rejected."""
         stop = self._stop
-        truncated = (stop is not None and stop not in _NORMAL_STOPS) or not (self._ended or stop)
-        why = stopped_early(stop) if stop else "the stream ended before the message was complete"
+        truncated = stop not in _NORMAL_STOPS
+        why = stopped_early(stop or "") if stop is not None or self._ended else _MESSAGE_CUT
         items: list[ToolCall | Observation] = []
         text: list[str] = []
         for index in sorted(self._blocks):
@@ -189,7 +194,10 @@ class StreamAssembler:
             return cut_off(block.id, block.name, _STREAM_CUT)
         arguments = "".join(block.text)
         if not arguments.strip():
-            return _call(block.id, block.name, block.initial_input)
+            initial = block.initial_input
+            if cut is not None and not (isinstance(initial, Mapping) and initial):
+                return cut_off(block.id, block.name, cut)  # no input at all: it may have been cut
+            return _call(block.id, block.name, initial)
         if cut is not None and not is_complete_json(arguments):
             return cut_off(block.id, block.name, cut)
         return ToolCall(id=block.id, name=block.name, arguments=arguments)

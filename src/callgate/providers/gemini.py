@@ -13,24 +13,29 @@ and gives what `extract` gives for their parts joined into one response.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from callgate.calls import Observation, Status, ToolCall
 from callgate.providers.base import (
+    MAX_RESPONSE_CHARS,
     Extraction,
     Tools,
     as_data,
     as_list,
     as_text,
+    checked,
     cut_off,
+    fingerprint,
     finish,
+    id_series,
+    json_size,
     observation_text,
+    oversized,
     pick,
     specs_of,
     stopped_early,
-    synthetic_id,
+    too_large,
     unreadable,
 )
 from callgate.schema import inline_refs
@@ -44,18 +49,27 @@ _NORMAL_STOPS = frozenset({"STOP"})
 
 
 def extract(response: Any) -> Extraction:
-    """The function calls and text of the first candidate, in part order."""
-    data = as_data(response)
+    """The function calls and text of the first candidate, in part order.
+
+    Accepts a ``GenerateContentResponse`` (or one candidate) or a ``Content``,
+    as an SDK object or decoded JSON (anything else raises `TypeError`).
+    Unless the candidate's ``finishReason`` is ``STOP`` (a missing or empty
+    one is not), the call that ends the response may have been cut and is
+    rejected. A ``Content`` passed on its own carries no finish reason and
+    is read as it stands.
+    """
+    data = checked(response, Mapping, format_name="gemini.extract")
     candidate, parts = _candidate(data)
     stop = pick(candidate, "finishReason", "finish_reason")
     stop = stop if isinstance(stop, str) else None
-    return _extraction(parts, _response_id(data), stop, *_ending(stop))
+    judged = "candidates" in data or "content" in data
+    return _extraction(parts, _response_id(data), stop, *_ending(stop, judged))
 
 
-def _ending(stop: str | None) -> tuple[bool, str | None]:
+def _ending(stop: str | None, judged: bool = True) -> tuple[bool, str | None]:
     """Whether a response that stopped for ``stop`` is truncated; why a call ending it was cut."""
-    truncated = stop is not None and stop not in _NORMAL_STOPS
-    return truncated, (stopped_early(stop) if stop and truncated else None)
+    truncated = judged and stop not in _NORMAL_STOPS
+    return truncated, (stopped_early(stop or "") if truncated else None)
 
 
 def _candidate(data: Any) -> tuple[Any, list[Any]]:
@@ -78,7 +92,10 @@ def _extraction(
     parts: list[Any], response_id: str, stop: str | None, truncated: bool, cut: str | None
 ) -> Extraction:
     """The extraction of ``parts``; with ``cut``, a call that ends them is rejected for it."""
-    seed = response_id or _fingerprint(parts)
+    size = json_size(parts)
+    if size > MAX_RESPONSE_CHARS:
+        return _too_large(parts, response_id, stop, truncated)
+    ids = id_series("gemini", response_id or fingerprint(parts))
     items: list[ToolCall | Observation] = []
     text: list[str] = []
     last = _last_content(parts)
@@ -86,7 +103,7 @@ def _extraction(
         call = pick(part, "functionCall", "function_call")
         if call is not None:
             own_id = as_text(pick(call, "id"))
-            call_id = own_id or _assigned_id(seed, position)
+            call_id = own_id or ids(position)
             name = as_text(pick(call, "name"))
             if cut is not None and position == last:
                 items.append(cut_off(call_id, name, cut))
@@ -95,6 +112,19 @@ def _extraction(
         elif not pick(part, "thought"):
             text.append(as_text(pick(part, "text")))
     return finish(items, text="".join(text), stop_reason=stop, truncated=truncated)
+
+
+def _too_large(parts: list[Any], response_id: str, stop: str | None, truncated: bool) -> Extraction:
+    """A response over `MAX_RESPONSE_CHARS`: each call rejected, nothing else read."""
+    ids = id_series("gemini.too_large", response_id or str(len(parts)))
+    reject = too_large(oversized("the parts of this response are"))
+    items: list[ToolCall | Observation] = []
+    for position, part in enumerate(parts):
+        call = pick(part, "functionCall", "function_call")
+        if call is not None:
+            own_id = as_text(pick(call, "id"))
+            items.append(reject(own_id or ids(position), as_text(pick(call, "name"))))
+    return Extraction(items=tuple(items), stop_reason=stop, truncated=truncated)
 
 
 def _last_content(parts: list[Any]) -> int:
@@ -106,15 +136,6 @@ def _last_content(parts: list[Any]) -> int:
         if pick(part, "functionCall", "function_call") is not None or as_text(pick(part, "text")):
             return position
     return len(parts) - 1
-
-
-def _assigned_id(seed: str, position: int) -> str:
-    return synthetic_id("gemini", seed, str(position))
-
-
-def _fingerprint(parts: list[Any]) -> str:
-    """The parts as canonical JSON: responses without a ``responseId`` differ by content."""
-    return json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
 
 
 def _call(call_id: str, name: str, arguments: Any) -> ToolCall | Observation:

@@ -15,13 +15,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from callgate.calls import Observation, ToolCall
+from callgate.messages import bounded
 from callgate.providers.base import (
     Extraction,
     Tools,
     as_data,
     as_list,
     as_text,
+    checked,
     cut_off,
+    fingerprint,
     finish,
     is_complete_json,
     observation_text,
@@ -47,21 +50,26 @@ def extract(response: Any) -> Extraction:
     """The calls, prose and refusal of a chat completion (first choice).
 
     Accepts a ``ChatCompletion``, a ``Choice`` or a ``ChatCompletionMessage``,
-    as SDK objects or decoded JSON. A call whose arguments were cut off by
-    the token limit (``finish_reason: "length"``) or a filter is rejected, never repaired.
+    as SDK objects or decoded JSON (anything else raises `TypeError`). Unless
+    the choice's ``finish_reason`` is a normal end (``stop``, ``tool_calls``,
+    ``function_call``), a call whose arguments are empty or not complete JSON
+    may have been cut and is rejected, never repaired; a missing, empty or
+    unknown finish reason is not a normal end. A message passed on its own
+    carries no finish reason and is read as it stands.
     """
-    data = as_data(response)
+    data = checked(response, Mapping, format_name="openai_chat.extract")
     choice = data
-    if isinstance(data, Mapping) and "choices" in data:
+    if "choices" in data:
         choices = as_list(data["choices"])
         choice = choices[0] if choices else {}
     message = pick(choice, "message") if isinstance(choice, Mapping) else None
+    judged = message is not None or choice is not data
     if message is None:
         message = choice
     finish_reason = pick(choice, "finish_reason")
     stop = finish_reason if isinstance(finish_reason, str) else None
-    truncated = stop is not None and stop not in _NORMAL_STOPS
-    cut = stopped_early(stop) if truncated and stop else None
+    truncated = judged and stop not in _NORMAL_STOPS
+    cut = stopped_early(stop or "") if truncated else None
     items: list[ToolCall | Observation] = [
         _tool_call(entry, cut) for entry in as_list(pick(message, "tool_calls"))
     ]
@@ -86,8 +94,8 @@ def _tool_call(entry: Any, cut: str | None) -> ToolCall | Observation:
     if not isinstance(call_id, str):
         call_id = ""
     if entry.get("type", "function") != "function":
-        kind = as_text(entry.get("type")) or "?"
-        return unreadable(call_id, "", f"tool calls of type {kind!r} are not supported")
+        kind = bounded(as_text(entry.get("type")), 40) or "?"
+        return unreadable(call_id, "", f"tool calls of type '{kind}' are not supported")
     function = entry.get("function")
     if not isinstance(function, dict):
         return unreadable(call_id, "", "the tool call has no 'function' object")
@@ -97,8 +105,11 @@ def _tool_call(entry: Any, cut: str | None) -> ToolCall | Observation:
 def _legacy_call(function: Any, completion_id: str, cut: str | None) -> ToolCall | Observation:
     if not isinstance(function, Mapping):
         return unreadable("", "", "function_call must be an object")
+    arguments = function.get("arguments")
     seed = completion_id or synthetic_id(
-        "openai_chat.function_call", as_text(function.get("name")), str(function.get("arguments"))
+        "openai_chat.function_call",
+        as_text(function.get("name")),
+        arguments if isinstance(arguments, str) else fingerprint(arguments),
     )
     return _call(LEGACY_PREFIX + seed, function, cut)
 
@@ -155,7 +166,7 @@ def render(observations: Sequence[Observation]) -> list[dict[str, Any]]:
 @dataclass(slots=True)
 class _Partial:
     id: str = ""
-    name: str = ""
+    name: list[str] = field(default_factory=list)
     arguments: list[str] = field(default_factory=list)
     kind: str = "function"
 
@@ -172,6 +183,7 @@ class StreamAssembler:
 
     def __init__(self) -> None:
         self._calls: dict[int, _Partial] = {}
+        self._last_index = 0  # the highest index seen: where an index-less fragment belongs
         self._text: list[str] = []
         self._refusal: list[str] = []
         self._finish: str | None = None
@@ -204,7 +216,8 @@ class StreamAssembler:
                 continue
             index = fragment.get("index")
             if not isinstance(index, int):
-                index = len(self._calls) if fragment.get("id") else max(self._calls, default=0)
+                index = len(self._calls) if fragment.get("id") else self._last_index
+            self._last_index = max(self._last_index, index)
             partial = self._calls.setdefault(index, _Partial())
             if not partial.id:
                 partial.id = as_text(fragment.get("id"))
@@ -213,27 +226,27 @@ class StreamAssembler:
                 partial.kind = kind
             function = fragment.get("function")
             if isinstance(function, Mapping):
-                partial.name += as_text(function.get("name"))
+                partial.name.append(as_text(function.get("name")))
                 partial.arguments.append(as_text(function.get("arguments")))
 
     def extraction(self) -> Extraction:
         """The calls and prose assembled so far; incomplete calls become rejections."""
-        finished = self._finish is not None
-        truncated = not finished or self._finish not in _NORMAL_STOPS
-        why = stopped_early(self._finish) if self._finish else _STREAM_CUT
+        truncated = self._finish not in _NORMAL_STOPS
+        why = _STREAM_CUT if self._finish is None else stopped_early(self._finish)
         items: list[ToolCall | Observation] = []
         for index in sorted(self._calls):
             partial = self._calls[index]
-            function = {"name": partial.name, "arguments": "".join(partial.arguments)}
+            name = "".join(partial.name)
+            function = {"name": name, "arguments": "".join(partial.arguments)}
             if index == -1:
                 seed = self._completion_id or synthetic_id(
-                    "openai_chat.function_call", partial.name, function["arguments"]
+                    "openai_chat.function_call", name, function["arguments"]
                 )
                 items.append(_call(LEGACY_PREFIX + seed, function, why if truncated else None))
             elif partial.kind != "function":
-                kind = partial.kind
+                kind = bounded(partial.kind, 40)
                 items.append(
-                    unreadable(partial.id, "", f"tool calls of type {kind!r} are not supported")
+                    unreadable(partial.id, "", f"tool calls of type '{kind}' are not supported")
                 )
             else:
                 items.append(_call(partial.id, function, why if truncated else None))

@@ -22,6 +22,7 @@ from callgate.providers.base import (
     as_data,
     as_list,
     as_text,
+    checked,
     cut_off,
     finish,
     is_complete_json,
@@ -44,23 +45,27 @@ def extract(response: Any) -> Extraction:
     """The function calls and prose of a response, in output order.
 
     Accepts a ``Response`` or its ``output`` list, as SDK objects or decoded
-    JSON. Output items of other kinds (reasoning, built-in tools) are not
-    calls for the gate and are skipped.
+    JSON (anything else raises `TypeError`). Output items of other kinds
+    (reasoning, built-in tools) are not calls for the gate and are skipped.
+    Unless the response's ``status`` is ``completed`` (a missing or empty
+    status is not), and for any ``function_call`` item whose own ``status``
+    is there and is not ``completed``, a call whose arguments are empty or
+    not complete JSON may have been cut and is rejected. An ``output`` list
+    passed on its own carries no status and is read as it stands.
     """
-    data = as_data(response)
-    output = data if isinstance(data, list) else as_list(pick(data, "output"))
-    return _extraction(output, *_ending(data))
+    data = checked(response, Mapping, list, format_name="openai_responses.extract")
+    if isinstance(data, list):
+        return _extraction(data, None, False, "")
+    return _extraction(as_list(data.get("output")), *_ending(data))
 
 
-def _ending(data: Any) -> tuple[str | None, bool, str]:
+def _ending(data: Mapping[str, Any]) -> tuple[str | None, bool, str]:
     """The stop reason, whether the response is truncated, and why its calls may be cut."""
-    status = pick(data, "status")
+    status = data.get("status")
     reason = pick(pick(data, "incomplete_details"), "reason")
-    incomplete = status == "incomplete"
-    truncated = isinstance(status, str) and status != "completed"
-    stop = reason if incomplete and isinstance(reason, str) else status
-    why = stopped_early(stop if isinstance(stop, str) else "incomplete")
-    return (stop if isinstance(stop, str) else None), truncated, why
+    stop = reason if status == "incomplete" and isinstance(reason, str) else status
+    stop = stop if isinstance(stop, str) else None
+    return stop, status != "completed", stopped_early(stop or "")
 
 
 def _extraction(
@@ -92,7 +97,7 @@ def _extraction(
         elif isinstance(kind, str) and kind in _UNSUPPORTED_CALLS:
             call_id = as_text(pick(item, "call_id"))
             items.append(
-                unreadable(call_id, "", f"output items of type {kind!r} are not supported")
+                unreadable(call_id, "", f"output items of type '{kind}' are not supported")
             )
     return finish(
         items,
@@ -113,8 +118,9 @@ def _call(item: Mapping[str, Any], cut: str | None) -> ToolCall | Observation:
         return ToolCall(id=call_id, name=name, arguments=dict(arguments))
     if not isinstance(arguments, str):
         return unreadable(call_id, name, "'arguments' must be a string of JSON")
-    if item.get("status") == "incomplete" and cut is None:
-        cut = stopped_early("incomplete")
+    status = item.get("status")
+    if status is not None and status != "completed" and cut is None:
+        cut = stopped_early(status if isinstance(status, str) else "")
     if cut is not None and not is_complete_json(arguments):
         return cut_off(call_id, name, cut)
     return ToolCall(id=call_id, name=name, arguments=arguments)
@@ -160,6 +166,8 @@ class _Item:
         if kind == "function_call" and not isinstance(done.get("arguments"), str):
             if self.deltas or self.arguments is not None:
                 item["arguments"] = _joined(self.deltas, self.arguments)
+            if self.done is None and self.arguments is not None:
+                item["status"] = "completed"  # its arguments' done event says they are whole
         elif kind == "message" and self.parts and not isinstance(done.get("content"), list):
             item["content"] = [
                 {"type": part, ("text" if part == "output_text" else part): _joined(d, f)}

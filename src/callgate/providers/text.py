@@ -14,6 +14,12 @@ position. Inside tags, where the intent to call is explicit, broken JSON gets
 the conservative repair of `callgate.parse.repair_json` (unless
 ``repair=False``) or a ``parse`` rejection; fenced and bare JSON must be
 valid as it stands, since prose may show JSON that is not meant as a call.
+
+Extraction is linear in the length of the text. Text over
+`MAX_RESPONSE_CHARS` is not read at all (one ``parse`` rejection answers
+it), and the search for bare JSON reads the prose at most a few times over
+(`_BARE_SCAN_FACTOR`): in text that would need more (JSON broken again and
+again, or nested deeper than can be decoded) the rest is left as prose.
 """
 
 from __future__ import annotations
@@ -28,20 +34,26 @@ from callgate.calls import Observation, ToolCall
 from callgate.messages import Problem
 from callgate.parse import decode_object
 from callgate.providers.base import (
+    MAX_RESPONSE_CHARS,
     Extraction,
     Tools,
+    checked,
     cut_off,
     finish,
+    id_series,
+    oversized,
     rejected,
     specs_of,
     synthetic_id,
+    too_large,
     unreadable,
 )
 
 __all__ = ["extract", "render", "tool_definitions"]
 
 _OPEN, _CLOSE = "<tool_call>", "</tool_call>"
-_FENCE = re.compile(r"```[ \t]*[\w-]*[ \t]*\n(.*?)```", re.DOTALL)
+# Possessive quantifiers: a long run of blanks after ``` is read once, not retried.
+_FENCE = re.compile(r"```[ \t]*+[\w-]*+[ \t]*+\n(.*?)```", re.DOTALL)
 _BLANK_LINES = re.compile(r"\n{3,}")
 _CALL_KEYS = frozenset({"name", "arguments", "parameters", "id", "type"})
 _ADVICE = (
@@ -49,6 +61,12 @@ _ADVICE = (
     "with valid JSON; nothing was executed for this call."
 )
 _decoder = json.JSONDecoder()
+_BARE_SCAN_FACTOR = 4
+"""How many times over the search for bare JSON may read the text, at most."""
+_MIN_CHARGE = 64
+"""What a failed try costs at least, in characters: a try that fails at once is not free."""
+# Where JSON may start: an object must open with a key or close at once.
+_CANDIDATE = re.compile(r'\{[ \t\n\r]*+["}]|\[')
 
 # What a stretch of text holds: call objects (each with whether it was repaired),
 # or the rejection to give, once the call's id is known.
@@ -58,26 +76,32 @@ _Found = tuple[int, int, _Calls | _Failure]
 
 
 def extract(text: str, *, repair: bool = True) -> Extraction:
-    """The calls written in ``text``, and the prose around them."""
-    if not isinstance(text, str):
-        raise TypeError(
-            f"text.extract() takes the model's text, got {type(text).__name__}; "
-            "for a provider response object use that provider's module"
-        )
+    """The calls written in ``text``, and the prose around them.
+
+    ``text`` must be a ``str`` (else `TypeError`: no model output is of
+    another kind); whatever it holds never raises.
+    """
+    text = checked(text, str, format_name="text.extract")
+    if len(text) > MAX_RESPONSE_CHARS:
+        sample = synthetic_id("text.too_large", str(len(text)), text[:4096], text[-4096:])
+        problem = oversized("the text is", len(text))
+        return Extraction(items=(too_large(problem)(sample, ""),))
     found, cut = _tags(text, repair)
     for start, end in _gaps(text, found):
         found.extend(_fenced(text, start, end))
     found.sort(key=lambda f: f[0])
+    budget = [_BARE_SCAN_FACTOR * len(text)]
     for start, end in _gaps(text, found):
-        found.extend(_bare(text, start, end))
+        found.extend(_bare(text, start, end, budget))
     found.sort(key=lambda f: f[0])
+    ids = id_series("text", text)
     items: list[ToolCall | Observation] = []
     for _, _, payload in found:
         if callable(payload):
-            items.append(payload(synthetic_id("text", text, str(len(items)))))
+            items.append(payload(ids(len(items))))
             continue
         for obj, repaired in payload:
-            items.append(_call(obj, synthetic_id("text", text, str(len(items))), repaired))
+            items.append(_call(obj, ids(len(items)), repaired))
     prose = "".join(text[start:end] for start, end in _gaps(text, found)).strip()
     return finish(items, text=_BLANK_LINES.sub("\n\n", prose), truncated=cut)
 
@@ -183,31 +207,61 @@ def _looks_like_call(value: Any) -> bool:
     )
 
 
-def _bare(text: str, start: int, end: int) -> list[_Found]:
+def _bare(text: str, start: int, end: int, budget: list[int]) -> list[_Found]:
+    """Bare JSON calls in ``text[start:end]``, reading at most ``budget[0]`` characters.
+
+    JSON is tried from each bracket in turn; JSON that is not a call is
+    data, skipped whole. A failed try costs the characters the decoder read
+    (at least `_MIN_CHARGE`); those are taken from the shared budget, and
+    when it runs out the rest is prose. Decoded values do not overlap, so
+    the tries that succeed cost one pass in all.
+    """
     found: list[_Found] = []
-    if '"name"' not in text[start:end]:
+    segment = text[start:end]
+    if '"name"' not in segment:
         return found
-    segment = text[:end]
-    pos = start
-    while pos < end:
-        brace = _next_bracket(text, pos, end)
-        if brace < 0:
-            break
-        try:
-            value, stop = _decoder.raw_decode(segment, brace)
-        except (ValueError, RecursionError):
+    pos = 0
+    while budget[0] > 0 and (match := _CANDIDATE.search(segment, pos)):
+        brace = match.start()
+        decoded = _decode_at(segment, brace)
+        if isinstance(decoded, int):
+            budget[0] -= max(decoded, _MIN_CHARGE)
             pos = brace + 1
             continue
+        value, stop = decoded
         calls = _call_objects(value)
         if calls is not None:
-            found.append((brace, stop, calls))
+            found.append((start + brace, start + stop, calls))
         pos = stop  # JSON that is not a call is data: nothing inside it is a call either
     return found
 
 
-def _next_bracket(text: str, pos: int, end: int) -> int:
-    candidates = [i for i in (text.find("{", pos, end), text.find("[", pos, end)) if i >= 0]
-    return min(candidates) if candidates else -1
+_WINDOW = 64
+_SLACK = 16  # the longest token (a literal, an escape) an error at a window's end may have cut
+
+
+def _decode_at(text: str, start: int) -> tuple[Any, int] | int:
+    """The JSON value at ``text[start]`` and where it stops, or the characters a failure read.
+
+    The decoder is given a window of the text that doubles while a failure
+    may have been caused by the window's end: a failure far from the start
+    then costs what it read, not the length of the text (a decoding error
+    counts the lines of the whole text it was given).
+    """
+    size = _WINDOW
+    while True:
+        window = text[start : start + size]
+        try:
+            value, stop = _decoder.raw_decode(window)
+        except json.JSONDecodeError as exc:
+            at_end = exc.pos >= len(window) - _SLACK or exc.msg.startswith("Unterminated")
+            if at_end and start + size < len(text):
+                size *= 2
+                continue
+            return (len(window) if at_end else exc.pos) + 1
+        except (ValueError, RecursionError):  # nested too deep, or an integer too long to read
+            return len(window)
+        return value, start + stop
 
 
 def _call(obj: Mapping[str, Any], assigned_id: str, repaired: bool) -> ToolCall | Observation:
