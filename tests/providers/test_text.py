@@ -153,9 +153,20 @@ def test_broken_json_in_a_tag_with_repair_off_is_rejected_with_its_position() ->
     assert rejected.stage is Stage.PARSE
     assert rejected.tool == "get_weather"
     assert "the tool call is not valid JSON" in rejected.content
-    assert "(char 1)" in rejected.content
+    assert "(character 1)" in rejected.content
     assert "<tool_call>" in rejected.content  # the advice shows the expected form
     assert ex.text == "Let me see."
+
+
+def test_a_closed_tag_whose_braces_are_left_open_is_rejected_never_closed() -> None:
+    """Braces left open may be a cut: never closed into a shorter call, even with repair on."""
+    ex = text.extract(
+        '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"</tool_call>'
+    )
+    assert ex.calls == []
+    [rejected] = ex.rejected
+    assert rejected.details[0]["rule"] == "json_syntax"
+    assert rejected.tool == "get_weather"
 
 
 def test_unrepairable_json_in_a_tag_is_rejected() -> None:

@@ -365,13 +365,7 @@ def _id_and_tool(item: ToolCall | Observation) -> tuple[str, str]:
 def _over_bounds(items: Sequence[ToolCall | Observation]) -> Problem | None:
     """What makes a response's calls too many or too large to take, if anything."""
     if len(items) > MAX_CALLS:
-        return Problem(
-            rule="too_many_calls",
-            expected=f"at most {MAX_CALLS:,} calls in one response",
-            actual=f"{len(items):,} calls",
-            message=f"the response proposed {len(items):,} calls, more than the "
-            f"{MAX_CALLS:,} callgate takes from one response",
-        )
+        return too_many_calls(len(items))
     size = 0
     for item in items:
         if isinstance(item, ToolCall):
@@ -380,6 +374,17 @@ def _over_bounds(items: Sequence[ToolCall | Observation]) -> Problem | None:
             if size > MAX_RESPONSE_CHARS:
                 return oversized("the arguments of the calls in this response are")
     return None
+
+
+def too_many_calls(count: int) -> Problem:
+    """The problem of a response that proposed ``count`` calls, over `MAX_CALLS`."""
+    return Problem(
+        rule="too_many_calls",
+        expected=f"at most {MAX_CALLS:,} calls in one response",
+        actual=f"{count:,} calls",
+        message=f"the response proposed {count:,} calls, more than the "
+        f"{MAX_CALLS:,} callgate takes from one response",
+    )
 
 
 def oversized(what: str, size: int | None = None) -> Problem:
@@ -401,7 +406,21 @@ def too_large(problem: Problem) -> Callable[[str, str], Observation]:
         "Nothing was executed. Propose fewer calls per response, and keep arguments short: "
         "put large content in a file or resource and pass its name."
     )
-    return lambda call_id, tool: rejected(call_id, tool, problem, advice)
+    rejection = Rejection(stage=Stage.PARSE, problems=(problem,), advice=advice)
+    content, details = rejection.message, (problem.as_dict(),)  # the same for every call
+
+    def reject(call_id: str, tool: str) -> Observation:
+        return Observation(
+            call_id=call_id,
+            tool=tool,
+            status=Status.REJECTED,
+            stage=Stage.PARSE,
+            content=content,
+            retryable=True,
+            details=details,
+        )
+
+    return reject
 
 
 def _duplicate(call: ToolCall, times: int) -> Observation:

@@ -34,6 +34,7 @@ from callgate.calls import Observation, ToolCall
 from callgate.messages import Problem
 from callgate.parse import decode_object
 from callgate.providers.base import (
+    MAX_CALLS,
     MAX_RESPONSE_CHARS,
     Extraction,
     Tools,
@@ -46,6 +47,7 @@ from callgate.providers.base import (
     specs_of,
     synthetic_id,
     too_large,
+    too_many_calls,
     unreadable,
 )
 
@@ -86,6 +88,10 @@ def extract(text: str, *, repair: bool = True) -> Extraction:
         sample = synthetic_id("text.too_large", str(len(text)), text[:4096], text[-4096:])
         problem = oversized("the text is", len(text))
         return Extraction(items=(too_large(problem)(sample, ""),))
+    tags = text.count(_OPEN)
+    if tags > MAX_CALLS:  # too many calls to take: the tags are not even read
+        ids, reject = id_series("text", text), too_large(too_many_calls(tags))
+        return Extraction(items=tuple(reject(ids(k), "") for k in range(tags)))
     found, cut = _tags(text, repair)
     for start, end in _gaps(text, found):
         found.extend(_fenced(text, start, end))
@@ -259,7 +265,9 @@ def _decode_at(text: str, start: int) -> tuple[Any, int] | int:
                 size *= 2
                 continue
             return (len(window) if at_end else exc.pos) + 1
-        except (ValueError, RecursionError):  # nested too deep, or an integer too long to read
+        except RecursionError:  # nested too deep to decode: so is what follows, at this depth
+            return len(text) - start
+        except ValueError:  # an integer too long to read
             return len(window)
         return value, start + stop
 
