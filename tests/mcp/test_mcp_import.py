@@ -166,10 +166,12 @@ def test_import_tools_sync_gives_tools_that_work_with_submit(log: Path) -> None:
 
 
 async def test_an_upstream_that_hangs_is_unknown_and_not_retried(log: Path) -> None:
-    """Timeout → unknown (the effect may have happened); the call is sent exactly once."""
-    tools = await import_tools(upstream_params("hang", log), server_name="slow", timeout=1.0)
-    run = run_of(gate_for(tools), "network:slow")
-    obs = await submit(run, "start_job", {"name": "nightly"}, "c1")
+    """Timeout → unknown (the effect may have happened); the call is sent exactly once.
+    (Through a connected client: the timeout then times the call, not the server's start.)"""
+    async with Client(upstream_params("hang", log)) as client:
+        tools = await import_tools(client, server_name="slow", timeout=1.0)
+        run = run_of(gate_for(tools), "network:slow")
+        obs = await submit(run, "start_job", {"name": "nightly"}, "c1")
     assert obs.status is Status.UNKNOWN
     assert "did not finish within 1 s" in obs.content
     assert "Do not repeat this call" in obs.content

@@ -11,28 +11,38 @@ What a remote server says is data, never authority:
 * each tool's definition is pinned (`callgate.mcp.pins`); a tool whose
   description or schema changed, or that appeared later, is not callable
   until a person approves it.
+
+A tool's timeout is one budget for the whole call: when the gate retries a
+read whose outcome was unknown, each attempt gets what is left of it
+(`CallBudget`). A stdio upstream's whole process group is ended when its
+connection closes (`StdioTransport`).
 """
 
 from __future__ import annotations
 
+import collections
 import logging
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import mcp_types
-from mcp import Client, ClientSession
+from mcp import Client, ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
 from pydantic import BaseModel
 
-from callgate.errors import DefinitionError, ToolFailure
+from callgate.errors import DefinitionError, OutcomeUnknown, ToolFailure
 from callgate.evidence import Evidence
 from callgate.mcp.arguments import RemoteArguments, UnsupportedSchema, remote_arguments
 from callgate.mcp.pins import PinReport, PinStore, ToolDefinition
 from callgate.policy import Rule, ask
 from callgate.tools import (
     DEFAULT_MAX_RESULT_CHARS,
+    CallContext,
     EffectTemplate,
     Registry,
     Risk,
@@ -43,7 +53,10 @@ from callgate.tools import (
 
 if TYPE_CHECKING:
     import os
+    from types import TracebackType
     from typing import Self
+
+    from mcp.client._transport import TransportStreams
 
 __all__ = [
     "RemoteResult",
@@ -77,7 +90,8 @@ class ToolConfig:
             trusted input), e.g. ``["to"]``.
         risk: ``write`` (default: an unknown outcome is never retried),
             ``write_idempotent`` or ``read``.
-        timeout: seconds before the outcome is declared unknown.
+        timeout: seconds before the outcome is declared unknown, for all attempts
+            of a call together (a read's retries get what is left).
         reads / writes: resource templates for the scheduler.
         secret_fields: arguments never written to the ledger in clear.
         max_result_chars: results longer than this are cut.
@@ -177,6 +191,83 @@ class _ClientUpstream:
         return await self.client.call_tool(name, arguments)
 
 
+class StdioTransport:
+    """The SDK's stdio transport for one upstream command, which also ends what is left
+    of the upstream's process group when the connection closes.
+
+    `mcp.client.stdio.stdio_client` starts the server in a session of its own (so its
+    process group id is its pid) and, on closing, closes the server's stdin, waits up to
+    2 s, and ends the group (SIGTERM, then SIGKILL 2 s later) only if the server itself
+    is still running. A server that exits at the end of its input but leaves processes
+    behind (a job it started; the real server under ``npx`` or a shell) would leave them
+    orphaned. So after the SDK's own shutdown, whatever is left of the group is sent
+    SIGTERM and, ``grace`` seconds later, SIGKILL, with the SDK's own function. This runs
+    even when the caller is cancelled (a proxy told to stop). POSIX only: on Windows the
+    SDK's job object ends the tree.
+    """
+
+    def __init__(self, params: StdioServerParameters, *, grace: float = 2.0) -> None:
+        self.params = params
+        self.grace = grace
+        self.pid: int | None = None
+        """The upstream's pid (and process group id) once connected."""
+        self._manager: Any = None
+        self._process: Any = None
+
+    async def __aenter__(self) -> TransportStreams:
+        self._manager = stdio_client(self.params)
+        streams: TransportStreams = await self._manager.__aenter__()
+        self._process = _spawned_process(self._manager)
+        self.pid = getattr(self._process, "pid", None)
+        if self._process is None:
+            logger.warning(
+                "the MCP SDK's stdio transport did not show its process: processes the "
+                "upstream leaves behind are ended only by the SDK's own shutdown"
+            )
+        return streams
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool | None:
+        try:
+            closed: bool | None = await self._manager.__aexit__(exc_type, exc, traceback)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await _end_process_group(self._process, self.grace)
+        return closed
+
+
+def _spawned_process(manager: Any) -> Any:
+    """The server process `stdio_client` started, or None if it cannot be found.
+
+    The SDK keeps it to itself: while the connection is open it is the local
+    ``process`` of the suspended `stdio_client` generator.
+    """
+    frame = getattr(getattr(manager, "gen", None), "ag_frame", None)
+    process = frame.f_locals.get("process") if frame is not None else None
+    return process if isinstance(getattr(process, "pid", None), int) else None
+
+
+async def _end_process_group(process: Any, grace: float) -> None:
+    """SIGTERM to what is left of the server's process group, SIGKILL after ``grace``."""
+    if process is None or sys.platform == "win32":
+        return
+    from mcp.os.posix.utilities import terminate_posix_process_tree
+
+    await terminate_posix_process_tree(process, grace)
+
+
+def connectable(target: Any) -> Any:
+    """What `mcp.Client` should connect to for ``target``: a stdio command through
+    `StdioTransport`, anything else as it is."""
+    if isinstance(target, StdioServerParameters):
+        return StdioTransport(target)
+    return target
+
+
 class _ConnectEachTime:
     """Each listing and each call opens its own connection: usable from any event loop."""
 
@@ -184,11 +275,11 @@ class _ConnectEachTime:
         self.target = target
 
     async def list_tools(self) -> list[mcp_types.Tool]:
-        async with Client(self.target) as client:
+        async with Client(connectable(self.target)) as client:
             return await _ClientUpstream(client).list_tools()
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
-        async with Client(self.target) as client:
+        async with Client(connectable(self.target)) as client:
             return await client.call_tool(name, arguments)
 
 
@@ -200,6 +291,98 @@ def _upstream(source: UpstreamSource) -> _Upstream:
     if isinstance(source, _SessionUpstream | _ClientUpstream | _ConnectEachTime):
         return source
     return _ConnectEachTime(source)
+
+
+# -- one timeout per call ---------------------------------------------------------------
+
+_CONTEXT_PARAM = "_callgate_context"
+"""The handler parameter that receives the `CallContext` (no argument model field can
+start with ``_``, so it never collides with a remote argument)."""
+
+
+@dataclass(slots=True, kw_only=True)
+class _Spent:
+    started: float
+    deadline: float
+    sent: int = 0
+
+
+class CallBudget:
+    """One timeout for every attempt of one call: each attempt gets what is left.
+
+    The gate retries a read whose outcome is unknown (``read_retries``); if each
+    retry got the whole timeout again, a client told "within 2 s" would wait 6 s
+    for a server that hangs. Attempts of one call are recognised by the run and
+    call id of their `CallContext`; an attempt numbered 1 starts a new budget.
+    Budgets of calls that are over are dropped ``keep`` seconds after their
+    deadline, and at most ``cap`` are kept.
+    """
+
+    def __init__(self, seconds: float, *, keep: float = 60.0, cap: int = 4096) -> None:
+        self.seconds = seconds
+        self.keep = keep
+        self.cap = cap
+        self._calls: collections.OrderedDict[tuple[str, str], _Spent] = collections.OrderedDict()
+
+    def attempt(self, context: CallContext | None) -> _Spent:
+        """The budget of the call this attempt belongs to (started now for a first attempt,
+        or for a call made without a context: the handler called directly)."""
+        now = time.monotonic()
+        if context is None:
+            return _Spent(started=now, deadline=now + self.seconds)
+        key = (context.run_id, context.call_id)
+        spent = self._calls.get(key)
+        if spent is None or context.attempt <= 1:
+            spent = _Spent(started=now, deadline=now + self.seconds)
+            self._calls.pop(key, None)
+            self._calls[key] = spent
+        while self._calls:
+            oldest = next(iter(self._calls.values()))
+            if oldest.deadline + self.keep >= now and len(self._calls) <= self.cap:
+                break
+            self._calls.popitem(last=False)
+        return spent
+
+    def finish(self, context: CallContext | None) -> None:
+        """The call has an outcome that is not retried: forget its budget."""
+        if context is not None:
+            self._calls.pop((context.run_id, context.call_id), None)
+
+    def __len__(self) -> int:
+        return len(self._calls)
+
+
+def _out_of_time(server: str, tool: str, seconds: float, spent: _Spent) -> str:
+    """What a model is told when a call's timeout ran out (`OutcomeUnknown`'s message)."""
+    attempts = "1 attempt" if spent.sent == 1 else f"{spent.sent} attempts"
+    elapsed = time.monotonic() - spent.started
+    return (
+        f"the tool '{tool}' of the MCP server '{server}' did not finish within {seconds:g} s, "
+        f"the timeout shared by all attempts of this call ({attempts} sent, {elapsed:.1f} s "
+        "in all); no further attempt was sent"
+    )
+
+
+async def _within(
+    budget: CallBudget,
+    context: CallContext | None,
+    send: Callable[[], Awaitable[mcp_types.CallToolResult]],
+    *,
+    server: str,
+    tool: str,
+) -> mcp_types.CallToolResult:
+    """One attempt of a call, given what is left of the call's budget."""
+    spent = budget.attempt(context)
+    left = spent.deadline - time.monotonic()
+    if left <= 0:
+        raise OutcomeUnknown(_out_of_time(server, tool, budget.seconds, spent))
+    spent.sent += 1
+    with anyio.move_on_after(left) as scope:
+        result = await send()
+    if scope.cancelled_caught:
+        raise OutcomeUnknown(_out_of_time(server, tool, budget.seconds, spent))
+    budget.finish(context)
+    return result
 
 
 # -- results -----------------------------------------------------------------------
@@ -288,15 +471,27 @@ def remote_spec(
     arguments: RemoteArguments = remote_arguments(name, definition.input_schema)
     params = tuple(arguments.model.model_fields)
     remote = definition.name
+    effects = config.effects if config.effects is not None else default_effects
+    timeout = config.timeout if config.timeout is not None else default_timeout
+    budget = CallBudget(timeout) if timeout is not None else None
 
     async def call_remote(**values: Any) -> RemoteResult:
-        result = await upstream.call_tool(remote, arguments.payload(values))
+        context: CallContext | None = values.pop(_CONTEXT_PARAM, None)
+        payload = arguments.payload(values)
+        if budget is None:
+            result = await upstream.call_tool(remote, payload)
+        else:
+            result = await _within(
+                budget,
+                context,
+                lambda: upstream.call_tool(remote, payload),
+                server=server_name,
+                tool=name,
+            )
         return remote_result(server_name, result)
 
     call_remote.__name__ = name
     call_remote.__qualname__ = f"mcp:{server_name}/{remote}"
-    effects = config.effects if config.effects is not None else default_effects
-    timeout = config.timeout if config.timeout is not None else default_timeout
     for secret in config.secret_fields:
         if secret not in params:
             raise DefinitionError(
@@ -309,7 +504,7 @@ def remote_spec(
         fn=call_remote,
         is_async=True,
         arguments_model=arguments.model,
-        context_param=None,
+        context_param=_CONTEXT_PARAM,
         input_schema=dict(definition.input_schema),
         effects=tuple(EffectTemplate(e, tool=name, parameters=params) for e in effects),
         reads=tuple(Template(t, tool=name, parameters=params, what="reads") for t in config.reads),
@@ -318,7 +513,8 @@ def remote_spec(
         ),
         risk=Risk(config.risk),
         precondition=_pin_guard(pins, server_name, remote, digest) if pins is not None else None,
-        timeout=timeout,
+        # The call's budget (above) times every attempt; without one, the gate's default.
+        timeout=None,
         max_result_chars=config.max_result_chars,
         secret_fields=frozenset(config.secret_fields),
         sinks=sink_declarations(name, config.sinks, params),

@@ -6,7 +6,9 @@ and serves them through a `Gate` (`GateServer`). Neither the client (a
 desktop app, an IDE) nor the upstream server changes; between them every
 call is validated against the upstream's schema, authorized by the policy,
 approved by a person when the policy asks, recorded, and bounded by a
-timeout. A timeout is reported as ``unknown`` and never retried.
+timeout. A timeout is reported as ``unknown``; the gate retries only tools
+configured as reads, within what is left of the same timeout. A stdio
+upstream's whole process group is ended when the proxy closes.
 
 Pins are checked whenever the client lists tools and when the upstream
 announces that its tool list changed: a tool whose definition changed is
@@ -33,6 +35,7 @@ from callgate.mcp.client import (
     UpstreamSource,
     _ClientUpstream,
     _SessionUpstream,
+    connectable,
     suggested_rules,
 )
 from callgate.mcp.pins import PinReport, PinStore
@@ -136,7 +139,9 @@ async def proxy(
         elif isinstance(upstream, Client):
             connection = _ClientUpstream(upstream)
         else:
-            client = await stack.enter_async_context(Client(upstream, message_handler=on_message))
+            client = await stack.enter_async_context(
+                Client(connectable(upstream), message_handler=on_message)
+            )
             connection = _ClientUpstream(client)
         toolset = RemoteToolset(
             upstream=connection,
