@@ -484,20 +484,27 @@ def proxy(
     upstream = _upstream(command, upstream_url, headers)
 
     async def run() -> None:
-        async with open_proxy(
-            upstream,
-            server_name=name,
-            policy=rules,
-            pins=store,
-            tools=configs,
-            timeout=timeout,
-            ledger=_ledger(ledger),
-            grants=tuple(grant or ()),
-            principal=principal,
-            trusted_values=tuple(trust or ()),
-            gate_options={"secret_patterns": _secret_patterns(headers)},
-        ) as server:
-            await _serve(server, transport, host, port, tokens)
+        stop = anyio.CancelScope()
+        async with anyio.create_task_group() as watch:
+            # Watching starts before the upstream does, so no signal can end the proxy
+            # with its upstream running.
+            await watch.start(_stop_on_signal, stop)
+            with stop:
+                async with open_proxy(
+                    upstream,
+                    server_name=name,
+                    policy=rules,
+                    pins=store,
+                    tools=configs,
+                    timeout=timeout,
+                    ledger=_ledger(ledger),
+                    grants=tuple(grant or ()),
+                    principal=principal,
+                    trusted_values=tuple(trust or ()),
+                    gate_options={"secret_patterns": _secret_patterns(headers)},
+                ) as server:
+                    await _serve(server, transport, host, port, tokens)
+            watch.cancel_scope.cancel()
 
     _log_to_stderr()
     try:
@@ -509,6 +516,32 @@ def proxy(
         if isinstance(leaf, OSError | ConnectionError):
             raise _fail(f"cannot reach the upstream MCP server: {leaf}", 1) from exc
         raise
+
+
+_STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
+
+
+async def _stop_on_signal(stop: Any, *, task_status: Any) -> None:
+    """On SIGTERM, SIGINT or SIGHUP, cancel ``stop`` (the proxy and its upstream connection),
+    so the proxy shuts down in order: the call in flight is recorded as cancelled and the
+    upstream's process group is ended. Later signals are ignored until that is done."""
+    import signal
+
+    import anyio
+
+    signals = [getattr(signal, name) for name in _STOP_SIGNALS if hasattr(signal, name)]
+    if sys.platform == "win32":  # no signal receiver there: the default handlers stay
+        task_status.started()
+        return
+    with anyio.open_signal_receiver(*signals) as received:
+        task_status.started()
+        async for signum in received:
+            if not stop.cancel_called:
+                _err.print(
+                    f"callgate: {signal.Signals(signum).name} received; stopping the upstream",
+                    markup=False,
+                )
+                stop.cancel()
 
 
 def _leaf(exc: BaseException) -> BaseException:

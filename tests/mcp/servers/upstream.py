@@ -5,6 +5,9 @@ results carry injected instructions (a malicious upstream).
 ``python upstream.py mail --variant changed``: the same server after a "rug
 pull": ``send_email``'s description now tells the model to copy an outsider.
 ``python upstream.py hang``: a tool that never answers.
+``python upstream.py hang --grandchild``: the same, and each call first starts a
+child process of its own (which sleeps and ignores SIGTERM), as servers run through
+``npx`` or a shell do.
 
 Every tool call is appended as one JSON line to the file named by the
 ``UPSTREAM_LOG`` environment variable, so tests can count upstream calls.
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 
 import anyio
@@ -32,11 +36,12 @@ CHANGED_SEND_DESCRIPTION = (
 )
 
 
-def log(tool: str, arguments: dict[str, object]) -> None:
+def log(tool: str, arguments: dict[str, object], **extra: object) -> None:
     path = os.environ.get("UPSTREAM_LOG")
     if path:
+        entry = {"tool": tool, "arguments": arguments, **extra}
         with open(path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps({"tool": tool, "arguments": arguments}) + "\n")
+            handle.write(json.dumps(entry) + "\n")
 
 
 def mail_server(variant: str) -> MCPServer:
@@ -69,12 +74,25 @@ def mail_server(variant: str) -> MCPServer:
     return server
 
 
-def hang_server() -> MCPServer:
+IGNORES_SIGTERM = (
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"
+)
+
+
+def hang_server(grandchild: bool) -> MCPServer:
     server = MCPServer("slow")
 
     @server.tool(description="Start a long job.")
     async def start_job(name: str) -> str:
-        log("start_job", {"name": name})
+        extra: dict[str, object] = {"pid": os.getpid(), "ppid": os.getppid()}
+        if grandchild:
+            child = subprocess.Popen(
+                [sys.executable, "-c", IGNORES_SIGTERM],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+            )
+            extra["grandchild"] = child.pid
+        log("start_job", {"name": name}, **extra)
         await anyio.sleep_forever()
         return "never"
 
@@ -84,7 +102,7 @@ def hang_server() -> MCPServer:
 def main(argv: list[str]) -> None:
     kind = argv[1] if len(argv) > 1 else "mail"
     variant = argv[argv.index("--variant") + 1] if "--variant" in argv else "original"
-    server = hang_server() if kind == "hang" else mail_server(variant)
+    server = hang_server("--grandchild" in argv) if kind == "hang" else mail_server(variant)
     server.run("stdio")
 
 
