@@ -23,7 +23,8 @@ from callgate import (
     allow,
 )
 from callgate.mcp import ToolConfig, proxy
-from callgate.mcp.client import RemoteToolset
+from callgate.mcp.client import CallBudget, RemoteToolset
+from callgate.tools import CallContext
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]
 
@@ -128,3 +129,29 @@ async def test_a_write_is_sent_once_and_told_its_own_timeout() -> None:
     assert upstream.granted == [pytest.approx(0.5, abs=0.1)]
     assert "the tool failed unexpectedly (ConnectionResetError)" in obs.content
     assert "Do not repeat this call" in obs.content
+
+
+def context(call_id: str, attempt: int = 1) -> CallContext:
+    return CallContext(
+        principal="p",
+        context={},
+        run_id="r",
+        call_id=call_id,
+        tool="t",
+        idempotency_key="k",
+        attempt=attempt,
+    )
+
+
+def test_budgets_of_finished_and_abandoned_calls_are_not_kept() -> None:
+    """A call with an outcome forgets its budget; a retry finds its call's budget; at most
+    `cap` budgets are kept however many calls time out."""
+    budget = CallBudget(30.0, cap=3)
+    first = budget.attempt(context("c0"))
+    assert budget.attempt(context("c0", attempt=2)) is first
+    budget.finish(context("c0"))
+    assert len(budget) == 0
+    for n in range(10):
+        budget.attempt(context(f"c{n}"))
+    assert len(budget) == 3
+    assert budget.attempt(context("c0", attempt=2)) is not first
