@@ -458,3 +458,12 @@ def test_gate_never_runs_a_call_cut_off_after_a_complete_field() -> None:
     assert obs.status is Status.REJECTED
     assert obs.stage is Stage.PARSE
     assert obs.repaired is False
+
+
+def test_a_call_written_as_text_is_named_with_one_article() -> None:
+    """The subject of a text-format call is "the tool call": never "of the the tool call"."""
+    from callgate.parse import decode_object
+
+    problem = decode_object('{"name": "x", "arguments": {"q": "\\ud800"}}', subject="the tool call")
+    assert not isinstance(problem, ParsedArguments)
+    assert "field 'arguments.q' of the tool call holds" in problem.message

@@ -54,6 +54,10 @@ class Admission:
     _resuming: dict[str, str]
     _decisions: dict[Any, Decision]
     """Policy decisions remembered for this run's authority (see `authorize`)."""
+    _ids: dict[str, tuple[str, str]]
+    """Call id → (tool, request hash) of each call admitted or pending in this run."""
+    _renamed: dict[str, int]
+    """Model id → the last ``#n`` suffix given to a new call that reused it."""
 
     def _cycle(self, call: ToolCall, cycle: Sequence[str]) -> Observation:
         """A cycle of ``after`` dependencies rejects the whole batch: nothing runs."""
@@ -87,7 +91,16 @@ class Admission:
         return self._rejected(call, self.gate.registry.get(call.name), rejection)
 
     def _admit(self, call: ToolCall) -> Observation | Admitted:
-        """Parse, validate, authorize and approve one call."""
+        """Parse, validate, authorize and approve one call; answered under the id it came
+        with, even when the run records it under a new one (`_ledger_name`)."""
+        decided = self._decide(call)
+        if type(decided) is Observation:
+            decided.call_id = call.id
+        elif type(decided) is Admitted and decided.call.id != call.id:
+            decided.answer_id = call.id
+        return decided
+
+    def _decide(self, call: ToolCall) -> Observation | Admitted:
         gate = self.gate
         screened = screen_call(call.id, call.name, call.arguments)
         if screened is not None:
@@ -119,6 +132,11 @@ class Admission:
             return self._rejected(call, spec, decision.rejection, model=model, decision=decision)
         canonical = self._canonical(spec, model)
         request_hash = digest(spec.name, canonical)
+        earlier = self._ids.get(call.id)
+        if earlier is not None and (
+            earlier != (spec.name, request_hash) or not spec.side_effecting
+        ):
+            call = self._ledger_name(call)
         approval_id = None
         if decision.action is Action.ASK:
             try:
@@ -156,6 +174,7 @@ class Admission:
             created_at=now,
             updated_at=now,
         )
+        self._ids[call.id] = (spec.name, request_hash)
         return Admitted(
             record=record,
             call=call,
@@ -312,6 +331,7 @@ class Admission:
             rejection = denied_rejection(request)
             return self._rejected(call, spec, rejection, model=model, decision=decision)
         self._pending[request.id] = call
+        self._ids[call.id] = (spec.name, request_hash)
         self._record(
             call,
             spec,
@@ -360,6 +380,21 @@ class Admission:
         return self._rejected(call, spec, withheld_rejection(request), record=False)
 
     # -- helpers -------------------------------------------------------------
+
+    def _ledger_name(self, call: ToolCall) -> ToolCall:
+        """The call under a name of its own in this run, for an id an admitted call of the
+        run already has: ``<id>#2``, ``<id>#3``... The model is still answered under its id."""
+        n = self._renamed.get(call.id, 1)
+        while True:
+            n += 1
+            name = f"{call.id}#{n}"
+            if name not in self._ids:
+                break
+        self._renamed[call.id] = n
+        self.gate.ledger.record_event(
+            "call.renamed", run_id=self.id, call_id=name, data={"model_id": call.id}
+        )
+        return dataclasses.replace(call, id=name)
 
     def _output_trust(self, tool: str) -> OutputTrust | None:
         spec = self.gate.registry.get(tool)

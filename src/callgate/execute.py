@@ -84,6 +84,9 @@ class Admitted:
     """The admission record, written to the ledger once the batch is planned."""
     offload: bool = False
     """Run a sync handler in a worker thread (set when several calls run concurrently)."""
+    answer_id: str | None = None
+    """The id the model sent, when the run records the call under another (``call.id``):
+    an id the model reused for a new call (docs/design-notes.md, "Call ids")."""
     _context: CallContext | None = field(default=None, init=False, repr=False)
 
     @property

@@ -188,6 +188,9 @@ class Run(Admission):
         """Approval id → the call waiting for it (None: rebuilt without its arguments)."""
         self._resuming: dict[str, str] = {}
         self._decisions: dict[Any, Decision] = {}
+        self._ids: dict[str, tuple[str, str]] = {}
+        """Call id → (tool, request hash) of each call admitted (or pending) in this run."""
+        self._renamed: dict[str, int] = {}
 
     def trust(self, text: str) -> None:
         """Add trusted text to the run, e.g. the user's next message."""
@@ -216,8 +219,8 @@ class Run(Admission):
             if not isinstance(lone, Admitted):
                 return [lone]
             one = execute_sync(lone, gate.ledger, self.evidence, gate.redactor, gate.settings)
-            if one.status is Status.REJECTED:
-                self._release_unrun([lone], [one])
+            if one.status is Status.REJECTED or lone.answer_id is not None:
+                self._settled([lone], [one])
             return [one]
         staged = self._admit_batch(calls)
         admitted = [s for s in staged if isinstance(s, Admitted)]
@@ -226,7 +229,7 @@ class Run(Admission):
         if len(admitted) == 1 and limit is None:
             item = admitted[0]
             one = execute_sync(item, gate.ledger, self.evidence, gate.redactor, gate.settings)
-            self._release_unrun(admitted, [one])
+            self._settled(admitted, [one])
             return self._merge(staged, [one])
         done = run_batch_sync(
             self._plan(admitted, limit),
@@ -235,7 +238,7 @@ class Run(Admission):
             deadline=limit,
             on_skipped=self._skipped,
         )
-        self._release_unrun(admitted, done)
+        self._settled(admitted, done)
         return self._merge(staged, done)
 
     async def asubmit(
@@ -256,8 +259,8 @@ class Run(Admission):
             one = await execute_async(
                 lone, gate.ledger, self.evidence, gate.redactor, gate.settings
             )
-            if one.status is Status.REJECTED:
-                self._release_unrun([lone], [one])
+            if one.status is Status.REJECTED or lone.answer_id is not None:
+                self._settled([lone], [one])
             return [one]
         staged = self._admit_batch(calls)
         admitted = [s for s in staged if isinstance(s, Admitted)]
@@ -273,8 +276,16 @@ class Run(Admission):
                 deadline=limit,
                 on_skipped=self._skipped,
             )
-        self._release_unrun(admitted, done)
+        self._settled(admitted, done)
         return self._merge(staged, done)
+
+    def _settled(self, admitted: Sequence[Admitted], results: Sequence[Observation]) -> None:
+        """After execution: answer each call under the id the model sent (`Admitted.answer_id`),
+        and give back the approvals of calls stopped before their handler ran."""
+        for item, obs in zip(admitted, results, strict=True):
+            if item.answer_id is not None:
+                obs.call_id = item.answer_id
+        self._release_unrun(admitted, results)
 
     def _release_unrun(self, admitted: Sequence[Admitted], results: Sequence[Observation]) -> None:
         """Give back the approvals of calls that were stopped before their handler ran
@@ -426,6 +437,7 @@ class Run(Admission):
                 staged.append(self._admit(call))
         if any(c.after for c in calls):
             self._fail_dependents(staged)
+            self._follow_renames(staged)
         for item in staged:
             if isinstance(item, Admitted):
                 self._record_admitted(item)
@@ -442,6 +454,7 @@ class Run(Admission):
                     dep = next((failed[d] for d in item.call.after if d in failed), None)
                     if dep is not None:
                         obs = dependency_failed(item, dep)
+                        obs.call_id = item.answer_id or item.call.id
                         self._release_unrun([item], [obs])
                         self._record(
                             item.call,
@@ -453,3 +466,20 @@ class Run(Admission):
                         )
                         staged[i] = obs
                         changed = True
+
+    @staticmethod
+    def _follow_renames(staged: list[Observation | Admitted]) -> None:
+        """Point ``after`` at the names calls are recorded under, where the run gave a
+        call a new one (`Admission._ledger_name`): the scheduler plans by those names."""
+        names = {
+            s.answer_id: s.call.id
+            for s in staged
+            if isinstance(s, Admitted) and s.answer_id is not None
+        }
+        if not names:
+            return
+        for s in staged:
+            if isinstance(s, Admitted) and any(d in names for d in s.call.after):
+                s.call = dataclasses.replace(
+                    s.call, after=tuple(names.get(d, d) for d in s.call.after)
+                )

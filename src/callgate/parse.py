@@ -248,6 +248,11 @@ def _be(subject: str) -> str:
     return "are" if subject == "arguments" else "is"
 
 
+def _the(subject: str) -> str:
+    """``subject`` with its article: "the arguments", "the tool call"."""
+    return subject if subject.startswith("the ") else f"the {subject}"
+
+
 def _not_object(value: Any, subject: str) -> Problem:
     return Problem(
         rule="arguments_type",
@@ -285,7 +290,7 @@ def _too_long(text: str, subject: str) -> Problem:
 
 
 def _too_deep(subject: str, field: str | None = None) -> Problem:
-    where = f"field '{field}' of the {subject}" if field else subject
+    where = f"field '{field}' of {_the(subject)}" if field else subject
     return Problem(
         rule="json_depth",
         message=f"{where} {'is' if field else _be(subject)} nested more than {MAX_DEPTH} levels "
@@ -296,7 +301,7 @@ def _too_deep(subject: str, field: str | None = None) -> Problem:
 
 
 def _too_many_digits(subject: str, field: str | None = None) -> Problem:
-    where = f"field '{field}' of the {subject}" if field else subject
+    where = f"field '{field}' of {_the(subject)}" if field else subject
     return Problem(
         rule="json_number",
         message=f"{where} {'holds' if field else 'hold'} an integer with more than "
@@ -379,7 +384,7 @@ def check_decoded(value: Any, subject: str = "arguments") -> Problem | None:
         if kind is str:
             if not _encodable(node):
                 shown = visible(path, 60)
-                return _invalid_text(f"field '{shown}' of the {subject}", node, shown)
+                return _invalid_text(f"field '{shown}' of {_the(subject)}", node, shown)
         elif kind is dict or isinstance(node, Mapping):
             if depth > MAX_DEPTH:
                 return _too_deep(subject, visible(path, 60) or None)
@@ -387,7 +392,7 @@ def check_decoded(value: Any, subject: str = "arguments") -> Problem | None:
                 text = key if type(key) is str else str(key)
                 here = f"{path}.{text}" if path else text
                 if not _encodable(text):
-                    return _invalid_text(f"a key of the {subject}", text, visible(here))
+                    return _invalid_text(f"a key of {_the(subject)}", text, visible(here))
                 stack.append((item, depth + 1, here))
         elif kind is list or kind is tuple:
             if depth > MAX_DEPTH:

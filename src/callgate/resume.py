@@ -52,6 +52,8 @@ def rebuild(run: Run) -> None:
             f"{run.authority.principal!r}; resume it under the authority it ran with"
         )
     for record in calls:
+        if record.state is not CallState.REJECTED and record.request_hash is not None:
+            run._ids[record.call_id] = (record.tool, record.request_hash)
         if record.state is CallState.OK:
             _add_evidence(run, record.call_id, record.tool, record.arguments)
         elif record.state is CallState.PENDING and record.approval_id is not None:

@@ -92,11 +92,15 @@ class CallState(enum.StrEnum):
 
 
 # A decision may replace a call's record only while nothing has run yet.
+# A rejected call never ran and holds no key: an id the model sends again after a
+# rejection is decided afresh (docs/design-notes.md, "Call ids").
 _DECIDABLE_FROM: dict[CallState, frozenset[CallState]] = {
     CallState.PROPOSED: frozenset({CallState.PROPOSED}),
-    CallState.PENDING: frozenset({CallState.PROPOSED, CallState.PENDING}),
-    CallState.REJECTED: frozenset({CallState.PROPOSED, CallState.PENDING, CallState.ADMITTED}),
-    CallState.ADMITTED: frozenset({CallState.PROPOSED, CallState.PENDING}),
+    CallState.PENDING: frozenset({CallState.PROPOSED, CallState.PENDING, CallState.REJECTED}),
+    CallState.REJECTED: frozenset(
+        {CallState.PROPOSED, CallState.PENDING, CallState.ADMITTED, CallState.REJECTED}
+    ),
+    CallState.ADMITTED: frozenset({CallState.PROPOSED, CallState.PENDING, CallState.REJECTED}),
 }
 
 

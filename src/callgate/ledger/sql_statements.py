@@ -40,13 +40,14 @@ def _returning(rows: int, columns: str) -> str:
     return f" RETURNING {columns}" if rows > 1 else ""
 
 
+# The states a decision may overwrite (`callgate.ledger.base.may_decide`).
 _DECIDE_FROM = {
     CallState.PROPOSED: "'proposed'",
-    CallState.PENDING: "'proposed', 'pending'",
-    CallState.REJECTED: "'proposed', 'pending', 'admitted'",
-    CallState.ADMITTED: "'proposed', 'pending'",
+    CallState.PENDING: "'proposed', 'pending', 'rejected'",
+    CallState.REJECTED: "'proposed', 'pending', 'admitted', 'rejected'",
+    CallState.ADMITTED: "'proposed', 'pending', 'rejected'",
     # An admitted call whose attempt starts in the same transaction is written as running.
-    CallState.RUNNING: "'proposed', 'pending'",
+    CallState.RUNNING: "'proposed', 'pending', 'rejected'",
 }
 _DECIDE_SET = (
     "tool = excluded.tool, "
