@@ -210,6 +210,10 @@ def _attempt_logic(
     run_id, call_id, key = item.run_id, item.call.id, item.idempotency_key
     timeout = spec.timeout if spec.timeout is not None else settings.default_timeout
     attempts_allowed = 1 if side else 1 + max(0, settings.read_retries)
+    # A read retried after an unknown outcome shares one timeout with its earlier attempts:
+    # the model is never kept waiting longer than the timeout it is told about.
+    ends = time.monotonic() + timeout if timeout is not None and attempts_allowed > 1 else None
+    budget = timeout
     # Only a ledger that shares commits between async callers needs its writes yielded.
     shared = type(ledger).abegin_attempt is not Ledger.abegin_attempt
     kwargs: dict[str, Any] = item.arguments.__dict__  # the call unpacks it into a new dict
@@ -239,11 +243,14 @@ def _attempt_logic(
             return _claim_observation(item, claim)
         if attempt > 1 and spec.context_param is not None:
             kwargs = {**kwargs, spec.context_param: item.retry_context(attempt)}
+        if ends is not None:
+            budget = max(ends - time.monotonic(), 0.001)
         try:
             try:
-                result = yield _Invoke(spec.fn, (), kwargs, timeout, item.offload, spec.is_async)
+                result = yield _Invoke(spec.fn, (), kwargs, budget, item.offload, spec.is_async)
             except Exception as exc:
-                outcome, result = yield from _failed(item, exc, timeout, redactor)
+                tried = (attempt, ends is not None)
+                outcome, result = yield from _failed(item, exc, timeout, redactor, tried)
             else:
                 if spec.verify is None:
                     outcome = Outcome(
@@ -288,11 +295,19 @@ def _attempt_logic(
             yield _Record(ledger.finish_attempt, ledger.afinish_attempt, finish)
         else:
             ledger.finish_attempt(finish)
-        if outcome.status == "unknown" and attempt < attempts_allowed:
+        if (
+            outcome.status == "unknown"
+            and attempt < attempts_allowed
+            and (ends is None or ends - time.monotonic() > _MIN_ATTEMPT_SECONDS)
+        ):
             continue
         if outcome.status == "ok":
             evidence.note(call_id, spec.name, item.arguments.__dict__, result)
         return _observation(item, outcome, attempt, result)
+
+
+_MIN_ATTEMPT_SECONDS = 0.01
+"""A read is not retried with less time than this left of its timeout."""
 
 
 def _cancelled_text(item: Admitted) -> str:
@@ -302,14 +317,19 @@ def _cancelled_text(item: Admitted) -> str:
 
 
 def _failed(
-    item: Admitted, exc: Exception, timeout: float | None, redactor: Redactor
+    item: Admitted,
+    exc: Exception,
+    timeout: float | None,
+    redactor: Redactor,
+    shared: tuple[int, bool] = (1, False),
 ) -> Generator[_Invoke, Any, tuple[Outcome, Any]]:
     """The outcome of a handler that raised: ``error`` for a `ToolFailure`, else
-    ``unknown``, which the tool's reconcile hook may settle."""
+    ``unknown``, which the tool's reconcile hook may settle. ``shared``: the attempt
+    number, and whether the attempts share one timeout."""
     if isinstance(exc, ToolFailure):
         text = _failure_text(exc.message, item, redactor)
         return _outcome("error", text, exc, redactor, item.secrets), None
-    text = _unknown_text(exc, timeout, item, redactor)
+    text = _unknown_text(exc, timeout, item, redactor, shared)
     unknown = _outcome("unknown", text, exc, redactor, item.secrets)
     if item.spec.reconcile is None:
         return unknown, None
@@ -372,9 +392,22 @@ def _failure_text(message: str, item: Admitted, redactor: Redactor) -> str:
     return bounded(redactor.text(message, item.secrets), _MAX_ERROR_CHARS)
 
 
-def _unknown_text(exc: BaseException, timeout: float | None, item: Admitted, r: Redactor) -> str:
+def _unknown_text(
+    exc: BaseException,
+    timeout: float | None,
+    item: Admitted,
+    r: Redactor,
+    shared: tuple[int, bool] = (1, False),
+) -> str:
     side = item.spec.side_effecting
-    if isinstance(exc, TimeoutError):
+    attempt, is_shared = shared
+    if isinstance(exc, TimeoutError) and timeout and is_shared:
+        tries = f"{attempt} attempt{'s' if attempt > 1 else ''}"
+        head = (
+            f"the tool did not finish within {timeout:g} s, the timeout shared by all attempts "
+            f"of this call ({tries} made)"
+        )
+    elif isinstance(exc, TimeoutError):
         head = f"the tool did not finish within {timeout:g} s" if timeout else "the tool timed out"
     elif isinstance(exc, OutcomeUnknown):
         head = _failure_text(exc.message, item, r)

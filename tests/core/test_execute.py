@@ -847,3 +847,41 @@ def test_sync_submit_inside_a_running_loop_still_runs_async_tools() -> None:
 
     (obs,) = anyio.run(main)
     assert (obs.status, obs.content) == (Status.OK, "7")
+
+
+def test_retries_of_a_hanging_read_fit_inside_its_one_timeout() -> None:
+    """A read that hangs gets the whole timeout once; no retry is started with none of it
+    left, and the message states the shared budget and the attempts made (it used to be
+    attempted ``1 + read_retries`` times, each with the full timeout)."""
+    calls: Counter[str] = Counter()
+
+    @tool(effects="read:stock", timeout=0.2)
+    async def hang(sku: str) -> str:
+        """A read that never answers."""
+        calls["hang"] += 1
+        await anyio.sleep(30)
+        return "never"
+
+    run = single_tool_run(hang, read_retries=2)
+
+    async def main() -> list[Observation]:
+        return await run.asubmit([ToolCall(id="c1", name="hang", arguments={"sku": "x"})])
+
+    [obs] = anyio.run(main)
+    assert obs.status is Status.UNKNOWN
+    assert calls["hang"] == 1
+    assert obs.attempts == 1
+    assert (
+        "did not finish within 0.2 s, the timeout shared by all attempts of this call "
+        "(1 attempt made)" in obs.content
+    )
+
+
+def test_a_read_that_fails_fast_is_still_retried_within_its_timeout() -> None:
+    """Sharing the timeout takes nothing from quick failures: each is retried while time is left."""
+    counter: Counter[str] = Counter()
+    spec = flaky(2, effects="read:stock", counter=counter)
+    run = single_tool_run(spec, read_retries=2)
+    obs = one(run, "flaky", {"key": "k"})
+    assert obs.status is Status.OK
+    assert counter["calls"] == 3
