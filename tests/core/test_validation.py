@@ -7,11 +7,16 @@ was sent.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel, model_validator
 
-from callgate import Gate, Stage, Status, ToolCall
+from callgate import Gate, Stage, Status, ToolCall, tool
+from callgate.messages import Rejection
+from callgate.validate import validate_arguments
 
 from .domains import ALLOW_ALL, GroceryStore, grocery_registry
 
@@ -318,3 +323,125 @@ def test_rejection_messages_are_bounded_in_length() -> None:
     obs, _ = submit_one("search_products", {"query": "x" * 100_000, "limit": "y" * 100_000})
     assert obs.status is Status.REJECTED
     assert len(obs.content) <= 1200
+
+
+# -- messages a model can act on (issue 12, item 7) --------------------------------------------
+
+
+def _message(spec: Any, arguments: dict[str, Any]) -> str:
+    rejection = validate_arguments(spec, arguments)
+    assert isinstance(rejection, Rejection)
+    return rejection.message
+
+
+def test_a_null_is_shown_once_as_null() -> None:
+    """Not "got null null": the value's rendering is the type name alone."""
+    obs, _ = submit_one("search_products", {"query": None})
+    assert "got null." in obs.content
+    assert "null null" not in obs.content
+
+
+@tool
+def pick(size: Literal["거대한", "작은"]) -> None:
+    """Pick a size."""
+
+
+class Window(BaseModel):
+    start: int
+    end: int
+
+    @model_validator(mode="after")
+    def ordered(self) -> Window:
+        if self.end < self.start:
+            raise ValueError("end must not come before start")
+        return self
+
+
+@tool
+def book(window: Window) -> None:
+    """Book a window."""
+
+
+def test_non_ascii_allowed_values_are_shown_as_written() -> None:
+    """Enum values read as the model must send them, not as ``\\uac70...`` escapes."""
+    message = _message(pick, {"size": "huge"})
+    assert 'expected one of "거대한", "작은", got string "huge"' in message
+    assert "\\uac70" not in message
+    assert "Input should" not in message
+
+
+@pytest.mark.parametrize("hidden", ["\u202e", "\x00", "\u2028", "\ud800", "\x1b[31m"])
+def test_invisible_characters_in_values_and_names_are_escaped(hidden: str) -> None:
+    """Control and format characters never reach the model's text raw; the message stays short."""
+    obs, _ = submit_one("search_products", {"query": 5, f"x{hidden}" * 50: hidden * 500})
+    text = obs.content
+    assert hidden not in text
+    assert all(c.isprintable() or c == "\n" for c in text)
+    text.encode("utf-8")  # a lone surrogate would not encode
+    assert len(text) <= 1200
+
+
+def test_a_value_of_the_right_type_rejected_for_another_reason_says_the_reason() -> None:
+    """Not "expected object, got object {...}": the nested type's own check is named."""
+    message = _message(book, {"window": {"start": 5, "end": 1}})
+    assert "end must not come before start" in message
+    assert "expected object, got object" not in message
+
+
+@pytest.mark.parametrize(
+    ("arguments", "sentence"),
+    [
+        pytest.param(
+            {"query": "milk", "limit": 500},
+            "field 'limit' is out of range: expected integer (>= 1, <= 50), got integer 500.",
+            id="range",
+        ),
+        pytest.param(
+            {"query": 42},
+            "field 'query' has the wrong type: expected string, got integer 42.",
+            id="type",
+        ),
+        pytest.param(
+            {"query": "milk", "colour": "red"},
+            "unexpected field 'colour': this tool has no such field; allowed fields: query, limit.",
+            id="extra",
+        ),
+        pytest.param({}, "missing required field 'query' (expected string).", id="missing"),
+    ],
+)
+def test_each_problem_is_one_sentence_naming_field_expected_and_actual(
+    arguments: dict[str, Any], sentence: str
+) -> None:
+    """The lines a model reads are plain sentences ending with a full stop."""
+    obs, _ = submit_one("search_products", arguments)
+    assert f"- {sentence}" in obs.content.splitlines()
+
+
+_ANY_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    spec=st.sampled_from([pick, book]),
+    arguments=st.dictionaries(
+        st.sampled_from(["size", "window", "x"]) | st.text(max_size=8), _ANY_JSON
+    ),
+)
+def test_every_rejection_is_visible_bounded_text(spec: Any, arguments: dict[str, Any]) -> None:
+    """Whatever a model sends, the message is short, printable, encodable, and has no repr."""
+    result = validate_arguments(spec, arguments)
+    if not isinstance(result, Rejection):
+        return
+    text = result.message
+    assert len(text) <= 1200
+    assert all(c.isprintable() for line in text.splitlines() for c in line)
+    text.encode("utf-8")
+    assert "Input should" not in text
+    for line in text.splitlines()[1:]:
+        assert line.endswith(".")
