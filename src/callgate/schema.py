@@ -1,23 +1,38 @@
 """JSON Schema from Python signatures: the one source of truth for arguments.
 
 `build_arguments_model` turns a function's parameters into a Pydantic model
-(unknown fields forbidden); `json_schema` gives the canonical JSON Schema of
-that model; `strict_schema` and `inline_refs` are the transformations that
-provider formats need (OpenAI strict mode, Gemini's reference-free subset).
-The per-provider shapes themselves live in ``providers/``.
+(unknown fields forbidden); `seal` makes such a model read its arguments the
+way its exported schema describes them at every depth; `json_schema` gives the
+canonical JSON Schema of that model; `strict_schema` and `inline_refs` are the
+transformations that provider formats need (OpenAI strict mode, Gemini's
+reference-free subset). The per-provider shapes themselves live in
+``providers/``.
+
+The rules `seal` applies, at every depth (nested models, TypedDicts,
+dataclasses, list items, union members):
+
+- unknown fields are rejected (a nested type that says ``extra="allow"``
+  stays open, and its schema says so with ``additionalProperties: true``);
+- values are validated strictly (``"5"`` is not an integer, ``5.0`` is not
+  an integer, ``1`` is not a boolean), as at the top level;
+- ``null`` sent for an optional field (one with a default) whose type does not
+  itself accept ``null`` means "use the default": this is exactly where
+  `strict_schema` makes a field nullable.
 """
 
 from __future__ import annotations
 
 import copy
 import inspect
+import threading
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import docstring_parser
 from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic.fields import FieldInfo
+from pydantic_core import PydanticOmit, PydanticUseDefault, SchemaValidator
 
 from callgate.errors import DefinitionError
 
@@ -28,6 +43,8 @@ __all__ = [
     "inline_refs",
     "json_schema",
     "parse_docstring",
+    "seal",
+    "strict_obstacle",
     "strict_schema",
 ]
 
@@ -95,6 +112,7 @@ def build_arguments_model(
         field = _field_for(annotation, default, descriptions.get(name))
         fields[name] = (annotation, field)
     model = create_model(model_name, __base__=ArgumentsModel, **fields)
+    seal(model)
     return model, context_param
 
 
@@ -113,14 +131,189 @@ def _field_for(annotation: Any, default: Any, description: str | None) -> FieldI
     return Field(default)  # type: ignore[no-any-return]
 
 
+# -- sealing: validation that agrees with the export at every depth --------------------
+
+_FIELD_KINDS = frozenset({"model-field", "typed-dict-field", "dataclass-field"})
+_CLASS_KINDS = frozenset({"model", "dataclass", "typed-dict"})
+_EXTRA_KINDS = frozenset({"model-fields", "typed-dict", "dataclass-args"})
+_WRAPPERS = frozenset(
+    {"function-before", "function-after", "function-wrap", "lax-or-strict", "json-or-python"}
+)
+# Building a validator flips ``__pydantic_complete__`` on nested classes for a moment.
+_SEAL_LOCK = threading.Lock()
+
+
+def _null_means_default(value: Any) -> Any:
+    """Before an optional field's own validator: ``null`` means "use the default"."""
+    if value is None:
+        raise PydanticUseDefault
+    return value
+
+
+def _null_means_absent(value: Any) -> Any:
+    """Before an optional TypedDict key's validator: ``null`` means "not given"."""
+    if value is None:
+        raise PydanticOmit
+    return value
+
+
+def seal(model: type[BaseModel]) -> None:
+    """Make ``model`` validate its arguments the way its exported schema reads, at every depth.
+
+    Pydantic applies a model's configuration to that model only: a nested
+    `BaseModel` keeps its own (unknown fields silently dropped, ``"5"``
+    accepted for an integer), while the exported schema says objects are
+    closed and types exact. This rebuilds the model's validator from its core
+    schema with unknown fields forbidden and strict validation in every nested
+    type (unless one says ``extra="allow"``), and with ``null`` read as "use
+    the default" for every optional field below the top level whose type does
+    not accept ``null``. Only ``model``'s own validator changes; the nested
+    classes are untouched.
+
+    At the top level, `callgate.validate.validate_arguments` takes such nulls
+    out before validating (`ToolSpec.null_means_default`): a call without
+    nulls then costs no Python call per optional field on the fast path.
+    """
+    original = model.__pydantic_core_schema__
+    refs: dict[str, Any] = {}
+    _collect_refs(original, refs)
+    classes: list[type] = []
+    sealed = _sealed(original, refs, classes, _top_level_fields(original))
+    with _SEAL_LOCK:
+        # pydantic-core reuses the ready-made validator of a complete class found in a
+        # schema (the model itself, a nested model) instead of building the one given.
+        flipped = [c for c in classes if c.__dict__.get("__pydantic_complete__") is True]
+        for cls in flipped:
+            cls.__pydantic_complete__ = False  # type: ignore[attr-defined]
+        try:
+            validator = SchemaValidator(sealed)
+        finally:
+            for cls in flipped:
+                cls.__pydantic_complete__ = True  # type: ignore[attr-defined]
+    model.__pydantic_validator__ = validator
+
+
+def _collect_refs(node: Any, refs: dict[str, Any]) -> None:
+    if isinstance(node, list):
+        for item in node:
+            _collect_refs(item, refs)
+    elif isinstance(node, dict):
+        ref = node.get("ref")
+        if isinstance(ref, str):
+            refs[ref] = node
+        for key, value in node.items():
+            if key != "metadata":
+                _collect_refs(value, refs)
+
+
+def _top_level_fields(schema: Any) -> frozenset[int]:
+    """Identities of the field schemas of the model itself (not of nested types)."""
+    node = schema.get("schema") if schema.get("type") == "definitions" else schema
+    inner = node.get("schema") if isinstance(node, dict) and node.get("type") == "model" else None
+    if isinstance(inner, dict) and isinstance(inner.get("fields"), dict):
+        return frozenset(id(f) for f in inner["fields"].values())
+    return frozenset()
+
+
+def _sealed(node: Any, refs: Mapping[str, Any], classes: list[type], top: frozenset[int]) -> Any:
+    """A copy of a core schema with the rules of `seal` applied (the original is kept)."""
+    if isinstance(node, list):
+        return [_sealed(item, refs, classes, top) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: v if k == "metadata" else _sealed(v, refs, classes, top) for k, v in node.items()}
+    kind = out.get("type")
+    if kind in _CLASS_KINDS:
+        if isinstance(out.get("cls"), type):
+            classes.append(out["cls"])
+        config = dict(out.get("config") or {})
+        if config.get("extra_fields_behavior") != "allow":
+            config["extra_fields_behavior"] = "forbid"
+        config["strict"] = True
+        out["config"] = config
+    if kind in _EXTRA_KINDS and out.get("extra_behavior") == "ignore":
+        out["extra_behavior"] = "forbid"
+    if kind in _FIELD_KINDS and id(node) not in top:
+        inner = out["schema"]
+        if inner.get("type") == "default" and not _core_accepts_none(inner["schema"], refs):
+            out["schema"] = {**inner, "schema": _before(_null_means_default, inner["schema"])}
+        elif (
+            kind == "typed-dict-field"
+            and out.get("required") is False
+            and not _core_accepts_none(inner, refs)
+        ):
+            out["schema"] = _before(_null_means_absent, inner)
+    return out
+
+
+def _before(function: Callable[[Any], Any], schema: Any) -> dict[str, Any]:
+    return {
+        "type": "function-before",
+        "function": {"type": "no-info", "function": function},
+        "schema": schema,
+    }
+
+
+def _core_accepts_none(
+    node: Any, refs: Mapping[str, Any], seen: frozenset[str] = frozenset()
+) -> bool:
+    """Whether a core schema accepts ``None`` (unknown shapes count as accepting it)."""
+    if not isinstance(node, dict):
+        return True
+    kind = node.get("type")
+    if kind in ("none", "nullable", "any"):
+        return True
+    if kind == "definition-ref":
+        ref = node.get("schema_ref")
+        if not isinstance(ref, str) or ref in seen or ref not in refs:
+            return True
+        return _core_accepts_none(refs[ref], refs, seen | {ref})
+    if kind == "definitions":
+        return _core_accepts_none(node.get("schema"), refs, seen)
+    if kind in ("union", "tagged-union"):
+        choices = node.get("choices")
+        options = choices.values() if isinstance(choices, dict) else choices or ()
+        return any(
+            _core_accepts_none(c[0] if isinstance(c, tuple) else c, refs, seen) for c in options
+        )
+    if kind in _WRAPPERS or kind == "default":
+        inner = node.get("schema", node.get("strict_schema", node.get("json_schema")))
+        return inner is None or _core_accepts_none(inner, refs, seen)
+    if kind == "function-plain" or kind == "custom-error":
+        return kind == "function-plain" or _core_accepts_none(node.get("schema"), refs, seen)
+    return False
+
+
 def json_schema(model: type[BaseModel]) -> JSON:
     """The canonical JSON Schema of an arguments model, without Pydantic's titles."""
     schema = model.model_json_schema()
     _drop_titles(schema)
     schema.pop("description", None)
     schema.setdefault("properties", {})
-    schema["additionalProperties"] = False
+    for node in _subschemas(schema):
+        # A sealed model forbids unknown fields at every depth (see `seal`); Pydantic
+        # writes that only for the types whose own configuration says so.
+        if isinstance(node.get("properties"), dict):
+            node.setdefault("additionalProperties", False)
     return schema
+
+
+def _subschemas(node: Any) -> Iterator[JSON]:
+    """Every schema object in ``node``, itself first (property names are never mistaken)."""
+    if not isinstance(node, dict):
+        return
+    yield node
+    for key, value in node.items():
+        if key in ("properties", "$defs", "definitions", "patternProperties") and isinstance(
+            value, dict
+        ):
+            for sub in value.values():
+                yield from _subschemas(sub)
+        elif key in ("anyOf", "oneOf", "allOf", "prefixItems") and isinstance(value, list):
+            for sub in value:
+                yield from _subschemas(sub)
+        elif key in ("items", "additionalProperties", "not", "if", "then", "else", "contains"):
+            yield from _subschemas(value)
 
 
 def _drop_titles(node: Any) -> None:
@@ -204,28 +397,55 @@ def has_open_objects(node: Any) -> bool:
     """Whether a schema admits free-form objects or untyped values.
 
     Such values have no fixed key order (so a model dump is not canonical) and
-    cannot be described by OpenAI's strict mode.
+    cannot be described by OpenAI's strict mode. An object that does not say
+    ``additionalProperties`` is open: that is JSON Schema's default.
     """
+    return strict_obstacle(node) is not None
+
+
+def strict_obstacle(node: Any) -> str | None:
+    """Why a schema cannot be exported in OpenAI's strict mode, or None if it can.
+
+    Strict mode closes every object; a schema with an open object (an
+    ``additionalProperties`` that is absent or not ``false``, an object without
+    ``properties``) or an untyped value would be narrowed by it, so such a
+    schema is exported as it is, without ``strict``.
+    """
+    for path, sub in _located(node, _ROOT):
+        if not any(k in sub for k in ("type", "anyOf", "oneOf", "allOf", "$ref", "enum", "const")):
+            return f"{path} may hold any value, which strict mode cannot express"
+        if sub.get("type") == "object" or "properties" in sub:
+            extra = sub.get("additionalProperties", True)
+            if "properties" not in sub and extra is not False:
+                return f"{path} is a free-form object, which strict mode cannot express"
+            if extra is not False:
+                return (
+                    f"{path} accepts fields beyond its declared properties "
+                    "(additionalProperties is not false), which strict mode cannot express"
+                )
+    return None
+
+
+_ROOT = "the arguments object"
+
+
+def _located(node: Any, path: str) -> Iterator[tuple[str, JSON]]:
+    """Every schema object in ``node`` with a readable location, ``$defs`` included."""
     if not isinstance(node, dict):
-        return False
-    if not any(k in node for k in ("type", "anyOf", "oneOf", "allOf", "$ref", "enum", "const")):
-        return True
-    if node.get("additionalProperties", False) is not False:
-        return True
-    if node.get("type") == "object" and "properties" not in node:
-        return True
+        return
+    yield path, node
     for key, value in node.items():
-        if key in ("properties", "$defs") and isinstance(value, dict):
-            subs: list[Any] = list(value.values())
+        if key in ("properties", "$defs", "definitions") and isinstance(value, dict):
+            for name, sub in value.items():
+                where = f"field '{name}'" if key == "properties" else f"definition '{name}'"
+                yield from _located(sub, where if path == _ROOT else f"{where} in {path}")
         elif key == "items":
-            subs = [value]
+            yield from _located(value, f"each item of {path}")
         elif key in ("anyOf", "oneOf", "allOf", "prefixItems") and isinstance(value, list):
-            subs = value
-        else:
-            continue
-        if any(has_open_objects(sub) for sub in subs):
-            return True
-    return False
+            for sub in value:
+                yield from _located(sub, path)
+        elif key == "additionalProperties" and isinstance(value, dict):
+            yield from _located(value, f"each extra field of {path}")
 
 
 def inline_refs(schema: JSON) -> JSON:

@@ -30,6 +30,7 @@ from callgate.schema import (
     has_open_objects,
     json_schema,
     parse_docstring,
+    strict_obstacle,
 )
 
 if TYPE_CHECKING:
@@ -248,6 +249,11 @@ class ToolSpec:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
+
+    @property
+    def strict_obstacle(self) -> str | None:
+        """Why this tool's schema cannot be exported in OpenAI's strict mode (None if it can)."""
+        return strict_obstacle(self.input_schema)
 
     @property
     def side_effecting(self) -> bool:

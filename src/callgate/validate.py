@@ -49,7 +49,9 @@ def validate_arguments(
         arguments.get(name, 0) is None for name in spec.null_means_default
     ):
         text = None
-        # OpenAI strict mode sends null for an optional field the model leaves out.
+        # A null for an optional field means "use the default" (OpenAI strict mode sends
+        # one for each optional field the model leaves out). Here at the top level; the
+        # arguments model reads it so below (see `callgate.schema.seal`).
         arguments = {
             k: v for k, v in arguments.items() if not (v is None and k in spec.null_means_default)
         }
