@@ -10,30 +10,52 @@ Keywords that constrain the whole object (``allOf``, ``oneOf``,
 ``dependentRequired``, ...) are checked on the whole argument object.
 
 Unknown arguments are rejected, even when the server's schema leaves
-``additionalProperties`` open: callgate forwards only declared arguments. An
-optional argument left out, or given as ``null``, is not sent.
+``additionalProperties`` open: callgate forwards only declared arguments.
+Below the top level, objects follow the schema's own semantics (an object that
+does not say ``additionalProperties`` is open, as JSON Schema says).
+
+``null`` sent for an optional property whose schema does not accept ``null``
+means "not given", at every depth: the property is left out of what is sent
+(OpenAI's strict mode makes such properties nullable).
+
+An integer is a JSON number without a fraction or exponent: ``5.0`` is not an
+integer here, whichever path (a typed field or ``jsonschema``) checks it, so a
+handler declared for integers never receives a float.
+
+Property names Pydantic cannot use as field names (``_from``, ``model_dump``)
+are kept as aliases: the model sends and sees ``_from``, the field is named
+``from_``, and `RemoteArguments.payload` sends ``_from`` again.
 """
 
 from __future__ import annotations
 
+import copy
 import warnings
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from callgate.schema import ArgumentsModel
+from callgate.messages import schema_error_problem
+from callgate.schema import ArgumentsModel, seal
 
 Validator = Any  # jsonschema.protocols.Validator (jsonschema ships no type information)
 
 __all__ = ["RemoteArguments", "UnsupportedSchema", "remote_arguments"]
 
-# Keywords that only describe; they never reject a value.
-_ANNOTATIONS = frozenset(
-    {"title", "description", "default", "examples", "$comment", "deprecated", "readOnly"}
-    | {"writeOnly", "format", "contentMediaType", "contentEncoding"}
+# Keywords that can reject a value (JSON Schema drafts 3 to 2020-12); any other key,
+# an ``x-...`` extension or an unknown word, is an annotation and changes nothing.
+_VALIDATING = frozenset(
+    {"type", "enum", "const", "multipleOf", "maximum", "exclusiveMaximum", "minimum"}
+    | {"exclusiveMinimum", "maxLength", "minLength", "pattern", "maxItems", "minItems"}
+    | {"uniqueItems", "maxContains", "minContains", "maxProperties", "minProperties"}
+    | {"required", "dependentRequired", "items", "prefixItems", "additionalItems"}
+    | {"contains", "properties", "patternProperties", "additionalProperties"}
+    | {"propertyNames", "dependentSchemas", "dependencies", "unevaluatedItems"}
+    | {"unevaluatedProperties", "allOf", "anyOf", "oneOf", "not", "if", "then", "else"}
+    | {"$ref", "$dynamicRef", "$recursiveRef", "divisibleBy", "disallow", "extends"}
 )
 # Top-level keywords the arguments model itself implements.
 _OBJECT_KEYWORDS = frozenset(
@@ -60,9 +82,12 @@ class UnsupportedSchema(ValueError):
 
 
 class _RemoteBase(ArgumentsModel):
-    """Base of remote arguments models: strict, frozen, unknown fields forbidden."""
+    """Base of remote arguments models: strict, frozen, unknown fields forbidden.
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    Dumps use the server's property names (``_from``), not the field names.
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, serialize_by_alias=True)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,12 +96,21 @@ class RemoteArguments:
 
     model: type[ArgumentsModel]
     required: frozenset[str]
+    """Field names of the required arguments."""
     null_means_default: frozenset[str]
-    """Optional arguments whose schema does not accept ``null``: a ``null`` there means absent."""
+    """Optional arguments (by the server's names) whose schema does not accept ``null``.
+
+    A ``null`` sent for one of them means absent.
+    """
+    names: Mapping[str, str] = field(default_factory=dict)
+    """The server's property name of each field whose name differs (``{"from_": "_from"}``)."""
 
     def payload(self, values: Mapping[str, Any]) -> dict[str, Any]:
-        """The arguments to send: validated values, optional ones left out when absent."""
-        return {k: v for k, v in values.items() if v is not None or k in self.required}
+        """The arguments to send, by the server's names; optional ones left out when absent."""
+        names = self.names
+        return {
+            names.get(k, k): v for k, v in values.items() if v is not None or k in self.required
+        }
 
 
 def remote_arguments(tool: str, schema: Mapping[str, Any]) -> RemoteArguments:
@@ -94,11 +128,8 @@ def remote_arguments(tool: str, schema: Mapping[str, Any]) -> RemoteArguments:
     if not isinstance(properties, Mapping) or not isinstance(required, list):
         raise UnsupportedSchema("'properties' must be an object and 'required' an array")
     for name in properties:
-        if not isinstance(name, str) or not name or name.startswith("_") or name in _RESERVED:
-            raise UnsupportedSchema(
-                f"argument name {name!r} cannot be represented (empty, leading underscore, "
-                "or reserved by Pydantic)"
-            )
+        if not isinstance(name, str) or not name:
+            raise UnsupportedSchema(f"argument name {name!r} cannot be represented (empty)")
     missing = [r for r in required if r not in properties]
     if missing:
         raise UnsupportedSchema(f"required argument(s) {missing} are not declared in 'properties'")
@@ -109,26 +140,31 @@ def remote_arguments(tool: str, schema: Mapping[str, Any]) -> RemoteArguments:
             "which callgate never fetches"
         )
     validator = _validator(schema)
+    field_names = _field_names(list(properties))
     fields: dict[str, Any] = {}
     validators: dict[str, Any] = {}
     null_means_default = set()
     for name, prop in properties.items():
         is_required = name in required
+        field_name = field_names[name]
+        alias = {"alias": name} if field_name != name else {}
         typed = _typed(prop)
         if typed is not None:
             annotation, constraints = typed
             default = ... if is_required else None
-            fields[name] = (annotation, Field(default, **constraints))
+            fields[field_name] = (annotation, Field(default, **constraints, **alias))
         else:
-            fields[name] = (Any, Field(... if is_required else None))
+            fields[field_name] = (Any, Field(... if is_required else None, **alias))
             validators[f"_check_{len(validators)}"] = _property_check(
-                validator, name, prop, is_required
+                validator, field_name, name, prop, is_required
             )
-        if not is_required and not _accepts_null(prop):
+        if not is_required and not _accepts_null(prop, schema):
             null_means_default.add(name)
-    whole = {k: v for k, v in schema.items() if k not in _OBJECT_KEYWORDS | _ANNOTATIONS}
+    whole = {k: v for k, v in schema.items() if k in _VALIDATING and k not in _OBJECT_KEYWORDS}
+    aliases = {f: n for n, f in field_names.items() if f != n}
     if whole:
-        validators["_check_object"] = _object_check(validator, schema, set(required))
+        required_fields = {field_names[r] for r in required}
+        validators["_check_object"] = _object_check(validator, schema, required_fields, aliases)
     with warnings.catch_warnings():
         # A field named like a deprecated BaseModel method ("json", "schema") works.
         warnings.simplefilter("ignore", UserWarning)
@@ -138,11 +174,39 @@ def remote_arguments(tool: str, schema: Mapping[str, Any]) -> RemoteArguments:
             __validators__=validators,
             **fields,
         )
+    seal(model)
     return RemoteArguments(
         model=model,
-        required=frozenset(required),
+        required=frozenset(field_names[r] for r in required),
         null_means_default=frozenset(null_means_default),
+        names=aliases,
     )
+
+
+def _field_names(names: Sequence[str]) -> dict[str, str]:
+    """A Pydantic field name for each property name (itself where Pydantic allows it).
+
+    A leading underscore moves to the end (``_from`` becomes ``from_``), and a
+    name reserved by Pydantic gets one (``model_dump_``); more underscores are
+    added until the name is free.
+    """
+    taken = {n for n in names if _usable(n)}
+    out: dict[str, str] = {}
+    for name in names:
+        if _usable(name):
+            out[name] = name
+            continue
+        stripped = name.lstrip("_")
+        candidate = (stripped or "field") + "_" * max(1, len(name) - len(stripped))
+        while candidate in taken or not _usable(candidate):
+            candidate += "_"
+        taken.add(candidate)
+        out[name] = candidate
+    return out
+
+
+def _usable(name: str) -> bool:
+    return not name.startswith("_") and name not in _RESERVED
 
 
 def _model_name(tool: str) -> str:
@@ -151,9 +215,16 @@ def _model_name(tool: str) -> str:
 
 
 def _validator(schema: Mapping[str, Any]) -> Validator:
-    """A compiled validator for the server's schema; `UnsupportedSchema` if it is invalid."""
+    """A compiled validator for the server's schema; `UnsupportedSchema` if it is invalid.
+
+    Two readings differ from plain ``jsonschema``, to agree with the typed
+    fields and with the exports: an integer is never a float (``5.0`` is a
+    number), and ``null`` for an optional property whose schema does not
+    accept it is taken out of the value ("not given") before the properties
+    are checked.
+    """
     from jsonschema import SchemaError  # type: ignore[import-untyped]
-    from jsonschema.validators import validator_for  # type: ignore[import-untyped]
+    from jsonschema.validators import extend, validator_for  # type: ignore[import-untyped]
     from referencing import Registry
 
     cls = validator_for(schema)
@@ -163,9 +234,33 @@ def _validator(schema: Mapping[str, Any]) -> Validator:
         raise UnsupportedSchema(
             f"the input schema is not valid JSON Schema: {exc.message}"
         ) from exc
+    check_properties = cls.VALIDATORS["properties"]
+    root = dict(schema)
+
+    def properties(validator: Any, props: Any, instance: Any, node: Any) -> Iterator[Any]:
+        if isinstance(instance, dict) and isinstance(props, dict):
+            required = node.get("required") if isinstance(node, dict) else None
+            needed = required if isinstance(required, list) else ()
+            for name in [
+                n
+                for n, v in instance.items()
+                if v is None
+                and n in props
+                and n not in needed
+                and not _accepts_null(props[n], root)
+            ]:
+                del instance[name]
+        yield from check_properties(validator, props, instance, node)
+
+    integers = cls.TYPE_CHECKER.redefine("integer", _is_integer)
+    sealed = extend(cls, {"properties": properties}, type_checker=integers)
     # An empty registry: references resolve inside this schema only, never over the network.
-    validator: Validator = cls(schema, registry=Registry())
+    validator: Validator = sealed(schema, registry=Registry())
     return validator
+
+
+def _is_integer(checker: Any, instance: Any) -> bool:
+    return isinstance(instance, int) and not isinstance(instance, bool)
 
 
 def _external_refs(node: Any) -> set[str]:
@@ -187,7 +282,7 @@ def _typed(prop: Any) -> tuple[Any, dict[str, Any]] | None:
     """A Pydantic annotation and constraints equivalent to ``prop``, if it is simple."""
     if not isinstance(prop, Mapping):
         return None
-    keys = set(prop) - _ANNOTATIONS
+    keys = set(prop) & _VALIDATING
     if "enum" in prop or "const" in prop:
         values = prop["enum"] if "enum" in prop else [prop["const"]]
         rest = keys - {"enum", "const", "type"}
@@ -224,21 +319,36 @@ def _literal(values: list[Any]) -> Any:
     return Literal.__getitem__(tuple(values))
 
 
-def _accepts_null(prop: Any) -> bool:
-    if prop is True or not isinstance(prop, Mapping):
+def _accepts_null(prop: Any, root: Mapping[str, Any], depth: int = 0) -> bool:
+    """Whether ``prop`` accepts ``null`` (local references followed)."""
+    if prop is True or not isinstance(prop, Mapping) or depth > 16:
         return prop is True
+    ref = prop.get("$ref")
+    if isinstance(ref, str) and _accepts_null(_resolve(ref, root), root, depth + 1):
+        return True
     kind = prop.get("type")
     if kind == "null" or (isinstance(kind, list) and "null" in kind):
         return True
     if None in prop.get("enum", [0]) or ("const" in prop and prop["const"] is None):
         return True
-    return any(_accepts_null(alt) for key in ("anyOf", "oneOf") for alt in prop.get(key, []))
+    if not (set(prop) & _VALIDATING):
+        return True  # no rule at all: anything, null included
+    return any(
+        _accepts_null(alt, root, depth + 1)
+        for key in ("anyOf", "oneOf")
+        for alt in prop.get(key, [])
+    )
 
 
-def _describe_error(error: Any, prefix: str) -> str:
-    path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
-    where = f" at '{prefix}{path}'" if path else ""
-    return f"{error.message}{where}"
+def _resolve(ref: str, root: Mapping[str, Any]) -> Any:
+    """The target of a local ``#/...`` reference, or None."""
+    if not ref.startswith("#/"):
+        return None
+    node: Any = root
+    for part in ref[2:].split("/"):
+        part = part.replace("~1", "/").replace("~0", "~")
+        node = node.get(part) if isinstance(node, Mapping) else None
+    return node
 
 
 def _first_error(validator: Validator, value: Any, schema: Any) -> Any:
@@ -247,42 +357,61 @@ def _first_error(validator: Validator, value: Any, schema: Any) -> Any:
 
     try:
         return best_match(validator.evolve(schema=schema).iter_errors(value))
-    except Unresolvable as exc:
+    except Unresolvable:
         raise PydanticCustomError(
             "json_schema",
-            "the tool's schema has a reference callgate cannot resolve: {ref}",
-            {"ref": str(exc)[:200]},
+            "{message}",
+            {
+                "rule": "schema_reference",
+                "message": "the tool's schema has a reference callgate cannot resolve; "
+                "this tool cannot be called until its server fixes its schema.",
+            },
         ) from None
 
 
-def _property_check(validator: Validator, name: str, prop: Any, is_required: bool) -> Any:
-    """A field validator checking one argument against its own schema."""
+def _rejection(error: Any, prefix: Sequence[int | str]) -> PydanticCustomError:
+    problem = schema_error_problem(error, prefix)
+    return PydanticCustomError("json_schema", "{message}", problem.as_dict())
+
+
+def _property_check(
+    validator: Validator, field_name: str, name: str, prop: Any, is_required: bool
+) -> Any:
+    """A field validator checking one argument against its own schema.
+
+    It returns the value with the nulls that mean "not given" taken out.
+    """
+    root = validator.schema
 
     def check(cls: type[BaseModel], value: Any) -> Any:
-        if value is None and not is_required and not _accepts_null(prop):
+        if value is None and not is_required and not _accepts_null(prop, root):
             return value  # null for an optional argument: not sent
+        value = copy.deepcopy(value)
         error = _first_error(validator, value, prop)
         if error is not None:
-            raise PydanticCustomError(
-                "json_schema",
-                "{detail}",
-                {"detail": _describe_error(error, name)},
-            )
+            raise _rejection(error, (name,))
         return value
 
-    return field_validator(name)(check)
+    return field_validator(field_name)(check)
 
 
-def _object_check(validator: Validator, schema: Mapping[str, Any], required: set[str]) -> Any:
+def _object_check(
+    validator: Validator,
+    schema: Mapping[str, Any],
+    required: set[str],
+    aliases: Mapping[str, str],
+) -> Any:
     """A model validator for keywords on the whole argument object."""
 
     def check(model: BaseModel) -> BaseModel:
-        values = {k: v for k, v in model.__dict__.items() if v is not None or k in required}
-        error = _first_error(validator, values, dict(schema))
+        values = {
+            aliases.get(k, k): v
+            for k, v in model.__dict__.items()
+            if v is not None or k in required
+        }
+        error = _first_error(validator, copy.deepcopy(values), dict(schema))
         if error is not None:
-            raise PydanticCustomError(
-                "json_schema", "{detail}", {"detail": _describe_error(error, "")}
-            )
+            raise _rejection(error, ())
         return model
 
     wrapped: Callable[[BaseModel], BaseModel] = check
