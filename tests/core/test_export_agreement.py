@@ -410,7 +410,7 @@ def _calls(draw: Any) -> tuple[ToolSpec, dict[str, Any]]:
     return spec, value
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(call=_calls())
 def test_the_gate_accepts_a_value_iff_every_export_does(
     call: tuple[ToolSpec, dict[str, Any]],
