@@ -39,7 +39,11 @@ from callgate.validate import run_checks, unknown_tool, validate_arguments, vali
 if TYPE_CHECKING:
     from callgate.gate import Gate
 
-__all__ = ["Admission"]
+__all__ = ["ERRORED", "Admission"]
+
+ERRORED = ("", "")
+"""What `Admission._ids` holds for a call that ended ``error``: equal to no call, so the
+same call sent again under its id is a new call (the effect did not happen)."""
 
 
 class Admission:

@@ -484,7 +484,7 @@ def _claim_observation(item: Admitted, claim: Claim) -> Observation:
             status=replayed.status,
             stage=replayed.stage,
             content=note + replayed.content,
-            retryable=replayed.retryable,
+            retryable=False,  # sending it again can only replay the same answer
             provenance=replayed.provenance,
             tool_version=spec.version,
             details=({"rule": "idempotent_replay", "holder": list(claim.holder or ())},),

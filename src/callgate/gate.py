@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from callgate.admission import Admission
+from callgate.admission import ERRORED, Admission
 from callgate.approvals import (
     DEFAULT_APPROVAL_TTL,
     Approvals,
@@ -219,7 +219,7 @@ class Run(Admission):
             if not isinstance(lone, Admitted):
                 return [lone]
             one = execute_sync(lone, gate.ledger, self.evidence, gate.redactor, gate.settings)
-            if one.status is Status.REJECTED or lone.answer_id is not None:
+            if one.status is not Status.OK or lone.answer_id is not None:
                 self._settled([lone], [one])
             return [one]
         staged = self._admit_batch(calls)
@@ -259,7 +259,7 @@ class Run(Admission):
             one = await execute_async(
                 lone, gate.ledger, self.evidence, gate.redactor, gate.settings
             )
-            if one.status is Status.REJECTED or lone.answer_id is not None:
+            if one.status is not Status.OK or lone.answer_id is not None:
                 self._settled([lone], [one])
             return [one]
         staged = self._admit_batch(calls)
@@ -285,6 +285,8 @@ class Run(Admission):
         for item, obs in zip(admitted, results, strict=True):
             if item.answer_id is not None:
                 obs.call_id = item.answer_id
+            if obs.status is Status.ERROR:  # did not happen: the same call may run again
+                self._ids[item.call.id] = ERRORED
         self._release_unrun(admitted, results)
 
     def _release_unrun(self, admitted: Sequence[Admitted], results: Sequence[Observation]) -> None:

@@ -228,8 +228,11 @@ def claim_for_key(
 ) -> Claim | None:
     """How an existing key answers a new attempt; None when the attempt may take the key.
 
-    The matching rule, the same in every backend: an expired key whose
-    outcome is known (``ok`` or ``error``) counts as absent; a key whose
+    The matching rule, the same in every backend: a key whose attempt ended
+    ``error`` (a failure before commit, or a reconcile hook that found the
+    effect did not happen) counts as absent, since a result is kept for a key
+    only if the operation may have taken effect; an expired key whose
+    outcome is ``ok`` counts as absent; a key whose
     outcome is not known (still running, crashed, ``unknown``) never expires,
     since taking it over could run the effect twice; a different request hash
     is a conflict; an unfinished key is in progress (even for the call that
@@ -237,7 +240,9 @@ def claim_for_key(
     second run); a finished key replays its outcome, including ``unknown``,
     which is never re-run blindly.
     """
-    known = outcome is not None and outcome.status in ("ok", "error")
+    if outcome is not None and outcome.status == "error":
+        return None  # the effect did not happen: the key holds nothing (Stripe's rule)
+    known = outcome is not None and outcome.status == "ok"
     if known and expires_at <= start.started_at:
         return None
     if request_hash != start.request_hash:

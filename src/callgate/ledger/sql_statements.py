@@ -85,12 +85,14 @@ def _claim_sql(rows: int) -> str:
         "ON CONFLICT (key) DO UPDATE SET request_hash = excluded.request_hash, "
         "run_id = excluded.run_id, call_id = excluded.call_id, attempt = excluded.attempt, "
         "expires_at = excluded.expires_at "
-        "WHERE idempotency_keys.expires_at <= ? "
-        # A key whose attempt has no known outcome (still running, crashed, unknown) never
-        # expires: taking it over could run the effect a second time.
-        "AND EXISTS (SELECT 1 FROM attempts a WHERE a.run_id = idempotency_keys.run_id "
+        # A key whose attempt ended 'error' (the effect did not happen) holds nothing; one
+        # that ended 'ok' is free once expired; one whose attempt has no known outcome
+        # (still running, crashed, unknown) never expires: taking it over could run the
+        # effect a second time (`callgate.ledger.base.claim_for_key`).
+        "WHERE EXISTS (SELECT 1 FROM attempts a WHERE a.run_id = idempotency_keys.run_id "
         "AND a.call_id = idempotency_keys.call_id AND a.attempt = idempotency_keys.attempt "
-        "AND a.status IN ('ok', 'error'))" + _returning(rows, "key, run_id, call_id")
+        "AND (a.status = 'error' OR (a.status = 'ok' AND idempotency_keys.expires_at <= ?)))"
+        + _returning(rows, "key, run_id, call_id")
     )
 
 
