@@ -99,6 +99,8 @@ class Rule:
         object.__setattr__(self, "_tool_regex", re.compile(fnmatch.translate(self.tool)))
         # Effect names carry hosts and addresses the model chose: match them without
         # regard to case, so "network:EVIL.com" cannot slip past a rule on "network:evil.com".
+        # fnmatch.translate makes each "*" an atomic group, so matching such a name
+        # never backtracks across stars: linear in its length (test_linear_matching.py).
         effect_regex = (
             re.compile(fnmatch.translate(self.effect), re.IGNORECASE) if self.effect else None
         )

@@ -194,11 +194,13 @@ def test_a_compiled_pattern_with_a_flag_re2_lacks_is_refused(flags: int) -> None
 
 
 def test_compiled_pattern_flags_mean_what_they_mean_in_python() -> None:
-    """``re.I`` ignores case, ``re.S`` lets ``.`` match a newline, as in Python."""
+    """``re.I`` ignores case, ``re.S`` lets ``.`` match newlines, ``re.M`` makes ``$`` end lines."""
     assert ArgumentTest("to", "regex", re.compile("a.b", re.I))({"to": "A-B"})
     assert not ArgumentTest("to", "regex", re.compile("a.b", re.I))({"to": "a\nb"})
     assert ArgumentTest("to", "regex", re.compile("a.b", re.S))({"to": "a\nb"})
     assert not ArgumentTest("to", "regex", re.compile("a.b", re.S))({"to": "A-B"})
+    assert ArgumentTest("to", "regex", re.compile("a$\nb", re.M))({"to": "a\nb"})
+    assert not ArgumentTest("to", "regex", re.compile("a$\nb"))({"to": "a\nb"})
 
 
 @pytest.mark.parametrize("operand", [5, None, b"abc"])
@@ -312,7 +314,9 @@ def test_pattern_means_what_it_means_in_python(pattern: str, value: str, matches
 def test_a_lone_surrogate_in_the_value_is_decided_not_raised(value: str) -> None:
     """Model text that is not valid Unicode still gets a decision: any character matches ``.``."""
     assert decide(parse_policy(allow_unless(".*")), value) is Action.DENY
-    assert decide(parse_policy(allow_unless("[a-z]*")), value) is Action.ADMIT
+    assert decide(parse_policy(allow_unless(".*[^a-z].*")), value) is Action.DENY
+    for letters_or_digits in ("[a-z]*", r"\w*", r"\d*"):
+        assert decide(parse_policy(allow_unless(letters_or_digits)), value) is Action.ADMIT
 
 
 def test_only_text_values_can_match() -> None:
