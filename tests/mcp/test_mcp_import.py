@@ -201,10 +201,12 @@ async def test_an_error_result_is_a_known_failure_framed_as_data() -> None:
 
 
 async def test_tools_whose_schema_cannot_be_checked_are_left_out() -> None:
-    """A tool whose input schema is not a JSON Schema object is skipped, the rest imported."""
+    """A tool whose input schema is not a JSON Schema object is skipped, the rest imported
+    (a property named ``_x`` is importable: it becomes an aliased field)."""
     tools_listed = [
         mcp_types.Tool(name="ok", input_schema={"type": "object", "properties": {}}),
-        mcp_types.Tool(name="bad", input_schema={"type": "object", "properties": {"_x": {}}}),
+        mcp_types.Tool(name="fine", input_schema={"type": "object", "properties": {"_x": {}}}),
+        mcp_types.Tool(name="bad", input_schema={"type": "object", "properties": {"": {}}}),
         mcp_types.Tool(name="worse", input_schema={"type": "object", "minProperties": "x"}),
     ]
 
@@ -213,7 +215,7 @@ async def test_tools_whose_schema_cannot_be_checked_are_left_out() -> None:
 
     server = Server("odd", on_list_tools=list_tools)
     tools = await import_tools(server, server_name="odd")
-    assert [t.name for t in tools] == ["ok"]
+    assert [t.name for t in tools] == ["ok", "fine"]
 
 
 async def test_pins_block_a_tool_whose_description_changed(
