@@ -11,7 +11,8 @@ Concurrent async callers share commits (group commit, see `SqlLedger`): a
 batch of N concurrent side-effecting calls costs about two syncs, not 2N.
 
 Several processes may open the same file: SQLite serializes writers, and a
-writer waits up to ``timeout`` seconds for another to finish.
+writer waits up to ``timeout`` seconds for another to finish. A reader never
+waits for a writer (WAL); ``read_only=True`` opens a ledger only to read it.
 
 Checkpoints (copying the WAL back into the database file, two syncs) run
 only after a *durable* commit, every `CHECKPOINT_EVERY` transactions: a
@@ -26,12 +27,13 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import urllib.parse
 from collections.abc import Sequence
 from typing import Any
 
 from callgate.ledger.base import LedgerError
 from callgate.ledger.sql import SqlLedger
-from callgate.ledger.sql_schema import HEAD_QUERY, apply_migrations
+from callgate.ledger.sql_schema import HEAD_QUERY, SCHEMA_VERSION, apply_migrations
 from callgate.ledger.sql_writes import Item, _Tx, run_items
 from callgate.ledger.storable import is_unstorable
 
@@ -48,6 +50,11 @@ LIGHT_CHECKPOINT_EVERY = 4096
 _TYPES = {"real": "REAL", "bigint": "INTEGER", "without_rowid": " WITHOUT ROWID"}
 
 
+_TABLES = ("schema_version", "calls", "attempts", "idempotency_keys", "audit", "approvals")
+"""The tables of a callgate ledger."""
+_EXPECTED = "a SQLite file written by callgate, with the tables " + ", ".join(_TABLES)
+
+
 def _same(statement: str) -> str:
     return statement
 
@@ -60,6 +67,12 @@ class SQLiteLedger(SqlLedger):
         worker: the id this process's attempts are recorded under (default
             ``host:pid``); give a stable one to recover only this worker's calls.
         timeout: seconds to wait for another process holding the write lock.
+        read_only: open an existing ledger to read it, as ``callgate ledger`` and
+            ``callgate approvals`` do: the file is opened read-only (``mode=ro``), never
+            created, migrated or switched to WAL, and no read waits for a writer. A
+            file that is not a callgate ledger of this schema version raises
+            `LedgerError` naming it; an unreadable one raises `LedgerError` caused by
+            the `sqlite3.Error`. Writes fail.
     """
 
     def __init__(
@@ -68,9 +81,14 @@ class SQLiteLedger(SqlLedger):
         *,
         worker: str | None = None,
         timeout: float = 10.0,
+        read_only: bool = False,
     ) -> None:
         super().__init__(worker=worker)
         self.path = os.fspath(path)
+        self.read_only = read_only
+        if read_only:
+            self._open_read_only(timeout)
+            return
         try:
             self._conn = sqlite3.connect(
                 self.path,
@@ -90,6 +108,66 @@ class SQLiteLedger(SqlLedger):
             ) from exc
         self._since_checkpoint = 0
         self._closed = False
+
+    def _open_read_only(self, timeout: float) -> None:
+        """Open an existing ledger to read it: never created, migrated, switched to WAL
+        or locked for writing (`read_only`)."""
+        uri = "file:" + urllib.parse.quote(os.path.abspath(self.path)) + "?mode=ro"
+        try:
+            self._conn = sqlite3.connect(
+                uri, uri=True, timeout=timeout, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise LedgerError(f"cannot read the SQLite ledger at {self.path}: {exc}") from exc
+        self._lock = threading.RLock()
+        self._cur = self._conn.cursor()
+        self._full = True
+        self._since_checkpoint = 0
+        self._closed = False
+        try:
+            self._cur.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+            self._check_schema()
+        except BaseException as exc:
+            self.close()
+            if isinstance(exc, sqlite3.Error | UnicodeDecodeError):  # damaged pages
+                raise LedgerError(f"cannot read the SQLite ledger at {self.path}: {exc}") from exc
+            raise
+
+    def _check_schema(self) -> None:
+        """Refuse a file that is not a callgate ledger at this callgate's schema version."""
+        try:
+            rows = self._cur.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            tables = sorted(str(r[0]) for r in rows.fetchall())
+        except sqlite3.DatabaseError as exc:
+            if getattr(exc, "sqlite_errorname", "") != "SQLITE_NOTADB":
+                raise
+            raise LedgerError(
+                f"{self.path} is not a callgate ledger: it is not a SQLite database "
+                f"(expected {_EXPECTED})"
+            ) from None
+        missing = [t for t in _TABLES if t not in tables]
+        if missing:
+            if not tables:
+                found = "it is empty" if os.path.getsize(self.path) == 0 else "it has no tables"
+            else:
+                shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
+                found = f"it has no {missing[0]} table (its tables: {shown})"
+            raise LedgerError(
+                f"{self.path} is not a callgate ledger: {found} (expected {_EXPECTED})"
+            )
+        row = self._cur.execute("SELECT max(version) FROM schema_version").fetchone()
+        version = int(row[0]) if row and row[0] is not None else 0
+        if version > SCHEMA_VERSION:
+            raise LedgerError(
+                f"the ledger at {self.path} has schema version {version}, newer than this "
+                f"callgate knows ({SCHEMA_VERSION}); upgrade callgate to read it"
+            )
+        if version < SCHEMA_VERSION:
+            raise LedgerError(
+                f"the ledger at {self.path} has schema version {version}, older than this "
+                f"callgate's ({SCHEMA_VERSION}), and reading never migrates it; open it once "
+                "for writing (SQLiteLedger(path), or a command that writes) to migrate it"
+            )
 
     def _open(self, timeout: float) -> None:
         cur = self._cur
@@ -160,10 +238,13 @@ class SQLiteLedger(SqlLedger):
                 return
             self._closed = True
             try:
-                if self._deferred:
-                    self._transact((), durable=True)
-                self._cur.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                if not self.read_only:
+                    if self._deferred:
+                        self._transact((), durable=True)
+                    self._cur.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
             finally:
+                # An unfinished statement would keep the connection (and its lock) alive.
+                self._cur.close()
                 self._conn.close()
 
     def __repr__(self) -> str:
