@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from callgate import (
     Authority,
@@ -87,7 +88,11 @@ async def notify_carrier(order_id: str, message: str) -> str:
 
 
 def show(title: str, observations: list[Observation]) -> None:
-    """Print observations as a table: the same facts a model and an auditor see."""
+    """Print observations as a table: the same facts a model and an auditor see.
+
+    What the model reads is data, so it goes in as `Text`: Rich never reads it as
+    markup (``[callgate: ...]`` would vanish) or emoji.
+    """
     table = Table(title=title, show_lines=True, title_justify="left")
     for column in ("call", "tool", "status", "stage", "retryable", "what the model reads"):
         table.add_column(column, overflow="fold")
@@ -95,12 +100,12 @@ def show(title: str, observations: list[Observation]) -> None:
     for o in observations:
         colour = colours.get(o.status.value, "cyan")
         table.add_row(
-            o.call_id,
-            o.tool,
-            f"[{colour}]{o.status.value}[/]",
+            Text(o.call_id),
+            Text(o.tool),
+            Text(o.status.value, style=colour),
             o.stage.value,
             "yes" if o.retryable else "no",
-            o.content,
+            Text(o.content),
         )
     console.print(table)
 
@@ -185,7 +190,11 @@ def main() -> None:
         table.add_column(column)
     for record in ledger.calls(run_id=run.id):
         table.add_row(
-            record.call_id, record.tool, record.state.value, record.stage, record.decided_by or ""
+            Text(record.call_id),
+            Text(record.tool),
+            record.state.value,
+            record.stage,
+            Text(record.decided_by or ""),
         )
     console.print(table)
 

@@ -2,7 +2,10 @@
 
 Sub-apps live in their own modules (``ledger``, ``approvals``, ``policy``,
 ``mcp``, ...) and are added here. Exit codes: 0 success, 1 the command ran
-and found a problem (e.g. a tampered ledger), 2 bad usage or input.
+and found a problem (e.g. a tampered ledger), 2 bad usage or input (a file
+that is not a callgate ledger included), 3 a ledger that could not be read
+(damaged). Values from models, tools and files are printed as plain text
+(`callgate.cli.plain`).
 """
 
 from __future__ import annotations

@@ -7,12 +7,18 @@ was made for, once; the run that waits for it picks it up with
 ``run.resume()`` (in another process: ``gate.resume_run(run_id, ...)``).
 Nothing is executed by this command.
 
+``list`` and ``show`` open the ledger read-only (never created, migrated or
+locked); ``approve`` and ``deny`` write, to an existing callgate ledger only.
+Every stored value (a preview, an effect, arguments, a name) is printed as plain
+text (`callgate.cli.plain`).
+
 Exit codes:
     0  success
     1  the command ran and refused: the request is already approved, denied
        or used, or it expired (nothing was changed)
-    2  bad usage or input: no ledger there, no approval with that id, no name
-       for the person deciding
+    2  bad usage or input: no ledger there, a file that is not a callgate
+       ledger, no approval with that id, no name for the person deciding
+    3  the ledger could not be read: the database is damaged (or failed)
 """
 
 from __future__ import annotations
@@ -24,9 +30,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from callgate.approvals import ApprovalRequest, ApprovalStatus
 from callgate.cli.ledger import (
@@ -39,6 +44,7 @@ from callgate.cli.ledger import (
     _print_json,
     _when,
 )
+from callgate.cli.plain import cell, console, plain
 from callgate.errors import ApprovalError
 from callgate.ledger.sqlite import DEFAULT_PATH
 
@@ -46,7 +52,13 @@ __all__ = ["app"]
 
 app = typer.Typer(
     name="approvals",
-    help="List, show, approve and deny the approval requests waiting in the ledger.",
+    help="List, show, approve and deny the approval requests waiting in the ledger.\n\n"
+    "list and show open the ledger read-only: they never create, migrate or lock it. "
+    "Stored values are printed as plain text.\n\n"
+    "Exit codes: 0 success; 1 refused (already approved, denied or used; expired), nothing "
+    "changed; 2 bad usage or input (no ledger there, a file that is not a callgate ledger, "
+    "no such approval, no name); 3 the ledger could not be read (the database is damaged, "
+    "or failed).",
     no_args_is_help=True,
     add_completion=False,
 )
@@ -72,16 +84,18 @@ def _split(preview: str) -> tuple[str, str]:
     return (head, tail.removesuffix("]")) if sep else (preview, "")
 
 
-def _styled(status: ApprovalStatus) -> str:
-    style = _STYLE.get(status.value, "")
-    return f"[{style}]{status.value}[/{style}]" if style else status.value
+def _styled(status: ApprovalStatus) -> Text:
+    return cell(status.value, style=_STYLE.get(status.value, ""))
 
 
 def _expiry(request: ApprovalRequest, now: float) -> str:
     left = request.expires_at - now
     if left <= 0:
         return f"{_when(request.expires_at)} (expired)"
-    hours, rest = divmod(int(left), 3600)
+    try:
+        hours, rest = divmod(int(left), 3600)
+    except (TypeError, ValueError, OverflowError):
+        return _when(request.expires_at)
     return f"{_when(request.expires_at)} (in {hours}h{rest // 60:02d}m)"
 
 
@@ -114,26 +128,26 @@ def list_requests(
     """List approval requests, oldest first: preview, effects, expiry, provenance."""
     with _open(db, dsn) as ledger:
         requests = list(ledger.approvals().list(status))
-    now = time.time()
-    if as_json:
-        _print_json([_as_dict(r, now) for r in requests])
-        return
-    table = Table(title=f"{len(requests)} approval request(s)", title_justify="left")
-    table.add_column("id", no_wrap=True)
-    for column in ("status", "principal", "preview", "effects", "expires (UTC)", "note"):
-        table.add_column(column, overflow="fold")
-    for r in requests:
-        preview, note = _split(r.preview)
-        table.add_row(
-            r.id,
-            _styled(r.state(now)),
-            escape(r.principal),
-            escape(preview),
-            escape(", ".join(r.effects)),
-            _expiry(r, now),
-            escape(note),
-        )
-    Console().print(table)
+        now = time.time()
+        if as_json:
+            _print_json([_as_dict(r, now) for r in requests])
+            return
+        table = Table(title=f"{len(requests)} approval request(s)", title_justify="left")
+        table.add_column("id", no_wrap=True)
+        for column in ("status", "principal", "preview", "effects", "expires (UTC)", "note"):
+            table.add_column(column, overflow="fold")
+        for r in requests:
+            preview, note = _split(r.preview)
+            table.add_row(
+                cell(r.id),
+                _styled(r.state(now)),
+                cell(r.principal),
+                cell(preview),
+                cell(", ".join(map(str, r.effects))),
+                cell(_expiry(r, now)),
+                cell(note),
+            )
+        console().print(table)
 
 
 @app.command()
@@ -147,21 +161,25 @@ def show(
     with _open(db, dsn) as ledger:
         request = ledger.approvals().get(approval_id)
         if request is None:
-            raise _fail(f"no approval {approval_id!r}; see 'callgate approvals list'")
+            raise _fail(f"no approval '{approval_id}'; see 'callgate approvals list'")
         audit = [
             r
             for r in ledger.audit()
             if r.kind.startswith("approval.") and r.data.get("approval_id") == approval_id
         ]
-    now = time.time()
-    if as_json:
-        _print_json(
-            {
-                "approval": _as_dict(request, now),
-                "audit": [{**asdict(r), "data": dict(r.data)} for r in audit],
-            }
-        )
-        return
+        now = time.time()
+        if as_json:
+            _print_json(
+                {
+                    "approval": _as_dict(request, now),
+                    "audit": [{**asdict(r), "data": dict(r.data)} for r in audit],
+                }
+            )
+            return
+        _print_request(request, audit, now)
+
+
+def _print_request(request: ApprovalRequest, audit: Any, now: float) -> None:
     preview, note = _split(request.preview)
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold")
@@ -174,33 +192,33 @@ def show(
         )
     used = f"{request.used_by} at {_when(request.used_at)}" if request.used_at else ""
     for label, value in (
-        ("approval", request.id),
+        ("approval", cell(request.id)),
         ("status", _styled(request.state(now))),
-        ("preview", escape(preview)),
-        ("provenance", escape(note)),
-        ("tool", escape(request.tool)),
-        ("principal", escape(request.principal)),
-        ("effects", escape(", ".join(request.effects))),
-        ("arguments", escape(request.arguments_json)),
-        ("arguments hash", request.arguments_hash),
-        ("resource version", escape(request.resource_version or "")),
-        ("policy version", escape(request.policy_version or "")),
-        ("call", escape(f"{request.call_id}  (run {request.run_id})")),
-        ("requested (UTC)", _when(request.created_at)),
-        ("expires (UTC)", _expiry(request, now)),
-        ("decided", escape(decided)),
-        ("used by", escape(used)),
-        ("resumable", "yes" if request.resumable else "no: arguments include secrets"),
+        ("preview", cell(preview)),
+        ("provenance", cell(note)),
+        ("tool", cell(request.tool)),
+        ("principal", cell(request.principal)),
+        ("effects", cell(", ".join(map(str, request.effects)))),
+        ("arguments", cell(request.arguments_json, multiline=True)),
+        ("arguments hash", cell(request.arguments_hash)),
+        ("resource version", cell(request.resource_version or "")),
+        ("policy version", cell(request.policy_version or "")),
+        ("call", cell(f"{request.call_id}  (run {request.run_id})")),
+        ("requested (UTC)", cell(_when(request.created_at))),
+        ("expires (UTC)", cell(_expiry(request, now))),
+        ("decided", cell(decided)),
+        ("used by", cell(used)),
+        ("resumable", cell("yes" if request.resumable else "no: arguments include secrets")),
     ):
         head.add_row(label, value)
-    console = Console()
-    console.print(head)
+    out = console()
+    out.print(head)
     trail = Table(title="audit", title_justify="left")
     for column in ("seq", "at (UTC)", "kind", "actor"):
         trail.add_column(column)
     for r in audit:
-        trail.add_row(str(r.seq), _when(r.at), r.kind, escape(str(r.data.get("actor", ""))))
-    console.print(trail)
+        trail.add_row(cell(r.seq), _when(r.at), cell(r.kind), cell(r.data.get("actor", "")))
+    out.print(trail)
 
 
 def _decide(
@@ -213,10 +231,10 @@ def _decide(
     dsn: str | None,
 ) -> ApprovalRequest:
     person = _person(by)
-    with _open(db, dsn) as ledger:
+    with _open(db, dsn, write=True) as ledger:
         store = ledger.approvals()
         if store.get(approval_id) is None:
-            raise _fail(f"no approval {approval_id!r}; see 'callgate approvals list'")
+            raise _fail(f"no approval '{approval_id}'; see 'callgate approvals list'")
         try:
             return store.decide(approval_id, approve=approve, by=person, reason=reason)
         except ApprovalError as exc:
@@ -237,12 +255,14 @@ def approve(
         _print_json(_as_dict(decided, time.time()))
         return
     preview, _ = _split(decided.preview)
-    who = escape(decided.decided_by or "")
-    Console().print(
-        f"[green]approved[/green] {decided.id}: {escape(preview)} (by {who}); "
-        f"it runs when run {escape(decided.run_id)} resumes",
-        highlight=False,
+    line = Text("approved", style="green")
+    line.append(
+        plain(
+            f" {decided.id}: {preview} (by {decided.decided_by or ''}); "
+            f"it runs when run {decided.run_id} resumes"
+        )
     )
+    console().print(line, soft_wrap=True)
 
 
 @app.command()
@@ -262,8 +282,6 @@ def deny(
         _print_json(_as_dict(decided, time.time()))
         return
     preview, _ = _split(decided.preview)
-    who = escape(decided.decided_by or "")
-    Console().print(
-        f"[yellow]denied[/yellow] {decided.id}: {escape(preview)} (by {who}): {escape(reason)}",
-        highlight=False,
-    )
+    line = Text("denied", style="yellow")
+    line.append(plain(f" {decided.id}: {preview} (by {decided.decided_by or ''}): {reason}"))
+    console().print(line, soft_wrap=True)

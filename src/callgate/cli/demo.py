@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import importlib
 import io
-import json
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -26,6 +25,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from callgate.cli.plain import fail, plain_json
 from callgate.models import FORMATS, SPEC_HELP, Model, ScriptedModel
 
 __all__ = ["HELP", "demo", "find_examples"]
@@ -41,7 +41,6 @@ HELP = (
     "Exit codes: 0 every check held; 1 a check failed or the run did not answer; 2 bad usage "
     "(an unknown --model, a missing API key, no examples/harbor)."
 )
-_err = Console(stderr=True)
 
 
 def find_examples(explicit: Path | None = None) -> Path | None:
@@ -63,11 +62,11 @@ def find_examples(explicit: Path | None = None) -> Path | None:
 def _harbor(examples: Path | None) -> ModuleType:
     found = find_examples(examples)
     if found is None:
-        _err.print(
-            "[red]error:[/] the Harbor example ships with callgate's source repository "
-            "(examples/harbor); run from a checkout or pass --examples PATH"
+        raise fail(
+            "the Harbor example ships with callgate's source repository "
+            "(examples/harbor); run from a checkout or pass --examples PATH",
+            USAGE,
         )
-        raise typer.Exit(USAGE)
     if str(found) not in sys.path:
         sys.path.insert(0, str(found))
     return importlib.import_module("harbor.demo")
@@ -96,16 +95,17 @@ def demo(
     harbor = _harbor(examples)
     if model == "scripted":
         if format not in FORMATS:
-            _err.print(f"[red]error:[/] unknown format {format!r}; use one of {sorted(FORMATS)}")
-            raise typer.Exit(USAGE)
+            raise fail(f"unknown format '{format}'; use one of {', '.join(sorted(FORMATS))}", USAGE)
         script = importlib.import_module("harbor.script").HarborScript()
         chosen: Model = ScriptedModel(script, format=format, name=f"scripted ({format})")
     else:
         from callgate.cli.run import load_model
 
         chosen = load_model(model)
-    console = Console(file=io.StringIO()) if as_json else Console()
+    # Harbor styles its own text with markup and escapes the values it prints; no
+    # value turns into an emoji either.
+    console = Console(file=io.StringIO()) if as_json else Console(emoji=False)
     report = harbor.run_scenario(chosen, workdir=workdir, console=console)
     if as_json:
-        sys.stdout.write(json.dumps(report.as_json(), ensure_ascii=False, indent=2) + "\n")
+        sys.stdout.write(plain_json(report.as_json(), indent=2) + "\n")
     raise typer.Exit(OK if report.passed else FAILED)

@@ -3,17 +3,27 @@
 The ledger is ``--db PATH`` (a SQLite file; default ``$CALLGATE_DB`` or
 ``./callgate.db``) or ``--dsn DSN`` (PostgreSQL; default ``$CALLGATE_DSN``).
 
+Reading commands (``list``, ``show``, ``export``, ``verify``) open the file
+read-only: they never create, migrate or lock it, and a writer in another
+process does not make them wait. Every value is printed as plain text
+(`callgate.cli.plain`): markup in a model's argument is shown, not obeyed, and
+control characters are shown as escapes.
+
 Exit codes:
     0  success (``verify``: the audit chain is intact)
     1  the command ran and found a problem: ``verify`` found an edited,
        deleted or truncated record; ``resolve`` refused (the call is not unknown)
-    2  bad usage or input: no ledger there, no such call, an ambiguous call id
+    2  bad usage or input: no ledger there, a file that is not a callgate
+       ledger (another application's database, an empty file), no such call,
+       an ambiguous call id
+    3  the ledger could not be read: the database is damaged (or failed: an
+       I/O error, a lock held too long); the one-line error says which
 """
 
 from __future__ import annotations
 
-import json
 import os
+import sqlite3
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,22 +34,32 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
+from callgate.cli.plain import cell, console, fail, plain, plain_json
 from callgate.ledger import CallRecord, CallState, Ledger, LedgerError
 from callgate.ledger.sqlite import DEFAULT_PATH
 
 __all__ = ["app"]
 
+EXIT_CODES = (
+    "Exit codes: 0 success; 1 a problem found (verify: the audit chain was edited, cut or "
+    "rewritten; resolve: refused); 2 bad usage or input (no ledger there, a file that is not "
+    "a callgate ledger, no such call); 3 the ledger could not be read (the database is "
+    "damaged, or failed)."
+)
+
 app = typer.Typer(
     name="ledger",
-    help="Inspect, export, verify and resolve the ledger of calls.",
+    help="Inspect, export, verify and resolve the ledger of calls.\n\n"
+    "Reading commands open the ledger read-only: they never create, migrate or lock it. "
+    "Stored values are printed as plain text.\n\n" + EXIT_CODES,
     no_args_is_help=True,
     add_completion=False,
 )
 
-OK, PROBLEM, USAGE = 0, 1, 2
+OK, PROBLEM, USAGE, UNREADABLE = 0, 1, 2, 3
 
 DbOption = Annotated[
     Path,
@@ -78,53 +98,116 @@ class ExportFormat(StrEnum):
 
 
 def _fail(message: str, code: int = USAGE) -> typer.Exit:
-    Console(stderr=True).print(f"[red]error:[/red] {message}", highlight=False)
-    return typer.Exit(code)
+    return fail(message, code)
+
+
+def _read_errors() -> tuple[type[BaseException], ...]:
+    """What reading a damaged or failing database raises: the driver's errors, and
+    what decoding a garbled record raises."""
+    errors: tuple[type[BaseException], ...] = (
+        sqlite3.Error,
+        LedgerError,
+        ValueError,
+        TypeError,
+        OverflowError,
+    )
+    psycopg = sys.modules.get("psycopg")
+    if psycopg is not None:
+        errors += (psycopg.Error,)
+    return errors
+
+
+def _unreadable(db: Path | None, exc: BaseException) -> typer.Exit:
+    """Exit 3: the ledger at ``db`` (None: the PostgreSQL ledger) could not be read."""
+    cause = exc.__cause__ if isinstance(exc, LedgerError) and exc.__cause__ else exc
+    if db is None:
+        where, advice = "the PostgreSQL ledger (--dsn)", "check the database and the connection"
+    else:
+        where = f"the ledger at {db}"
+        advice = f"check it with: sqlite3 {db} 'PRAGMA integrity_check', or restore a backup"
+    return _fail(
+        f"cannot read {where}: it is damaged or the database failed ({cause}); {advice}",
+        UNREADABLE,
+    )
+
+
+def _connect(db: Path, dsn: str | None, *, write: bool, dsn_hint: bool) -> Ledger:
+    if dsn:
+        from callgate.ledger.postgres import PostgresLedger
+
+        return PostgresLedger(dsn, worker="callgate-cli")
+    from callgate.ledger.sqlite import SQLiteLedger
+
+    check_ledger(db, dsn_hint=dsn_hint)
+    if not write:
+        return SQLiteLedger(db, worker="callgate-cli", read_only=True)
+    return SQLiteLedger(db, worker="callgate-cli")
+
+
+def check_ledger(db: Path, *, missing_ok: bool = False, dsn_hint: bool = True) -> None:
+    """Exit 2 unless ``db`` is a callgate ledger (or, ``missing_ok``, absent or empty:
+    a ledger may be created there); exit 3 if it cannot be read. Opens it read-only."""
+    from callgate.ledger.sqlite import SQLiteLedger
+
+    if missing_ok and (not db.exists() or (db.is_file() and db.stat().st_size == 0)):
+        return
+    if not db.is_file():
+        hint = ", or --dsn for PostgreSQL" if dsn_hint else ""
+        raise _fail(f"no ledger at {db}; pass --db PATH (or set CALLGATE_DB){hint}")
+    try:
+        SQLiteLedger(db, read_only=True).close()
+    except LedgerError as exc:
+        if exc.__cause__ is not None:  # the database failed, not the file's kind
+            raise _unreadable(db, exc) from None
+        raise _fail(f"{exc}; pass --db PATH of a callgate ledger (or set CALLGATE_DB)") from None
 
 
 @contextmanager
-def _open(db: Path, dsn: str | None) -> Iterator[Ledger]:
-    """The ledger named on the command line; an existing one only (never a new, empty file)."""
-    ledger: Ledger
+def _open(
+    db: Path, dsn: str | None, *, write: bool = False, dsn_hint: bool = True
+) -> Iterator[Ledger]:
+    """The ledger named on the command line; an existing one only (never a new, empty
+    file, never another application's database). Read-only unless ``write``."""
+    where = None if dsn else db
     try:
-        if dsn:
-            from callgate.ledger.postgres import PostgresLedger
-
-            ledger = PostgresLedger(dsn, worker="callgate-cli")
-        else:
-            if not db.is_file():
-                raise _fail(
-                    f"no ledger at {str(db)!r}; pass --db PATH (or set CALLGATE_DB), "
-                    "or --dsn for PostgreSQL"
-                )
-            from callgate.ledger.sqlite import SQLiteLedger
-
-            ledger = SQLiteLedger(db, worker="callgate-cli")
+        ledger = _connect(db, dsn, write=write, dsn_hint=dsn_hint)
     except LedgerError as exc:
+        if exc.__cause__ is not None:  # the database failed, not the file's kind
+            raise _unreadable(where, exc) from None
         raise _fail(str(exc)) from None
+    errors = _read_errors()
     try:
         yield ledger
+    except errors as exc:
+        raise _unreadable(where, exc) from None
     finally:
-        ledger.close()
+        try:
+            ledger.close()
+        except errors as exc:
+            if write:  # a reader has nothing left to lose; a writer must hear it
+                raise _unreadable(where, exc) from None
 
 
 def _find(ledger: Ledger, call_id: str, run_id: str | None) -> CallRecord:
     if run_id is not None:
         found = ledger.get_call(run_id, call_id)
         if found is None:
-            raise _fail(f"no call {call_id!r} in run {run_id!r}; see 'callgate ledger list'")
+            raise _fail(f"no call '{call_id}' in run '{run_id}'; see 'callgate ledger list'")
         return found
     matches = ledger.calls(call_id=call_id)
     if not matches:
-        raise _fail(f"no call {call_id!r} in the ledger; see 'callgate ledger list'")
+        raise _fail(f"no call '{call_id}' in the ledger; see 'callgate ledger list'")
     if len(matches) > 1:
         runs = ", ".join(c.run_id for c in matches[:5])
-        raise _fail(f"call id {call_id!r} is in several runs ({runs}); pass --run RUN_ID")
+        raise _fail(f"call id '{call_id}' is in several runs ({runs}); pass --run RUN_ID")
     return matches[0]
 
 
 def _when(at: float) -> str:
-    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    try:
+        return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    except (TypeError, ValueError, OverflowError, OSError):
+        return plain(at)  # a damaged record: show what is stored
 
 
 def _call_dict(call: CallRecord) -> dict[str, Any]:
@@ -135,7 +218,7 @@ def _call_dict(call: CallRecord) -> dict[str, Any]:
 
 
 def _print_json(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, ensure_ascii=False, indent=2, default=str) + "\n")
+    sys.stdout.write(plain_json(value, indent=2) + "\n")
 
 
 _STATE_STYLE = {
@@ -162,26 +245,30 @@ def list_calls(
     """List calls, newest last: state, tool, who decided, attempts."""
     with _open(db, dsn) as ledger:
         calls = list(ledger.calls(run_id=run, state=state))[-limit:]
-    if as_json:
-        _print_json([_call_dict(c) for c in calls])
-        return
-    table = Table(title=f"{len(calls)} call(s)", title_justify="left")
-    for column in ("updated (UTC)", "run", "call", "tool", "state", "stage", "tries", "decided by"):
-        table.add_column(column, overflow="fold")
-    for c in calls:
-        style = _STATE_STYLE.get(c.state.value, "")
-        state_text = c.state.value + (" (reconciled)" if c.reconciled else "")
-        table.add_row(
-            _when(c.updated_at),
-            c.run_id,
-            c.call_id,
-            c.tool,
-            f"[{style}]{state_text}[/{style}]" if style else state_text,
-            c.stage,
-            str(c.attempts),
-            c.decided_by or "",
-        )
-    Console().print(table)
+        if as_json:
+            _print_json([_call_dict(c) for c in calls])
+            return
+        table = Table(title=f"{len(calls)} call(s)", title_justify="left")
+        for column in (
+            "updated (UTC)", "run", "call", "tool", "state", "stage", "tries", "decided by"
+        ):  # fmt: skip
+            table.add_column(column, overflow="fold")
+        for c in calls:
+            table.add_row(
+                _when(c.updated_at),
+                cell(c.run_id),
+                cell(c.call_id),
+                cell(c.tool),
+                _state(c.state.value, c.reconciled),
+                cell(c.stage),
+                cell(c.attempts),
+                cell(c.decided_by or ""),
+            )
+        console().print(table)
+
+
+def _state(state: str, reconciled: bool) -> Text:
+    return cell(state + (" (reconciled)" if reconciled else ""), style=_STATE_STYLE.get(state, ""))
 
 
 @app.command()
@@ -197,52 +284,56 @@ def show(
         call = _find(ledger, call_id, run)
         attempts = ledger.attempts(call.run_id, call.call_id)
         audit = [r for r in ledger.audit() if r.run_id == call.run_id and r.call_id == call.call_id]
-    if as_json:
-        _print_json(
-            {
-                "call": _call_dict(call),
-                "attempts": [asdict(a) for a in attempts],
-                "audit": [{**asdict(r), "data": dict(r.data)} for r in audit],
-            }
-        )
-        return
-    console = Console()
+        if as_json:
+            _print_json(
+                {
+                    "call": _call_dict(call),
+                    "attempts": [asdict(a) for a in attempts],
+                    "audit": [{**asdict(r), "data": dict(r.data)} for r in audit],
+                }
+            )
+            return
+        _print_call(call, attempts, audit)
+
+
+def _print_call(call: CallRecord, attempts: Any, audit: Any) -> None:
+    out = console()
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold")
     head.add_column(overflow="fold")
     for label, value in (
-        ("call", f"{call.call_id}  (run {call.run_id})"),
-        ("tool", f"{call.tool}  {call.tool_version or ''}"),
-        ("state", call.state.value + (" (reconciled)" if call.reconciled else "")),
-        ("stage", call.stage),
-        ("principal", call.principal),
-        ("decided by", call.decided_by or ""),
-        ("effects", ", ".join(call.effects)),
-        ("arguments", call.arguments),
-        ("idempotency key", call.idempotency_key or ""),
-        ("message", call.message),
+        ("call", cell(f"{call.call_id}  (run {call.run_id})")),
+        ("tool", cell(f"{call.tool}  {call.tool_version or ''}")),
+        ("state", _state(call.state.value, call.reconciled)),
+        ("stage", cell(call.stage)),
+        ("principal", cell(call.principal)),
+        ("decided by", cell(call.decided_by or "")),
+        ("effects", cell(", ".join(map(str, call.effects)))),
+        ("arguments", cell(call.arguments, multiline=True)),
+        ("idempotency key", cell(call.idempotency_key or "")),
+        ("message", cell(call.message, multiline=True)),
     ):
         head.add_row(label, value)
-    console.print(head)
+    out.print(head)
     tries = Table(title="attempts", title_justify="left")
     for column in ("#", "started (UTC)", "worker", "status", "error"):
         tries.add_column(column, overflow="fold")
     for a in attempts:
         o = a.outcome
         tries.add_row(
-            str(a.attempt),
+            cell(a.attempt),
             _when(a.started_at),
-            a.worker,
-            (o.status + (" (reconciled)" if o.reconciled else "")) if o else "running",
-            (o.error or "") if o else "",
+            cell(a.worker),
+            cell((o.status + (" (reconciled)" if o.reconciled else "")) if o else "running"),
+            cell((o.error or "") if o else "", multiline=True),
         )
-    console.print(tries)
+    out.print(tries)
     trail = Table(title="audit", title_justify="left")
     for column in ("seq", "at (UTC)", "kind", "actor"):
         trail.add_column(column)
     for r in audit:
-        trail.add_row(str(r.seq), _when(r.at), r.kind, str(r.data.get("actor", "")))
-    console.print(trail)
+        trail.add_row(cell(r.seq), _when(r.at), cell(r.kind), cell(r.data.get("actor", "")))
+    out.print(trail)
 
 
 @app.command()
@@ -256,27 +347,28 @@ def export(
         Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")
     ] = None,
 ) -> None:
-    """Export the audit trail, one JSON record per line, with its hash chain."""
+    """Export the audit trail, one JSON record per line, with its hash chain.
+
+    Control and other invisible characters in stored strings are written as
+    \\uXXXX escapes: each line decodes to exactly the stored record.
+    """
     with _open(db, dsn) as ledger:
-        records = ledger.audit()
-    lines = (
-        json.dumps(
-            {
-                "seq": r.seq,
-                "at": r.at,
-                "kind": r.kind,
-                "run_id": r.run_id,
-                "call_id": r.call_id,
-                "data": dict(r.data),
-                "prev_hash": r.prev_hash,
-                "hash": r.hash,
-            },
-            ensure_ascii=False,
-            default=str,
-        )
-        + "\n"
-        for r in records
-    )
+        lines = [
+            plain_json(
+                {
+                    "seq": r.seq,
+                    "at": r.at,
+                    "kind": r.kind,
+                    "run_id": r.run_id,
+                    "call_id": r.call_id,
+                    "data": dict(r.data),
+                    "prev_hash": r.prev_hash,
+                    "hash": r.hash,
+                }
+            )
+            + "\n"
+            for r in ledger.audit()
+        ]
     if output is None:
         sys.stdout.writelines(lines)
     else:
@@ -320,15 +412,16 @@ def verify(
             }
         )
     elif ok:
-        Console().print(
-            f"[green]ok[/green]: {check.records} audit record(s), chain intact; head {check.head}",
-            highlight=False,
-        )
+        line = Text("ok", style="green")
+        line.append(plain(f": {check.records} audit record(s), chain intact; head {check.head}"))
+        console().print(line, soft_wrap=True)
     else:
-        console = Console(stderr=True)
-        console.print(f"[red]TAMPERED[/red]: {len(problems)} problem(s)", highlight=False)
+        err = console(stderr=True)
+        line = Text("TAMPERED", style="red")
+        line.append(f": {len(problems)} problem(s)")
+        err.print(line, soft_wrap=True)
         for problem in problems:
-            console.print(f"  - {problem}", highlight=False)
+            err.print(cell(f"  - {problem}"), soft_wrap=True)
     raise typer.Exit(OK if ok else PROBLEM)
 
 
@@ -356,7 +449,7 @@ def resolve(
         raise _fail("say who resolves the call: --by NAME")
     if not note.strip():
         raise _fail("say how you know the outcome: --note 'the record you checked'")
-    with _open(db, dsn) as ledger:
+    with _open(db, dsn, write=True) as ledger:
         call = _find(ledger, call_id, run)
         try:
             settled = ledger.resolve(
@@ -367,8 +460,7 @@ def resolve(
     if as_json:
         _print_json(_call_dict(settled))
     else:
-        Console().print(
-            f"resolved {settled.call_id} (run {settled.run_id}) as "
-            f"[bold]{settled.state.value}[/bold], by {person}",
-            highlight=False,
-        )
+        line = cell(f"resolved {settled.call_id} (run {settled.run_id}) as ")
+        line.append(settled.state.value, style="bold")
+        line.append(plain(f", by {person}"))
+        console().print(line, soft_wrap=True)

@@ -8,17 +8,23 @@
 Every run is recorded in the ledger (``--db``, default ``$CALLGATE_DB`` or
 ``./callgate.db``), its transcript included, so ``replay`` can show it later.
 
+What the model and the tools said is printed as plain text
+(`callgate.cli.plain`): markup is shown, not obeyed, and control characters
+are shown as escapes. ``replay`` opens the ledger read-only; ``run`` creates a
+ledger where there is none, never inside another application's database.
+
 Exit codes:
     0  the model answered
     1  the run stopped without an answer: a budget, oscillation, a security
        stop, an unresolved outcome, a model error (``replay``: no such run)
     2  bad usage or input: a registry that does not import, a bad policy file,
-       an unknown ``--model``, a missing API key, no ledger there
+       an unknown ``--model``, a missing API key, no ledger there, a file that
+       is not a callgate ledger
+    3  the ledger could not be read: the database is damaged (or failed)
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from enum import StrEnum
@@ -27,15 +33,16 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.status import Status
+from rich.text import Text
 from typer.core import TyperGroup
 
 from callgate.agent import Agent, AgentResult, Budgets
 from callgate.agent_transcript import TranscriptEntry, replay
+from callgate.cli.plain import cell, console, fail, plain, plain_json
 from callgate.errors import DefinitionError
 from callgate.gate import Gate
-from callgate.ledger.base import Ledger, LedgerError
+from callgate.ledger.base import LedgerError
 from callgate.ledger.sqlite import DEFAULT_PATH, SQLiteLedger
 from callgate.models import SPEC_HELP, Model, model_from_spec
 from callgate.policy import Authority, Policy
@@ -43,9 +50,6 @@ from callgate.policy import Authority, Policy
 __all__ = ["app"]
 
 OK, STOPPED, USAGE = 0, 1, 2
-
-_out = Console()
-_err = Console(stderr=True)
 
 
 class _StartByDefault(TyperGroup):
@@ -67,7 +71,8 @@ app = typer.Typer(
     "callgate run replay RUN_ID: the run's transcript, rebuilt from the ledger.\n\n"
     "Exit codes: 0 the model answered; 1 the run stopped without an answer (a budget, "
     "oscillation, a security stop, an unresolved outcome, a model error), or replay found "
-    "no such run; 2 bad usage or input.",
+    "no such run; 2 bad usage or input (a file that is not a callgate ledger included); "
+    "3 the ledger could not be read (the database is damaged, or failed).",
     no_args_is_help=True,
     add_completion=False,
 )
@@ -77,7 +82,8 @@ REPLAY_HELP = (
     "Show a recorded run: the user's message, each model turn and its calls, every decision "
     "and attempt, every observation, how it ended; rebuilt from the ledger's audit trail "
     "alone.\n\n"
-    "Exit codes: 0 shown; 1 the ledger has no such run; 2 no ledger at --db."
+    "Exit codes: 0 shown; 1 the ledger has no such run; 2 no ledger at --db, or a file that "
+    "is not a callgate ledger; 3 the ledger could not be read (damaged)."
 )
 
 
@@ -97,8 +103,11 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts
 
 
 def _fail(message: str, code: int = USAGE) -> typer.Exit:
-    _err.print(f"[red]error:[/red] {escape(message)}", highlight=False)
-    return typer.Exit(code)
+    return fail(message, code)
+
+
+def _err() -> Console:
+    return console(stderr=True)
 
 
 def load_model(spec: str) -> Model:
@@ -114,7 +123,7 @@ def _context(pairs: list[str]) -> dict[str, str]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise _fail(f"--context takes KEY=VALUE, got {pair!r}")
+            raise _fail(f"--context takes KEY=VALUE, got '{pair}'")
         out[key] = value
     return out
 
@@ -180,8 +189,10 @@ def start(
     as_json: JsonOption = False,
 ) -> None:
     """Run an agent over TARGET's tools (the help text is `START_HELP`)."""
+    from callgate.cli.ledger import check_ledger
     from callgate.cli.policy import load_registry
 
+    check_ledger(db, missing_ok=True)
     registry = load_registry(target)
     loaded = Policy()
     if policy is not None:
@@ -228,8 +239,10 @@ def _decide(gate: Gate, result: AgentResult, mode: ApproveMode) -> None:
         if request is None:
             continue
         if mode is ApproveMode.prompt:
-            _err.print(f"[cyan]approval {approval_id}[/]: {escape(request.preview)}")
-            _err.print(f"  effects: {', '.join(request.effects) or 'none'}")
+            line = Text(f"approval {approval_id}", style="cyan")
+            line.append(plain(f": {request.preview}"))
+            _err().print(line, soft_wrap=True)
+            _err().print(cell(f"  effects: {', '.join(request.effects) or 'none'}"), soft_wrap=True)
             yes = typer.confirm("  approve this exact call?", default=False, err=True)
         else:
             yes = mode is ApproveMode.all
@@ -259,7 +272,7 @@ class _Progress:
 
     def start(self) -> None:
         if not self.quiet and self.status is None:
-            self.status = _err.status(self._text())
+            self.status = _err().status(self._text())
             self.status.start()
 
     def stop(self) -> None:
@@ -279,31 +292,38 @@ class _Progress:
             self.calls += len(data["calls"])
             for call in data["calls"]:
                 args = str(call["arguments"])[:120]
-                _err.print(f"[dim]→ {escape(call['tool'])}({escape(args)})[/]", highlight=False)
+                _err().print(cell(f"→ {call['tool']}({args})", style="dim"), soft_wrap=True)
         elif entry.kind == "agent.observations":
             for r in data["results"]:
-                mark = "[green]✔[/]" if r["status"] == "ok" else "[red]✘[/]"
-                _err.print(
-                    f"{mark} {escape(r['tool'])}: {r['status']} at {r['stage']}", highlight=False
-                )
+                line = Text("✔", style="green") if r["status"] == "ok" else Text("✘", style="red")
+                line.append(plain(f" {r['tool']}: {r['status']} at {r['stage']}"))
+                _err().print(line, soft_wrap=True)
         elif entry.kind == "security.boundary":
-            _err.print(f"[bold red]⚠ security.boundary[/]: {escape(data['tool'])} {data['rule']}")
+            line = Text("⚠ security.boundary", style="bold red")
+            line.append(plain(f": {data['tool']} {data['rule']}"))
+            _err().print(line, soft_wrap=True)
         if self.status is not None:
             self.status.update(self._text())
 
 
 def _report(result: AgentResult, as_json: bool) -> None:
     if as_json:
-        sys.stdout.write(json.dumps(_result_json(result), ensure_ascii=False, indent=2) + "\n")
+        sys.stdout.write(plain_json(_result_json(result), indent=2) + "\n")
         return
     if result.answered:
-        _out.print(result.answer, highlight=False, markup=False)
+        console().print(cell(result.answer, multiline=True))
     else:
-        _err.print(f"[yellow]stopped: {result.reason.value}[/]: {escape(result.detail)}")
-    _err.print(
-        f"[dim]run {result.run_id}: {result.reason.value}, {result.steps} model calls, "
-        f"{result.tool_calls} tool calls, {result.usage.total} tokens, {result.elapsed:.2f} s; "
-        f"replay with: callgate run replay {result.run_id}[/]"
+        line = Text(f"stopped: {result.reason.value}", style="yellow")
+        line.append(plain(f": {result.detail}", multiline=True))
+        _err().print(line)
+    _err().print(
+        cell(
+            f"run {result.run_id}: {result.reason.value}, {result.steps} model calls, "
+            f"{result.tool_calls} tool calls, {result.usage.total} tokens, "
+            f"{result.elapsed:.2f} s; replay with: callgate run replay {result.run_id}",
+            style="dim",
+        ),
+        soft_wrap=True,
     )
 
 
@@ -338,27 +358,22 @@ def replay_command(
     as_json: JsonOption = False,
 ) -> None:
     """Show a recorded run (the help text is `REPLAY_HELP`)."""
-    if not db.is_file():
-        raise _fail(f"no ledger at {str(db)!r}; pass --db PATH (or set CALLGATE_DB)")
-    try:
-        ledger: Ledger = SQLiteLedger(db, worker="callgate-cli")
-    except LedgerError as exc:
-        raise _fail(str(exc)) from None
-    try:
+    from callgate.cli.ledger import _open
+
+    with _open(db, None, dsn_hint=False) as ledger:
         transcript = replay(ledger, run_id)
-    finally:
-        ledger.close()
-    if not transcript.entries:
-        raise _fail(f"the ledger has no run {run_id!r}", STOPPED)
-    if as_json:
-        entries = [
-            {"seq": e.seq, "at": e.at, "kind": e.kind, "call_id": e.call_id, "data": e.data}
-            for e in transcript.entries
-        ]
-        sys.stdout.write(json.dumps(entries, ensure_ascii=False, indent=2, default=str) + "\n")
-        return
-    for entry in transcript.entries:
-        _out.print(_line(entry), highlight=False)
+        if not transcript.entries:
+            raise _fail(f"the ledger has no run '{run_id}'", STOPPED)
+        if as_json:
+            entries = [
+                {"seq": e.seq, "at": e.at, "kind": e.kind, "call_id": e.call_id, "data": e.data}
+                for e in transcript.entries
+            ]
+            sys.stdout.write(plain_json(entries, indent=2) + "\n")
+            return
+        out = console()
+        for entry in transcript.entries:
+            out.print(cell(_line(entry)), soft_wrap=True)
 
 
 def _line(entry: TranscriptEntry) -> str:
@@ -367,7 +382,7 @@ def _line(entry: TranscriptEntry) -> str:
     kind = entry.kind
     call = f" {entry.call_id}" if entry.call_id else ""
     if kind == "agent.started":
-        text = f"user: {d.get('user')!r}; tools shown: {', '.join(d.get('tools', []))}"
+        text = f"user: {d.get('user')}; tools shown: {', '.join(map(str, d.get('tools', [])))}"
     elif kind == "agent.model":
         proposed = ", ".join(f"{c['tool']}({c['arguments']})" for c in d.get("calls", []))
         text = f"step {d.get('step')}: {d.get('text') or ''} {proposed}".strip()
@@ -387,5 +402,5 @@ def _line(entry: TranscriptEntry) -> str:
         decided = d.get("decided_by") or "-"
         text = f"{d.get('tool')} {d.get('stage')} ({decided}) {d.get('message') or ''}"
     else:
-        text = json.dumps(d, ensure_ascii=False, default=str)
-    return escape(f"{entry.seq:>4} {kind}{call}: {' '.join(text.split())[:300]}")
+        text = plain_json(d)
+    return plain(f"{entry.seq:>4} {kind}{call}: {' '.join(text.split())[:300]}")
