@@ -127,6 +127,16 @@ def test_run_start_refuses_another_applications_database(
     assert path.read_bytes() == before
 
 
+def test_run_with_bad_usage_reports_it_before_opening_the_ledger(tmp_path: Path) -> None:
+    """A typo in the command line never touches the ledger (``./callgate.db`` by default)."""
+    path = foreign_file(tmp_path / "app.db")
+    result = runner.invoke(
+        app, ["run", "nope.module:registry", "--model", "openai:x", "-m", "hi", "--db", str(path)]
+    )
+    assert result.exit_code == NOT_A_LEDGER
+    assert "cannot import" in result.output
+
+
 # -- a damaged ledger -------------------------------------------------------------------
 
 

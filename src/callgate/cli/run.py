@@ -192,7 +192,6 @@ def start(
     from callgate.cli.ledger import check_ledger
     from callgate.cli.policy import load_registry
 
-    check_ledger(db, missing_ok=True)
     registry = load_registry(target)
     loaded = Policy()
     if policy is not None:
@@ -211,6 +210,7 @@ def start(
     except DefinitionError as exc:
         raise _fail(str(exc)) from None
     mode = approve or (ApproveMode.prompt if sys.stdin.isatty() else ApproveMode.deny)
+    check_ledger(db, missing_ok=True)  # never inside another application's database
     try:
         ledger = SQLiteLedger(db, worker="callgate-run")
     except LedgerError as exc:
