@@ -273,6 +273,7 @@ class Admission:
             tool=spec.name,
             arguments_hash=request_hash,
             resource_version=version,
+            run_id=self.id,
             used_by=f"{self.id}/{call.id}",
         )
         if used is not None:

@@ -82,14 +82,26 @@ class ApprovalRequest:
     so that another process can submit the call again from the ledger (`Gate.resume_run`)."""
 
     def binds(
-        self, *, principal: str, tool: str, arguments_hash: str, resource_version: str | None
+        self,
+        *,
+        principal: str,
+        tool: str,
+        arguments_hash: str,
+        resource_version: str | None,
+        run_id: str,
     ) -> bool:
-        """Whether this request is for exactly that effect."""
+        """Whether this request is for exactly that effect, in that run.
+
+        Within a run the exact effect is the call's identity (a model may send a
+        pending call again under a new id); outside it nothing matches, so no other
+        run (another tenant's identical call included) can spend the approval.
+        """
         return (
             self.principal == principal
             and self.tool == tool
             and self.arguments_hash == arguments_hash
             and self.resource_version == resource_version
+            and self.run_id == run_id
         )
 
     def state(self, now: float | None = None) -> ApprovalStatus:
@@ -121,11 +133,14 @@ class Approvals(abc.ABC):
         tool: str,
         arguments_hash: str,
         resource_version: str | None,
+        run_id: str,
         now: float | None = None,
         used_by: str | None = None,
     ) -> ApprovalRequest | None:
-        """Atomically use up an approved, unexpired request bound to that exact effect, if one
-        exists; ``used_by`` (``run_id/call_id``) records which call it released."""
+        """Atomically use up an approved, unexpired request bound to that exact effect in
+        run ``run_id``, if one exists: no other run can spend it (another tenant's
+        identical call included). ``used_by`` (``run_id/call_id``) records which call
+        it released."""
 
     @abc.abstractmethod
     def decide(
@@ -320,6 +335,7 @@ class MemoryApprovals(Approvals):
                         tool=request.tool,
                         arguments_hash=request.arguments_hash,
                         resource_version=request.resource_version,
+                        run_id=request.run_id,
                     )
                 ):
                     return item
@@ -334,6 +350,7 @@ class MemoryApprovals(Approvals):
         tool: str,
         arguments_hash: str,
         resource_version: str | None,
+        run_id: str,
         now: float | None = None,
         used_by: str | None = None,
     ) -> ApprovalRequest | None:
@@ -348,6 +365,7 @@ class MemoryApprovals(Approvals):
                         tool=tool,
                         arguments_hash=arguments_hash,
                         resource_version=resource_version,
+                        run_id=run_id,
                     )
                 ):
                     used = replace(item, status=ApprovalStatus.USED, used_at=now, used_by=used_by)

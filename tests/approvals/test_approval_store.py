@@ -22,7 +22,13 @@ from callgate.approvals import MemoryApprovals, new_approval_id
 from callgate.ledger import Ledger, SQLiteLedger
 from callgate.ledger.sql import MIGRATIONS, SCHEMA_VERSION
 
-EFFECT = {"principal": "alice", "tool": "refund", "arguments_hash": "h20", "resource_version": "r1"}
+EFFECT = {
+    "principal": "alice",
+    "tool": "refund",
+    "arguments_hash": "h20",
+    "resource_version": "r1",
+    "run_id": "run-1",
+}
 
 
 def request(**changes: object) -> ApprovalRequest:

@@ -384,7 +384,7 @@ def _explained(fmt: str, spec: ToolSpec, sent: dict[str, Any]) -> bool:
     if spec.name in IMPORTED:
         gate_reading["additionalProperties"] = False  # DELIBERATE: declared arguments only
     plain = _reshape(sent, spec.input_schema, spec.input_schema, strict=False)
-    errors = _leaf_errors(Validator(gate_reading).iter_errors(plain))
+    errors = list(Validator(gate_reading).iter_errors(plain))
     if not errors:
         return False
     allowed = set()
@@ -392,15 +392,21 @@ def _explained(fmt: str, spec: ToolSpec, sent: dict[str, Any]) -> bool:
         allowed |= OPENAI_STRICT_DROPS
     if fmt == "gemini":
         allowed |= GEMINI_DROPS
-    for error in errors:
+
+    def explained(error: Any) -> bool:
+        if error.context:  # anyOf / oneOf: one branch whose every error is explained suffices
+            branches: dict[Any, list[Any]] = {}
+            for sub in error.context:
+                branches.setdefault(sub.relative_schema_path[0], []).append(sub)
+            return any(all(explained(e) for e in group) for group in branches.values())
         top_level_extra = (
             spec.name in IMPORTED and error.validator == "additionalProperties" and not error.path
         )
         # A dropped keyword drops its subschema too (Gemini keeps no schema for a map's values).
         dropped = {error.validator, *error.absolute_schema_path} & allowed
-        if not (top_level_extra or dropped):
-            return False
-    return True
+        return bool(top_level_extra or dropped)
+
+    return all(explained(error) for error in errors)
 
 
 @st.composite

@@ -50,15 +50,16 @@ _OPEN = "('pending', 'approved', 'denied')"
 
 
 def _effect(resource_version: str | None) -> str:
-    """The condition binding a row to one effect (``?``: principal, tool, hash[, version])."""
+    """The condition binding a row to one effect in one run (``?``: principal, tool, hash,
+    run id[, version]); see `ApprovalRequest.binds`."""
     version = "resource_version IS NULL" if resource_version is None else "resource_version = ?"
-    return f"principal = ? AND tool = ? AND arguments_hash = ? AND {version}"
+    return f"principal = ? AND tool = ? AND arguments_hash = ? AND run_id = ? AND {version}"
 
 
 def _effect_params(
-    principal: str, tool: str, arguments_hash: str, resource_version: str | None
+    principal: str, tool: str, arguments_hash: str, run_id: str, resource_version: str | None
 ) -> list[Any]:
-    params: list[Any] = [principal, tool, arguments_hash]
+    params: list[Any] = [principal, tool, arguments_hash, run_id]
     if resource_version is not None:
         params.append(resource_version)
     return params
@@ -109,6 +110,7 @@ class SqlApprovals(Approvals):
                         request.principal,
                         request.tool,
                         request.arguments_hash,
+                        request.run_id,
                         request.resource_version,
                     ),
                     request.created_at,
@@ -154,6 +156,7 @@ class SqlApprovals(Approvals):
         tool: str,
         arguments_hash: str,
         resource_version: str | None,
+        run_id: str,
         now: float | None = None,
         used_by: str | None = None,
     ) -> ApprovalRequest | None:
@@ -166,7 +169,7 @@ class SqlApprovals(Approvals):
             [
                 at,
                 used_by,
-                *_effect_params(principal, tool, arguments_hash, resource_version),
+                *_effect_params(principal, tool, arguments_hash, run_id, resource_version),
                 at,
                 at,
             ],

@@ -1,0 +1,52 @@
+"""An approval is spent only by the run it was asked in (every backend).
+
+With one principal and the tenant in ``Authority.context`` (the README's own
+pattern), tenant A's approval of ``close_order(o-1)`` must not release tenant
+B's identical call: B gets a request of its own, and A's call runs once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from callgate import Authority, CallContext, Gate, Policy, Registry, Status, ToolCall, allow, ask
+from callgate.ledger import Ledger
+
+
+def _tenant(name: str) -> Authority:
+    return Authority(principal="support-agent", grants=["write:orders"], context={"tenant": name})
+
+
+def test_one_tenants_approval_does_not_release_anothers_identical_call(
+    make_ledger: Callable[..., Ledger],
+) -> None:
+    ledger = make_ledger()
+    closed: list[tuple[str, str]] = []
+    registry = Registry()
+
+    @registry.tool(effects="write:orders")
+    def close_order(order_id: str, ctx: CallContext) -> str:
+        """Close an order."""
+        closed.append((ctx.context["tenant"], order_id))
+        return f"closed {order_id}"
+
+    gate = Gate(registry, ledger=ledger, policy=Policy([ask("close_order"), allow("*")]))
+    call = ToolCall(id="c1", name="close_order", arguments={"order_id": "o-1"})
+    run_a = gate.run(authority=_tenant("acme"))
+    [pending_a] = run_a.submit([call])
+    assert pending_a.status is Status.PENDING
+    assert pending_a.approval_id is not None
+    gate.approvals.approve(pending_a.approval_id, by="manager")
+
+    run_b = gate.run(authority=_tenant("globex"))
+    [pending_b] = run_b.submit([call])
+    assert pending_b.status is Status.PENDING, pending_b.content
+    assert pending_b.approval_id != pending_a.approval_id
+    assert closed == []
+
+    [done] = run_a.resume()
+    assert done.status is Status.OK
+    assert closed == [("acme", "o-1")]
+    assert run_b.resume() == []  # B's own request is still undecided: nothing runs
+    assert run_b.pending_approvals == [pending_b.approval_id]
+    assert closed == [("acme", "o-1")]
