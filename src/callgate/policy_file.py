@@ -329,6 +329,10 @@ _CONDITIONAL = ("a conditional group", "RE2 has no conditional groups")
 _NO_BACKTRACKING = "RE2 never backtracks, so nothing is lost"
 _BACKREFERENCE = ("a backreference", "matching one can take time exponential in the value's length")
 _LOOKAROUND = ("a lookahead or lookbehind", "RE2 does not look ahead or behind")
+_DOLLAR = (
+    "a $ with more pattern after it",
+    "Python's $ also matches before a final newline, RE2's only at the end of the value",
+)
 _WORD_BOUNDARY = (
     "a word boundary",
     "RE2's \\b knows only ASCII letters, so the pattern would match other values than in Python",
@@ -347,6 +351,10 @@ _ADVICE = {
     _WORD_BOUNDARY[0]: (
         "write the neighbouring characters: a pattern matches the whole value, so "
         "(?s)(.*\\W)?word(\\W.*)? finds the word anywhere in it"
+    ),
+    _DOLLAR[0]: (
+        "end the pattern (or a top-level alternative) with $, write \\n?\\Z for an "
+        "optional final newline, or use (?m)"
     ),
     "the flag (?x)": "remove the flag, the spaces and the comments",
     "the flag (?a)": "write the ASCII classes out: [0-9], [A-Za-z0-9_], [ \\t\\n\\r\\f\\v]",
@@ -513,6 +521,7 @@ def _translate(pattern: str) -> str:
     out: list[str] = []
     i, n = 0, len(pattern)
     last = "start"  # what the previous token was: "atom", "quantifier" or anything else
+    multiline = [False]  # per open group: whether the m flag holds there
     while i < n:
         c = pattern[i]
         if c == "\\":
@@ -528,6 +537,13 @@ def _translate(pattern: str) -> str:
             if token:  # a comment leaves the previous token in place
                 out.append(token)
                 last = "open"
+                flags = _FLAGS.match(token)
+                added, removed = (flags[1], flags[2] or "") if flags else ("", "")
+                inside = "m" in added or (multiline[-1] and "m" not in removed)
+                if token.endswith(")"):
+                    multiline[0] = inside  # global flags, at the start of the pattern
+                else:
+                    multiline.append(inside)
         elif c in "*+?" or (c == "{" and _is_repeat(pattern, i)):
             if last == "quantifier" and c in "+{":
                 raise _Unsupported(
@@ -552,11 +568,36 @@ def _translate(pattern: str) -> str:
             out.append(_char(ord(c)))
             last = "atom"
             i += 1
+        elif c == "$" and not multiline[-1] and not _ends_a_branch(pattern, i + 1, len(multiline)):
+            raise _Unsupported(*_DOLLAR, i)
         else:
+            if c == ")" and len(multiline) > 1:
+                multiline.pop()
             out.append(c)  # . ^ $ | ) and literal characters mean the same in RE2
             last = "atom" if c not in "|^" else "open"
             i += 1
     return "".join(out)
+
+
+def _ends_a_branch(pattern: str, i: int, depth: int) -> bool:
+    """Whether nothing after a ``$`` ending at ``i`` can match a character.
+
+    Python's ``$`` also holds before a final newline, RE2's only at the end; the
+    two agree on a whole-value match unless something after the ``$`` matches
+    that newline. Allowed after it: ``)``, ``$``, ``\\Z``, then the end of the
+    pattern or a ``|`` between top-level alternatives.
+    """
+    while i < len(pattern):
+        if pattern[i] == ")":
+            depth -= 1
+            i += 1
+        elif pattern[i] == "$":
+            i += 1
+        elif pattern.startswith("\\Z", i):
+            i += 2
+        else:
+            return pattern[i] == "|" and depth == 1
+    return True
 
 
 def _is_repeat(pattern: str, i: int) -> bool:
