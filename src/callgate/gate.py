@@ -255,6 +255,7 @@ class Run(Admission):
         if lone is not None:  # the common case: one call, awaited here
             if not isinstance(lone, Admitted):
                 return [lone]
+            lone.offload = True  # a sync handler never blocks the caller's event loop
             gate = self.gate
             one = await execute_async(
                 lone, gate.ledger, self.evidence, gate.redactor, gate.settings
@@ -267,6 +268,7 @@ class Run(Admission):
         if not admitted:
             return self._merge(staged, [])
         if len(staged) == 1 and limit is None:
+            admitted[0].offload = True  # a sync handler never blocks the caller's event loop
             done = [await self._execute(admitted[0])]
         else:
             done = await run_batch_async(

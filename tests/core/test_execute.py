@@ -7,6 +7,7 @@ idempotency key ``{operation_id}``) and small purpose-built tools.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections import Counter
 from typing import Any
@@ -885,3 +886,39 @@ def test_a_read_that_fails_fast_is_still_retried_within_its_timeout() -> None:
     obs = one(run, "flaky", {"key": "k"})
     assert obs.status is Status.OK
     assert counter["calls"] == 3
+
+
+def test_asubmit_runs_a_lone_sync_handler_off_the_event_loop() -> None:
+    """Two concurrent ``asubmit`` calls of a blocking sync tool run side by side: each
+    handler waits at a barrier for the other, which it could never reach if the first
+    one blocked the loop (the barrier's timeout turns that into a failure)."""
+    barrier = threading.Barrier(2, timeout=10)
+    threads: list[int] = []
+
+    @tool(effects="read:stock")
+    def blocking(sku: str) -> str:
+        """A sync read that blocks its thread."""
+        threads.append(threading.get_ident())
+        barrier.wait()
+        return sku
+
+    run = single_tool_run(blocking)
+
+    async def main() -> list[Observation]:
+        loop_thread = threading.get_ident()
+        results: list[Observation] = []
+
+        async def one_call(call_id: str) -> None:
+            [obs] = await run.asubmit(
+                [ToolCall(id=call_id, name="blocking", arguments={"sku": call_id})]
+            )
+            results.append(obs)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(one_call, "a")
+            tg.start_soon(one_call, "b")
+        assert loop_thread not in threads
+        return results
+
+    results = anyio.run(main)
+    assert sorted(o.status for o in results) == [Status.OK, Status.OK]

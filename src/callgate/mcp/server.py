@@ -205,12 +205,8 @@ class GateServer:
         await self.catalog.prepare_call(name)
         run = self.run_for(identity)
         call = ToolCall(id="mcp_" + uuid.uuid4().hex[:20], name=name, arguments=dict(arguments))
-        spec = self.gate.registry.get(name)
-        if spec is not None and not spec.is_async:
-            # A sync handler runs in a worker thread so it cannot stall other clients.
-            observations = await anyio.to_thread.run_sync(run.submit, [call])
-        else:
-            observations = await run.asubmit([call])
+        # asubmit runs a sync handler in a worker thread: it cannot stall other clients.
+        observations = await run.asubmit([call])
         return observations[0]
 
     # -- the MCP side ------------------------------------------------------------
