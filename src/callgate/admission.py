@@ -9,6 +9,8 @@ scheduler and execution.
 from __future__ import annotations
 
 import dataclasses
+import logging
+import os
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -39,7 +41,10 @@ from callgate.validate import run_checks, unknown_tool, validate_arguments, vali
 if TYPE_CHECKING:
     from callgate.gate import Gate
 
-__all__ = ["ERRORED", "Admission"]
+__all__ = ["ERRORED", "Admission", "raised_by_callgate"]
+
+_log = logging.getLogger("callgate")
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 ERRORED = ("", "")
 """What `Admission._ids` holds for a call that ended ``error``: equal to no call, so the
@@ -96,8 +101,12 @@ class Admission:
 
     def _admit(self, call: ToolCall) -> Observation | Admitted:
         """Parse, validate, authorize and approve one call; answered under the id it came
-        with, even when the run records it under a new one (`_ledger_name`)."""
-        decided = self._decide(call)
+        with, even when the run records it under a new one (`_ledger_name`). A failure of
+        callgate's own code is logged and answered as such, never blamed on the call."""
+        try:
+            decided = self._decide(call)
+        except Exception as exc:
+            return self._internal_error(call, exc)
         if type(decided) is Observation:
             decided.call_id = call.id
         elif type(decided) is Admitted and decided.call.id != call.id:
@@ -131,6 +140,8 @@ class Admission:
                 cache=self._decisions,
             )
         except Exception as exc:  # a precondition or rule predicate failed on these values
+            if raised_by_callgate(exc):
+                raise
             return self._hook_failed(call, spec, model, Stage.POLICY, exc)
         if decision.rejection is not None:
             return self._rejected(call, spec, decision.rejection, model=model, decision=decision)
@@ -146,6 +157,8 @@ class Admission:
             try:
                 approved = self._approval(call, spec, model, canonical, request_hash, decision)
             except Exception as exc:  # resource_version or preview failed on these values
+                if raised_by_callgate(exc):
+                    raise
                 return self._hook_failed(call, spec, model, Stage.APPROVAL, exc)
             if isinstance(approved, Observation):
                 return approved
@@ -190,6 +203,39 @@ class Admission:
             idempotency_key=key,
             request_hash=request_hash,
             secrets=secrets,
+        )
+
+    def _internal_error(self, call: ToolCall, exc: Exception) -> Observation:
+        """A bug in callgate while deciding ``call``: logged with its traceback, audited,
+        and answered as callgate's failure (nothing ran), never as the model's mistake."""
+        _log.error(
+            "callgate failed internally while deciding call %r of run %s",
+            call.id,
+            self.id,
+            exc_info=exc,
+        )
+        try:
+            self.gate.ledger.record_event(
+                "gate.internal_error",
+                run_id=self.id,
+                call_id=call.id,
+                data={"tool": call.name, "error": type(exc).__name__},
+            )
+        except Exception:  # the ledger may be what failed: the answer still goes out
+            _log.exception("could not record the internal error of call %r", call.id)
+        return Observation(
+            call_id=call.id,
+            tool=call.name,
+            status=Status.REJECTED,
+            stage=Stage.POLICY,
+            content=(
+                "Rejected: callgate failed internally while deciding this call "
+                f"({type(exc).__name__}). This is not a problem with your call, and nothing "
+                "was executed. Do not change the call because of this; tell the user the "
+                "tool is unavailable, or try again later."
+            ),
+            retryable=True,
+            details=({"rule": "internal_error", "error": type(exc).__name__},),
         )
 
     def _hook_failed(
@@ -581,3 +627,18 @@ class Admission:
             created_at=now,
             updated_at=now,
         )
+
+
+def raised_by_callgate(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised by callgate's own code alone: every frame it passed
+    through, from where it was caught to where it was raised, is in the callgate package.
+    An exception from a tool's hook (or a library the hook called) passes through a frame
+    of the application's code."""
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb is not None:
+        if not tb.tb_frame.f_code.co_filename.startswith(_PACKAGE):
+            return False
+        tb = tb.tb_next
+    return True

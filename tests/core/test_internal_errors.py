@@ -1,0 +1,77 @@
+"""A bug in callgate is callgate's failure, never reported as the model's mistake."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+import callgate.admission
+from callgate import Authority, Gate, Policy, Registry, Stage, Status, ToolCall, allow, deny
+from callgate.parse import visible
+
+AUTHORITY = Authority(principal="p", grants=["write:notes"])
+
+
+def _gate(ran: list[str], policy: Policy | None = None) -> Gate:
+    registry = Registry()
+
+    @registry.tool(effects="write:notes")
+    def save(text: str) -> str:
+        """Save a note."""
+        ran.append(text)
+        return "saved"
+
+    return Gate(registry, policy=policy)
+
+
+def test_a_bug_inside_admission_is_answered_as_callgates_failure(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    ran: list[str] = []
+    gate = _gate(ran)
+    # A callgate function called with the wrong arguments: the error is raised inside
+    # callgate's own code, as a real bug would be.
+    monkeypatch.setattr(callgate.admission.Admission, "_canonical", staticmethod(visible))
+    run = gate.run(authority=AUTHORITY)
+    with caplog.at_level(logging.ERROR, logger="callgate"):
+        [obs] = run.submit([ToolCall(id="c1", name="save", arguments={"text": "hi"})])
+    assert obs.status is Status.REJECTED
+    assert obs.details[0]["rule"] == "internal_error"
+    assert "This is not a problem with your call, and nothing was executed" in obs.content
+    assert "check" not in obs.content.lower()  # not sent to fix its arguments
+    assert ran == []
+    assert any(r.exc_info for r in caplog.records)  # logged with its traceback
+    assert [r.kind for r in gate.ledger.audit()] == ["gate.internal_error"]
+
+
+def test_a_bug_in_callgates_policy_code_is_not_a_hook_failure(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ran: list[str] = []
+    gate = _gate(ran)
+    monkeypatch.setattr(callgate.admission, "authorize", visible)
+    [obs] = gate.run(authority=AUTHORITY).submit(
+        [ToolCall(id="c1", name="save", arguments={"text": "hi"})]
+    )
+    assert obs.details[0]["rule"] == "internal_error"
+    assert ran == []
+
+
+def test_a_failing_rule_predicate_is_still_the_tools_hook_failure() -> None:
+    """An application predicate that raises on these values is a ``hook_failed``
+    rejection at the policy stage, as before."""
+    ran: list[str] = []
+
+    def explode(args: object) -> bool:
+        raise KeyError("no such note")
+
+    policy = Policy([deny("save", when=explode), allow("*")])
+    [obs] = (
+        _gate(ran, policy)
+        .run(authority=AUTHORITY)
+        .submit([ToolCall(id="c1", name="save", arguments={"text": "hi"})])
+    )
+    assert obs.stage is Stage.POLICY
+    assert obs.details[0]["rule"] == "hook_failed"
+    assert ran == []
