@@ -452,10 +452,11 @@ class Admission:
         return spec.output_trust if spec is not None else None
 
     def _idempotency_key(self, call: ToolCall, spec: ToolSpec, model: BaseModel) -> str:
-        """The tool's business key (scoped to principal and tool), or the run and call ids."""
+        """The tool's business key (scoped to the principal, the trusted scope and the tool),
+        or the run and call ids."""
         if spec.idempotency_key is not None:
             business = spec.idempotency_key.expand(model.__dict__)
-            return "cg_" + digest(self.authority.principal, spec.name, business)[:32]
+            return "cg_" + digest(self.authority.scope_key, spec.name, business)[:32]
         return f"{self.id}/{call.id}"
 
     def _redacted_arguments(

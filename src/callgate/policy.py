@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from callgate.calls import Stage
+from callgate.canonical import canonical_json, digest
 from callgate.effects import Effect, Grant, Grants
 from callgate.errors import DefinitionError
 from callgate.evidence import Evidence
@@ -56,17 +57,33 @@ class Authority:
 
     ``context`` (tenant, user id, credentials) reaches handlers through
     `CallContext` and is never shown to the model.
+
+    ``scope`` names the trusted scope that business idempotency keys are kept
+    within, so that two tenants' ``op-1`` never meet. By default it is read
+    from ``context``: its text, number and boolean values (a tenant, a user
+    id); objects such as clients are left out. Set it explicitly when the
+    context holds a value that changes between retries of one operation (a
+    token, a request id), or the retry would get a key of its own.
     """
 
     principal: str
     grants: Sequence[str | Grant] = ()
     context: Mapping[str, Any] = field(default_factory=dict)
+    scope: str | None = None
     _grants: Grants = field(init=False, repr=False)
+    _scope_key: str = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.principal:
             raise DefinitionError("Authority needs a principal (who the run acts for)")
         object.__setattr__(self, "_grants", Grants(self.grants))
+        object.__setattr__(self, "_scope_key", _scope_key(self.principal, self.scope, self.context))
+
+    @property
+    def scope_key(self) -> str:
+        """The principal and the trusted scope, as one string: what business idempotency
+        keys are scoped by. The principal alone when there is no scope (empty context)."""
+        return self._scope_key
 
     def missing(self, effects: Iterable[Effect]) -> list[Effect]:
         """The effects this authority does not grant."""
@@ -75,6 +92,19 @@ class Authority:
     def covers(self, effect: Effect) -> bool:
         """Whether this authority grants ``effect``."""
         return self._grants.covers(effect)
+
+
+def _scope_key(principal: str, scope: str | None, context: Mapping[str, Any]) -> str:
+    if scope is None:
+        plain = {
+            str(k): v
+            for k, v in context.items()
+            if v is None or isinstance(v, str | int | float | bool)
+        }
+        if not plain:
+            return principal
+        scope = canonical_json(plain)
+    return principal + "\x00" + digest("scope", scope)
 
 
 ArgumentPredicate = Callable[[Mapping[str, Any]], bool]
