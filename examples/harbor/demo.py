@@ -35,7 +35,6 @@ if __package__ in (None, ""):  # run as a script: make the harbor package import
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rich.console import Console
-from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -43,6 +42,7 @@ from rich.text import Text
 from callgate import Agent, ApprovalRequest, Authority, Gate, Policy
 from callgate.agent import AgentResult, Budgets
 from callgate.agent_transcript import TranscriptEntry
+from callgate.cli.plain import cell, plain
 from callgate.ledger.sqlite import SQLiteLedger
 from callgate.models import Model, ScriptedModel
 from harbor.script import SYSTEM, USER, HarborScript
@@ -100,7 +100,13 @@ class Person:
 
 
 class Printer:
-    """Prints the run's transcript as it is recorded (the agent's ``on_event``)."""
+    """Prints the run's transcript as it is recorded (the agent's ``on_event``).
+
+    Everything the model, a tool or the ledger says is data: it is printed as
+    Rich `Text` (never read as markup or emoji) through `callgate.cli.plain`, which
+    writes control characters, ANSI sequences and bidirectional overrides as
+    visible escapes, so a hostile tool output cannot clear or rewrite the screen.
+    """
 
     def __init__(self, console: Console, gate: Gate) -> None:
         self.console = console
@@ -114,27 +120,30 @@ class Printer:
     def _agent_started(self, entry: TranscriptEntry) -> None:
         data = entry.data
         hidden = [n for n in registry.names() if n not in data["tools"]]
-        self.console.rule(f"[bold]Harbor[/] · run {entry.run_id} · model {data['model']}")
+        title = Text("Harbor", style="bold")
+        title.append(plain(f" · run {entry.run_id} · model {data['model']}"))
+        self.console.rule(title)
         self.console.print(
-            Panel(Text(str(data["user"])), title="customer (trusted input)", expand=True)
+            Panel(cell(data["user"], multiline=True), title="customer (trusted input)", expand=True)
         )
         line = Text("tools shown to the model: ", style="dim")
-        line.append(", ".join(data["tools"]), style="bold")
+        line.append(plain(", ".join(data["tools"])), style="bold")
         if hidden:
-            line.append(f"   hidden (not granted): {', '.join(hidden)}", style="dim")
+            line.append(plain(f"   hidden (not granted): {', '.join(hidden)}"), style="dim")
         self.console.print(line)
 
     def _agent_model(self, entry: TranscriptEntry) -> None:
         data = entry.data
         head = Text(f"model · step {data['step']}", style="bold magenta")
         if data.get("text"):
-            head.append(f"  {data['text']}", style="italic")
+            head.append("  " + plain(data["text"], multiline=True), style="italic")
         self.console.print(head)
         for call in data["calls"]:
             arguments = call["arguments"] if call["arguments"] is not None else "(unreadable)"
-            self.console.print(
-                f"  → [bold]{escape(call['tool'])}[/]({escape(_short(arguments, 150))})"
-            )
+            line = Text("  → ")
+            line.append(plain(call["tool"]), style="bold")
+            line.append(f"({_short(arguments, 150)})")
+            self.console.print(line)
 
     def _agent_observations(self, entry: TranscriptEntry) -> None:
         table = Table(show_header=True, header_style="dim", box=None, padding=(0, 1))
@@ -142,58 +151,70 @@ class Printer:
             table.add_column(column, overflow="fold")
         reconciled = []
         for r in entry.data["results"]:
-            colour = _COLOURS.get(r["status"], "white")
             record = self.gate.ledger.get_call(entry.run_id, r["call_id"])
             if record is not None and record.reconciled:
                 reconciled.append(r["tool"])
             table.add_row(
-                f"[{colour}]{r['status']}[/]",
-                r["stage"],
-                escape(r["tool"]),
-                escape(_short(r["content"], 220)),
+                _status(r["status"]),
+                cell(r["stage"]),
+                cell(r["tool"]),
+                Text(_short(r["content"], 220)),
             )
         self.console.print(table)
         for tool in reconciled:
             self.console.print(
-                f"  [yellow]↳ {escape(tool)}: the provider timed out after committing; the "
-                "outcome was unknown until the reconcile hook read the provider's record[/]"
+                cell(
+                    f"  ↳ {tool}: the provider timed out after committing; the outcome was "
+                    "unknown until the reconcile hook read the provider's record",
+                    style="yellow",
+                )
             )
 
     def _agent_paused(self, entry: TranscriptEntry) -> None:
         for item in entry.data["approvals"]:
             request = self.gate.approvals.get(item["approval_id"])
             preview = request.preview if request is not None else item["tool"]
-            self.console.print(
-                f"[cyan]⏸ paused[/]: approval {item['approval_id']} awaited for "
-                f"[bold]{escape(preview)}[/]"
-            )
+            line = Text("⏸ paused", style="cyan")
+            line.append(plain(f": approval {item['approval_id']} awaited for "))
+            line.append(plain(preview), style="bold")
+            self.console.print(line)
 
     def _agent_resumed(self, entry: TranscriptEntry) -> None:
         for d in entry.data["decisions"]:
             colour = "green" if d["status"] == "approved" else "red"
-            why = f" ({escape(d['reason'])})" if d.get("reason") else ""
-            self.console.print(
-                f"[{colour}]▶ resumed[/]: {d['approval_id']} {d['status']} "
-                f"by {d['decided_by']}{why}"
-            )
+            why = f" ({d['reason']})" if d.get("reason") else ""
+            line = Text("▶ resumed", style=colour)
+            line.append(plain(f": {d['approval_id']} {d['status']} by {d['decided_by']}{why}"))
+            self.console.print(line)
 
     def _security_boundary(self, entry: TranscriptEntry) -> None:
         d = entry.data
         after = " after reading untrusted content" if d["after_untrusted"] else ""
-        self.console.print(
-            f"[bold red]⚠ security.boundary[/]: {escape(d['tool'])} {d['action']} "
-            f"({escape(d['rule'])}){after}"
-        )
+        line = Text("⚠ security.boundary", style="bold red")
+        line.append(plain(f": {d['tool']} {d['action']} ({d['rule']}){after}"))
+        self.console.print(line)
 
     def _agent_stopped(self, entry: TranscriptEntry) -> None:
         d = entry.data
         body = d["answer"] or d["detail"]
-        self.console.print(Panel(Text(body), title=f"assistant · {d['reason']}", expand=True))
+        self.console.print(
+            Panel(
+                cell(body, multiline=True),
+                title=cell(f"assistant · {d['reason']}"),
+                expand=True,
+            )
+        )
 
 
-def _short(text: str, limit: int) -> str:
-    text = " ".join(str(text).split())
+def _short(text: object, limit: int) -> str:
+    """``text`` on one line, at most ``limit`` characters, every invisible character
+    escaped (a model's or a tool's text is data: it never steers the terminal)."""
+    text = plain(" ".join(str(text).split()))
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _status(status: str) -> Text:
+    return cell(status, style=_COLOURS.get(status, "white"))
 
 
 @dataclass(kw_only=True)
@@ -276,8 +297,12 @@ def run_scenario(
                     gate.approvals.approve(approval_id, by=APPROVER)
                 else:
                     gate.approvals.deny(approval_id, by=APPROVER, reason=reason)
-                verdict = "[green]approves[/]" if approve else f"[red]denies[/] ({escape(reason)})"
-                console.print(f"[bold]person[/] {APPROVER} {verdict}: {escape(request.preview)}")
+                line = Text("person", style="bold")
+                line.append(f" {APPROVER} ")
+                line.append(*(("approves", "green") if approve else ("denies", "red")))
+                line.append(plain(f" ({reason})" if not approve else ""))
+                line.append(": " + plain(request.preview))
+                console.print(line)
             result = agent.resume(result)
         seconds = time.perf_counter() - started
         report = _report(gate, result, shop_db, seconds, scripted=scripted)
@@ -331,25 +356,27 @@ def _summary(console: Console, report: Report) -> None:
     for column in ("status", "stage", "calls"):
         table.add_column(column)
     for (status, stage), n in sorted(report.calls.items()):
-        table.add_row(f"[{_COLOURS.get(status, 'white')}]{status}[/]", stage, str(n))
+        table.add_row(_status(status), cell(stage), str(n))
     console.print(table)
     refunds = ", ".join(
         f"{r['amount']:.2f} {r['currency']} ({r['operation_id']})" for r in report.refunds
     )
     console.print(
-        f"payment provider refunds for {ORDER}: {len(report.refunds)} — {refunds or 'none'}"
+        cell(f"payment provider refunds for {ORDER}: {len(report.refunds)} — {refunds or 'none'}")
     )
     sent = ", ".join(e["recipient"] for e in report.emails) or "none"
-    console.print(f"emails sent: {len(report.emails)} — {escape(sent)}")
+    console.print(cell(f"emails sent: {len(report.emails)} — {sent}"))
     console.print(
-        f"security events: {report.security_events}; audit chain verified: {report.audit_ok}"
+        Text(f"security events: {report.security_events}; audit chain verified: {report.audit_ok}")
     )
     for check, ok in report.checks.items():
-        mark = "[green]✔[/]" if ok else "[red]✘[/]"
-        console.print(f"{mark} {check}")
+        mark = Text("✔", style="green") if ok else Text("✘", style="red")
+        console.print(mark.append(" " + check))
     console.print(
-        f"run {report.run_id}: {report.result.reason.value} in {report.seconds:.2f} s, "
-        f"{report.result.steps} model calls, {report.result.tool_calls} tool calls"
+        cell(
+            f"run {report.run_id}: {report.result.reason.value} in {report.seconds:.2f} s, "
+            f"{report.result.steps} model calls, {report.result.tool_calls} tool calls"
+        )
     )
 
 

@@ -7,12 +7,15 @@ import json
 import subprocess
 import sys
 import time
+import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rich.console import Console
 
 from callgate.agent_transcript import replay
@@ -156,3 +159,136 @@ def test_the_scenario_holds_in_every_provider_format(
     )
     assert report.passed, report.checks
     assert len(report.refunds) == 1
+
+
+# -- the demo prints data, never markup or terminal control -----------------------------
+
+MARKUP = "[/x] [black on black]hidden[/] :email:"
+"""Closes a tag never opened (a MarkupError), hides text, and names an emoji."""
+CONTROLS = "\x1b[2J\x9b\u202eY"
+"""Clears the screen, a C1 CSI, a bidirectional override."""
+HOSTILE = f"{MARKUP} {CONTROLS}"
+SHOWN = (MARKUP, "\\x1b[2J", "\\x9b", "\\u202eY")
+"""How parts of HOSTILE must appear: literally, the invisible characters as escapes."""
+RAW = ("\x1b", "\r", "\u202e", "\x9b", "\N{E-MAIL SYMBOL}", "\N{ENVELOPE}")
+"""What must never reach the terminal: raw controls, and what Rich makes of ``:email:``."""
+_HIDDEN = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+
+
+def captured() -> tuple[Console, io.StringIO]:
+    """A console as `make demo` gets one (markup and emoji on), writing to a buffer wide
+    enough that no value folds across lines."""
+    buffer = io.StringIO()
+    return Console(file=buffer, width=3000, color_system=None), buffer
+
+
+def assert_plain(out: str, shown: tuple[str, ...] = SHOWN) -> None:
+    for part in shown:
+        assert part in out, (part, out)
+    for raw in RAW:
+        assert raw not in out, (raw, out)
+
+
+class _NoRecords:
+    """The gate as the printer reads it: no call record, no approval request."""
+
+    def __init__(self) -> None:
+        self.ledger = self
+        self.approvals = self
+
+    def get_call(self, run_id: str, call_id: str) -> None:
+        return None
+
+    def get(self, approval_id: str) -> None:
+        return None
+
+
+def hostile_entries(text: str, content: str) -> list[Any]:
+    """One transcript entry of every kind the demo prints, ``text`` where the model or the
+    ledger speaks and ``content`` where a tool does."""
+    from callgate.agent_transcript import TranscriptEntry
+
+    def entry(kind: str, **data: Any) -> TranscriptEntry:
+        return TranscriptEntry(kind=kind, run_id=f"run-{text}", data=data)
+
+    return [
+        entry("agent.started", model=text, user=text, tools=["read_kb_article", text]),
+        entry(
+            "agent.model",
+            step=1,
+            text=text,
+            calls=[{"tool": text, "arguments": text}, {"tool": "x", "arguments": None}],
+        ),
+        entry(
+            "agent.observations",
+            results=[
+                {"call_id": text, "status": text, "stage": text, "tool": text, "content": content}
+            ],
+        ),
+        entry("agent.paused", approvals=[{"approval_id": text, "tool": text}]),
+        entry(
+            "agent.resumed",
+            decisions=[
+                {"approval_id": text, "status": "denied", "decided_by": text, "reason": text}
+            ],
+        ),
+        entry("security.boundary", tool=text, action=text, rule=text, after_untrusted=True),
+        entry("agent.stopped", answer=text, detail="", reason=text),
+    ]
+
+
+def test_the_demo_prints_every_transcript_value_as_plain_text(
+    harbor: dict[str, ModuleType],
+) -> None:
+    """Model text, tool names, tool output, approval ids, rule names and the answer reach
+    the terminal as text: markup shown as sent (and no MarkupError), no emoji, and control
+    characters, ANSI sequences and bidi overrides as visible escapes."""
+    console, buffer = captured()
+    printer = harbor["demo"].Printer(console, _NoRecords())
+    for entry in hostile_entries(HOSTILE, HOSTILE):
+        printer(entry)
+    assert_plain(buffer.getvalue())
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=st.text(max_size=40), content=st.text(max_size=40))
+def test_no_text_from_a_model_or_a_tool_reaches_the_terminal_invisible(
+    harbor: dict[str, ModuleType], text: str, content: str
+) -> None:
+    """Whatever the model writes and the tools return, the demo's output holds no control,
+    format, private-use or unassigned character (line breaks of its own layout aside)."""
+    console, buffer = captured()
+    printer = harbor["demo"].Printer(console, _NoRecords())
+    for entry in hostile_entries(text, content):
+        printer(entry)
+    hidden = {c for c in buffer.getvalue() if c != "\n" and unicodedata.category(c) in _HIDDEN}
+    assert not hidden, (text, content, buffer.getvalue())
+
+
+def test_a_hostile_model_and_tool_output_cannot_steer_the_demos_terminal(
+    harbor: dict[str, ModuleType], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The whole demo with a scripted model named, speaking and answering in hostile text,
+    reading a help-center article whose title and body are hostile (a tool output): every
+    value is printed as plain text, and the run still ends with the model's answer."""
+    from callgate.models import ScriptedModel, answer, calls
+
+    shop = harbor["shop"]
+    article = (shop.TENANT, "hostile", HOSTILE, HOSTILE)
+    monkeypatch.setattr(shop, "KB", [*shop.KB, article])
+
+    def script(request: Any) -> Any:
+        if len(request.messages) <= 2:
+            return calls(("read_kb_article", {"slug": "hostile"}), text=HOSTILE)
+        return answer(HOSTILE)
+
+    console, buffer = captured()
+    report = harbor["demo"].run_scenario(
+        ScriptedModel(script, name=HOSTILE), workdir=tmp_path, console=console
+    )
+    out = buffer.getvalue()
+    assert report.result.answered, out
+    assert_plain(out)
+    assert "read_kb_article" in out
+    # The article's body reached the printed observation (JSON keeps \u202e, \x9b raw).
+    assert out.count("\\u202eY") >= 4, out
