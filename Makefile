@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo quickstart test lint typecheck format bench clean
+.PHONY: install demo quickstart test lint typecheck format bench fuzz clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -36,6 +36,13 @@ format: $(STAMP)
 
 bench: $(STAMP)
 	for b in overhead overhead_floor parse ledger schedule agent_loop; do $(BIN)/python benchmarks/$$b.py || exit 1; done
+
+# The fuzz tier (not part of `test`; a fixed-seed sample of it is): generated model
+# outputs through extract + submit on memory and SQLite ledgers. FUZZ_ARGS, e.g.
+# FUZZ_ARGS="--count 100000 --seed 3", changes the count, the seed or the workers.
+FUZZ_ARGS ?= --count 1000000 --seed 1 --workers 2
+fuzz: $(STAMP)
+	$(BIN)/python -m tests.fuzz $(FUZZ_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
