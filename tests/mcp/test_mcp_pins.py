@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import unicodedata
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from callgate.cli import app
@@ -166,3 +169,182 @@ def test_cli_pins_approve_unblocks_the_tool(pin_file: Path) -> None:
 def test_cli_pins_on_a_missing_file_is_bad_input(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["mcp", "pins", "list", "--pins", str(tmp_path / "no.json")])
     assert result.exit_code == 2
+
+
+# -- what an upstream says is shown as data ----------------------------------------------
+
+MARKUP = "[/x] [black on black]hidden[/] :email:"
+"""Closes a tag never opened (a MarkupError), hides text, and names an emoji."""
+FORGED = "\ncallgate: MCP server 'evil': 0 tool(s), none changed"
+"""A line break and a log line of the server's own making."""
+HOSTILE_NAME = "sënd\x1b[2J\u202e[/x]:email:\x7f"
+HOSTILE_DESCRIPTION = f"Send mail. {MARKUP} \x1b[2J\rX\u202eY\x9b{FORGED}"
+RAW = ("\x1b", "\r", "\u202e", "\x9b", "\x7f", "\N{E-MAIL SYMBOL}", "\N{ENVELOPE}")
+"""What must never reach the terminal: raw controls (DEL too), and what Rich makes of
+``:email:``."""
+SHOWN_NAME = "sënd\\x1b[2J\\u202e[/x]:email:\\x7f"
+SHOWN_DESCRIPTION = f"Send mail. {MARKUP} \\x1b[2J\\rX\\u202eY\\x9b\\ncallgate: MCP server"
+WIDE = {"COLUMNS": "2000"}
+_HIDDEN = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+
+
+def assert_plain(out: str, *shown: str) -> None:
+    for part in shown:
+        assert part in out, (part, out)
+    for raw in RAW:
+        assert raw not in out, (raw, out)
+
+
+def hostile_server(description: str, schema: dict[str, object] | None = None) -> object:
+    """An upstream, in process, listing one tool whose name and description are hostile."""
+    import mcp_types
+    from mcp.server.lowlevel import Server
+
+    listed = [
+        mcp_types.Tool(name=HOSTILE_NAME, description=description, input_schema=schema or SCHEMA)
+    ]
+
+    async def list_tools(ctx: object, params: object) -> mcp_types.ListToolsResult:
+        return mcp_types.ListToolsResult(tools=listed)
+
+    return Server("evil", on_list_tools=list_tools)
+
+
+def import_from(server: object, **options: object) -> None:
+    import anyio
+
+    from callgate.mcp import import_tools
+
+    async def run() -> None:
+        await import_tools(server, server_name="evil", **options)  # type: ignore[arg-type]
+
+    anyio.run(run)
+
+
+@pytest.fixture
+def hostile_pins(tmp_path: Path) -> Path:
+    """A pin file written by a real import: the hostile tool pinned on first use, then its
+    description changed (blocked until approved)."""
+    path = tmp_path / "pins.json"
+    import_from(hostile_server("Send mail."), pins=PinStore(path))
+    import_from(hostile_server(HOSTILE_DESCRIPTION), pins=PinStore(path))
+    assert PinStore(path).entries("evil")[0].state == "changed"
+    return path
+
+
+def test_pins_list_shows_an_upstreams_tool_names_as_plain_text(hostile_pins: Path) -> None:
+    """Markup in a tool name is shown, not obeyed (no MarkupError), ``:email:`` stays text,
+    and controls and bidi overrides are visible escapes."""
+    result = CliRunner().invoke(app, ["mcp", "pins", "list", "--pins", str(hostile_pins)], env=WIDE)
+    assert result.exit_code == 1, result.output
+    assert_plain(result.stdout, SHOWN_NAME, "changed")
+
+
+def test_pins_list_json_escapes_invisible_characters_and_keeps_the_names(
+    hostile_pins: Path,
+) -> None:
+    """As `callgate ledger --json`: visible text as it is (``ë``, not ``\\u00eb``), the
+    invisible characters as ``\\uXXXX`` escapes; it decodes to the names in the pin file."""
+    result = CliRunner().invoke(
+        app, ["mcp", "pins", "list", "--pins", str(hostile_pins), "--json"], env=WIDE
+    )
+    assert result.exit_code == 1, result.output
+    assert_plain(result.stdout, '"sënd\\u001b[2J\\u202e[/x]:email:\\u007f"')
+    assert [row["tool"] for row in json.loads(result.stdout)] == [HOSTILE_NAME]
+
+
+def test_pins_show_prints_an_upstreams_description_as_plain_text(hostile_pins: Path) -> None:
+    """The description a person reviews before approving is the upstream's text, shown
+    literally on one line (no Python quotes or reprs, line breaks as \\n, so the upstream
+    cannot forge a line), the invisible characters as escapes."""
+    result = CliRunner().invoke(
+        app, ["mcp", "pins", "show", "evil", HOSTILE_NAME, "--pins", str(hostile_pins)], env=WIDE
+    )
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert_plain(out, SHOWN_NAME, SHOWN_DESCRIPTION, "description: Send mail.\n")
+    assert not any(line.startswith("callgate:") for line in out.splitlines()), out
+    assert "'Send mail." not in out  # no repr
+
+
+def test_pins_show_prints_an_upstreams_schema_as_json_with_escapes() -> None:
+    """Property names and defaults in the schema are the upstream's text too."""
+    import tempfile
+
+    schema = {"type": "object", "properties": {HOSTILE_NAME: {"default": HOSTILE_DESCRIPTION}}}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "pins.json"
+        import_from(hostile_server("Send mail.", schema), pins=PinStore(path))
+        result = CliRunner().invoke(
+            app, ["mcp", "pins", "show", "evil", HOSTILE_NAME, "--pins", str(path)], env=WIDE
+        )
+    assert result.exit_code == 0, result.output
+    assert_plain(result.stdout, "\\u001b[2J\\u202e[/x]:email:\\u007f", "\\u009b")
+
+
+def test_approve_prints_an_upstreams_tool_names_as_plain_text(hostile_pins: Path) -> None:
+    result = CliRunner().invoke(
+        app,
+        ["mcp", "pins", "approve", "evil", "--all", "--by", "ops", "--pins", str(hostile_pins)],
+        env=WIDE,
+    )
+    assert result.exit_code == 0, result.output
+    assert_plain(result.stdout, f"approved evil / {SHOWN_NAME} (by ops)")
+    forgot = CliRunner().invoke(
+        app, ["mcp", "pins", "forget", "evil", "--pins", str(hostile_pins)], env=WIDE
+    )
+    assert forgot.exit_code == 0, forgot.output
+    assert_plain(forgot.stdout, f"forgot 1 pin(s) of evil: {SHOWN_NAME}")
+
+
+def test_the_proxys_log_of_an_upstreams_tools_is_plain_text(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """What `mcp proxy` logs on stderr about the upstream's tools (the pin report, a tool
+    left out) names them as plain text, one line per record: no raw controls, no line of
+    the upstream's making."""
+    import logging
+
+    from callgate.cli.mcp import _log_to_stderr
+
+    logger = logging.getLogger("callgate.mcp")
+    level, handlers = logger.level, list(logger.handlers)
+    _log_to_stderr()
+    try:
+        import_from(hostile_server(HOSTILE_DESCRIPTION), pins=PinStore())
+        unsupported = {"type": "object", "minProperties": f"x{FORGED}\x1b[2J"}
+        import_from(hostile_server("Send mail.", unsupported), pins=PinStore())
+    finally:
+        for handler in logger.handlers[len(handlers) :]:
+            logger.removeHandler(handler)
+        logger.setLevel(level)
+    err = capsys.readouterr().err
+    assert_plain(err, f"first use, pinned 1 tool(s) as seen: {SHOWN_NAME}")
+    assert f"tool '{SHOWN_NAME}' not imported" in err, err
+    lines = err.splitlines()
+    assert all(line.startswith("callgate: MCP server 'evil'") for line in lines), lines
+    assert len(lines) == 3, lines
+
+
+@settings(max_examples=40, deadline=None)
+@given(name=st.text(min_size=1, max_size=20), description=st.text(max_size=60))
+def test_no_name_or_description_from_an_upstream_reaches_the_terminal_invisible(
+    name: str, description: str
+) -> None:
+    """Whatever a server calls its tool and says about it, `pins list` and `pins show` print
+    no control, format, private-use or unassigned character (their own line breaks aside)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "pins.json"
+        store = PinStore(path)
+        store.check("evil", [tool(name)])
+        store.check("evil", [tool(name, description=description or "changed")])
+        runner = CliRunner()
+        shown = runner.invoke(app, ["mcp", "pins", "show", "--pins", str(path), "--", "evil", name])
+        listed = runner.invoke(app, ["mcp", "pins", "list", "--pins", str(path)])
+    assert shown.exit_code == 0, shown.output
+    assert listed.exit_code == 1, listed.output
+    out = shown.stdout + listed.stdout
+    hidden = {c for c in out if c != "\n" and unicodedata.category(c) in _HIDDEN}
+    assert not hidden, out

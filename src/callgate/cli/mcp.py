@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import json
 import os
 import sys
 import time
@@ -23,9 +22,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
+
+from callgate.cli.plain import cell, console, fail, plain, plain_json
 
 if TYPE_CHECKING:
     from callgate.gate import Gate
@@ -52,9 +52,6 @@ pins_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(pins_app, name="pins")
-
-_out = Console()
-_err = Console(stderr=True)
 
 DEFAULT_PINS = "callgate-pins.json"
 
@@ -126,8 +123,12 @@ PinsOption = Annotated[
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
-    _err.print(f"[red]error:[/] {escape(message)}")
-    return typer.Exit(code)
+    return fail(message, code)
+
+
+def _say(text: str) -> None:
+    """One line of news on stderr (stdout may carry the protocol), as plain text."""
+    console(stderr=True).print(cell(text), soft_wrap=True)
 
 
 def _require_sdk() -> None:
@@ -232,7 +233,7 @@ async def _serve(server: Any, transport: str, host: str, port: int, tokens: dict
     if transport == "stdio":
         await server.run_stdio()
     else:
-        _err.print(f"callgate: serving MCP on http://{host}:{port}/mcp")
+        _say(f"callgate: serving MCP on http://{host}:{port}/mcp")
         await server.run_http(host=host, port=port, tokens=tokens)
 
 
@@ -470,7 +471,7 @@ def proxy(
     configs = _tool_configs(tools)
     tokens = _tokens(token)
     headers = _from_env(upstream_header, "--upstream-header")
-    _err.print(f"callgate: proxying MCP server '{name}' (pins: {pins})", markup=False)
+    _say(f"callgate: proxying MCP server '{name}' (pins: {pins})")
     import anyio
 
     from callgate.errors import DefinitionError
@@ -537,10 +538,7 @@ async def _stop_on_signal(stop: Any, *, task_status: Any) -> None:
         task_status.started()
         async for signum in received:
             if not stop.cancel_called:
-                _err.print(
-                    f"callgate: {signal.Signals(signum).name} received; stopping the upstream",
-                    markup=False,
-                )
+                _say(f"callgate: {signal.Signals(signum).name} received; stopping the upstream")
                 stop.cancel()
 
 
@@ -552,11 +550,20 @@ def _leaf(exc: BaseException) -> BaseException:
 
 
 def _log_to_stderr() -> None:
-    """Pin reports and skipped tools go to stderr (never stdout: it may carry the protocol)."""
+    """Pin reports and skipped tools go to stderr (never stdout: it may carry the protocol),
+    as plain text: they name the upstream's tools (`_PlainFormatter`)."""
     import logging
 
+    class _PlainFormatter(logging.Formatter):
+        """Each message on one line with every invisible character escaped: tool names
+        and descriptions come from the upstream server, so none may steer the terminal or
+        forge a log line of its own."""
+
+        def formatMessage(self, record: logging.LogRecord) -> str:
+            return plain(super().formatMessage(record))
+
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("callgate: %(message)s"))
+    handler.setFormatter(_PlainFormatter("callgate: %(message)s"))
     logger = logging.getLogger("callgate.mcp")
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
@@ -606,7 +613,7 @@ def pins_list(
     entries = _store(pins).entries(server)
     if as_json:
         typer.echo(
-            json.dumps(
+            plain_json(
                 [
                     {
                         "server": e.server,
@@ -621,19 +628,19 @@ def pins_list(
             )
         )
     else:
-        table = Table(title=f"pins in {pins}", title_justify="left")
+        table = Table(title=cell(f"pins in {pins}"), title_justify="left")
         for column in ("server", "tool", "state", "approved by", "approved at"):
             table.add_column(column)
         for e in entries:
-            color = {"pinned": "green", "changed": "red", "new": "yellow"}[e.state]
+            color = {"pinned": "green", "changed": "red", "new": "yellow"}.get(e.state, "")
             table.add_row(
-                escape(e.server),
-                escape(e.tool),
-                f"[{color}]{e.state}[/]",
-                e.approved_by or "",
-                _when(e.approved_at),
+                cell(e.server),
+                cell(e.tool),
+                cell(e.state, style=color),
+                cell(e.approved_by or ""),
+                cell(_when(e.approved_at)),
             )
-        _out.print(table)
+        console().print(table)
     raise typer.Exit(1 if any(e.state != "pinned" for e in entries) else 0)
 
 
@@ -653,14 +660,31 @@ def pins_show(
     if not found:
         raise _fail(f"server '{server}' has no pinned tool '{tool}'")
     entry = found[0]
-    _out.print(f"[bold]{escape(server)} / {escape(tool)}[/]: {entry.state}")
+    out = console()
+    head = cell(f"{server} / {tool}", style="bold")
+    head.append(plain(f": {entry.state}"))
+    out.print(head, soft_wrap=True)
     for label, definition in (("approved", entry.approved), ("now seen", entry.seen)):
         if definition is None:
             continue
-        _out.print(f"[bold]{label}[/] ({definition.get('hash')}):")
-        _out.print(f"  description: {definition.get('description')!r}", markup=False)
-        schema = json.dumps(definition.get("input_schema"), indent=2, sort_keys=True)
-        _out.print("  input schema: " + schema.replace("\n", "\n  "), markup=False)
+        line = Text(label, style="bold")
+        line.append(plain(f" ({definition.get('hash')}):"))
+        out.print(line, soft_wrap=True)
+        # The description and the schema are the upstream's words: shown as data, the
+        # description on one line (its line breaks as \n), the schema as JSON whose
+        # invisible characters are \uXXXX escapes.
+        out.print(cell(f"  description: {definition.get('description') or ''}"), soft_wrap=True)
+        schema = plain_json(_sorted(definition.get("input_schema")), indent=2)
+        out.print(Text("  input schema: " + schema.replace("\n", "\n  ")), soft_wrap=True)
+
+
+def _sorted(value: Any) -> Any:
+    """``value`` with every object's keys in order (a stable display of a schema)."""
+    if isinstance(value, dict):
+        return {str(k): _sorted(value[k]) for k in sorted(value, key=str)}
+    if isinstance(value, list):
+        return [_sorted(v) for v in value]
+    return value
 
 
 @pins_app.command("approve")
@@ -692,12 +716,10 @@ def pins_approve(
     except PinError as exc:
         raise _fail(str(exc)) from exc
     if not done:
-        _out.print(
-            f"nothing to approve for {server}" + (f" / {tool}" if tool else ""), markup=False
-        )
+        _print(f"nothing to approve for {server}" + (f" / {tool}" if tool else ""))
         raise typer.Exit(1)
     for name in done:
-        _out.print(f"approved {server} / {name} (by {who})", markup=False)
+        _print(f"approved {server} / {name} (by {who})")
 
 
 @pins_app.command("forget")
@@ -715,7 +737,12 @@ def pins_forget(
         removed = _store(pins).forget(server, tool)
     except PinError as exc:
         raise _fail(str(exc)) from exc
-    _out.print(f"forgot {len(removed)} pin(s) of {server}: {', '.join(removed)}", markup=False)
+    _print(f"forgot {len(removed)} pin(s) of {server}: {', '.join(removed)}")
+
+
+def _print(text: str) -> None:
+    """One line on stdout, as plain text (it names a server's tools)."""
+    console().print(cell(text), soft_wrap=True)
 
 
 def _user() -> str:
