@@ -38,26 +38,30 @@ the preset decides, and without one the call is denied.
 
 from __future__ import annotations
 
-import array
 import enum
 import fnmatch
-import functools
 import math
 import os
 import re
 import tomllib
-import unicodedata
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import re2
-
 from callgate.errors import DefinitionError
 from callgate.messages import bounded
 from callgate.policy import Action, Policy, Preset, Rule
+from callgate.regex import (
+    ADVICE,
+    RE2Error,
+    Unsupported,
+    compile_re2,
+    python_regex,
+    re2_reason,
+    safe_text,
+)
 
 __all__ = ["ArgumentTest", "PolicyFileError", "load_policy_file", "parse_policy"]
 
@@ -312,66 +316,10 @@ def _tests(argument: str, spec: Any, where: str, each: str) -> list[ArgumentTest
 # -- regex predicates on RE2 -------------------------------------------------------------
 #
 # A pattern is checked by Python's `re` (so its syntax and errors are Python's), then
-# translated token by token into RE2 syntax with Python's meaning: ``\d``, ``\w`` and
-# ``\s`` become the exact code points Python's `re` gives them, ``{,n}`` becomes
-# ``{0,n}``, ``\Z`` becomes ``\z``, escapes become ``\x{...}``. What RE2 cannot run is
-# refused here, with the reason and what to write instead.
+# translated by `callgate.regex` into RE2 syntax with Python's meaning. What RE2 cannot
+# run is refused here, with the reason and what to write instead.
 
-_RE2_OPTIONS = re2.Options()
-_RE2_OPTIONS.log_errors = False
-_RE2_OPTIONS.never_capture = True  # only whether the whole value matches is asked
 _MAX_SHOWN = 120
-_SURROGATES = dict.fromkeys(range(0xD800, 0xE000), 0xFFFD)
-_REPEAT = re.compile(r"\{(\d*)(?:(,)(\d*))?\}")
-_FLAGS = re.compile(r"\(\?([aiLmsux]*)(?:-([imsx]*))?([:)])")
-_OCTAL = "01234567"
-_CONDITIONAL = ("a conditional group", "RE2 has no conditional groups")
-_NO_BACKTRACKING = "RE2 never backtracks, so nothing is lost"
-_BACKREFERENCE = ("a backreference", "matching one can take time exponential in the value's length")
-_LOOKAROUND = ("a lookahead or lookbehind", "RE2 does not look ahead or behind")
-_DOLLAR = (
-    "a $ with more pattern after it",
-    "Python's $ also matches before a final newline, RE2's only at the end of the value",
-)
-_WORD_BOUNDARY = (
-    "a word boundary",
-    "RE2's \\b knows only ASCII letters, so the pattern would match other values than in Python",
-)
-_ADVICE = {
-    _BACKREFERENCE[0]: "write the repeated text out, or list the allowed values with 'in'",
-    _LOOKAROUND[0]: (
-        "match the whole value with a plain pattern, and put what must not match in a "
-        "separate deny rule"
-    ),
-    "an atomic group": f"write (?:...) for (?>...): {_NO_BACKTRACKING}",
-    "a possessive quantifier": (
-        f"write the plain quantifier (*, +, ?, {{m,n}}) without the extra +: {_NO_BACKTRACKING}"
-    ),
-    _CONDITIONAL[0]: "write the alternatives out with |",
-    _WORD_BOUNDARY[0]: (
-        "write the neighbouring characters: a pattern matches the whole value, so "
-        "(?s)(.*\\W)?word(\\W.*)? finds the word anywhere in it"
-    ),
-    _DOLLAR[0]: (
-        "end the pattern (or a top-level alternative) with $, write \\n?\\Z for an "
-        "optional final newline, or use (?m)"
-    ),
-    "the flag (?x)": "remove the flag, the spaces and the comments",
-    "the flag (?a)": "write the ASCII classes out: [0-9], [A-Za-z0-9_], [ \\t\\n\\r\\f\\v]",
-    "more than 1000 repetitions": (
-        "use + or * and bound the argument's length in the tool's schema (max_length)"
-    ),
-}
-
-
-class _Unsupported(Exception):
-    """A construct of a valid Python pattern that RE2 cannot run."""
-
-    def __init__(self, construct: str, why: str, position: int | None = None) -> None:
-        super().__init__(construct)
-        self.construct = construct
-        self.why = why
-        self.position = position
 
 
 def linear_regex(pattern: Any, where: str) -> tuple[str, Any]:
@@ -394,18 +342,18 @@ def linear_regex(pattern: Any, where: str) -> tuple[str, Any]:
         except (RecursionError, OverflowError):
             raise DefinitionError(f"{where} '{shown}' is too deeply nested or too large") from None
     try:
-        translated = _translate(source)
-        compiled = re2.compile(translated, _RE2_OPTIONS)
-    except _Unsupported as exc:
+        translated = python_regex(source)
+        compiled = compile_re2(translated)
+    except Unsupported as exc:
         at = f" at position {exc.position}" if exc.position is not None else ""
-        advice = _ADVICE.get(exc.construct, "simplify the pattern")
+        advice = ADVICE.get(exc.construct, "simplify the pattern")
         message = (
             f"{where} '{shown}' uses {exc.construct}{at}, which callgate cannot run: {exc.why}. "
             "Policy patterns run on RE2, in time linear in the length of the value. "
             f"Instead, {advice}."
         )
         raise DefinitionError(bounded(message, 700)) from None
-    except re2.error as exc:
+    except RE2Error as exc:
         raise DefinitionError(bounded(_re2_refusal(where, shown, exc), 700)) from None
     except UnicodeEncodeError:
         raise DefinitionError(
@@ -426,7 +374,7 @@ def _pattern_source(pattern: Any, where: str) -> str:
             if flags & flag:
                 raise DefinitionError(
                     f"{where} has the flag re.{flag.name} ({letter}), which RE2 cannot run. "
-                    f"Instead, {_ADVICE[f'the flag (?{letter})']}"
+                    f"Instead, {ADVICE[f'the flag (?{letter})']}"
                 )
         inline = "".join(
             letter
@@ -439,10 +387,7 @@ def _pattern_source(pattern: Any, where: str) -> str:
 
 
 def _re2_refusal(where: str, shown: str, exc: Exception) -> str:
-    reason = exc.args[0] if exc.args else ""
-    if isinstance(reason, bytes):
-        reason = reason.decode("utf-8", "replace")
-    reason = str(reason).split(":", 1)[0]
+    reason = re2_reason(exc)
     if reason.startswith("invalid repetition size"):
         construct, why = "more than 1000 repetitions", "RE2 counts repetitions up to 1000"
     elif reason.startswith("pattern too large"):
@@ -453,7 +398,7 @@ def _re2_refusal(where: str, shown: str, exc: Exception) -> str:
         )
     else:
         construct, why = "a construct RE2 does not accept", f"RE2 says: {reason}"
-    advice = _ADVICE.get(construct, "simplify the pattern")
+    advice = ADVICE.get(construct, "simplify the pattern")
     return (
         f"{where} '{shown}' uses {construct}, which callgate cannot run: {why}. "
         "Policy patterns run on RE2, in time linear in the length of the value. "
@@ -463,244 +408,4 @@ def _re2_refusal(where: str, shown: str, exc: Exception) -> str:
 
 def _fullmatch(regex: Any, value: str) -> bool:
     """Whether ``value`` matches as a whole; a lone surrogate reads as U+FFFD."""
-    try:
-        return regex.fullmatch(value) is not None
-    except UnicodeEncodeError:
-        return regex.fullmatch(value.translate(_SURROGATES)) is not None
-
-
-@functools.cache
-def _python_classes() -> dict[str, str]:
-    """RE2 class ranges of exactly the code points Python's ``\\d``, ``\\w``, ... match.
-
-    Computed once, by Python's `re` itself, over every code point but the surrogates
-    (a lone surrogate in a value is matched as U+FFFD).
-    """
-    found: dict[str, list[tuple[int, int]]] = {letter: [] for letter in "dsw"}
-    for start, stop in _CODE_POINTS:
-        text = array.array("I", range(start, stop)).tobytes().decode("utf-32-le")
-        for letter, ranges in found.items():
-            for match in re.finditer(f"\\{letter}+", text):
-                ranges.append((start + match.start(), start + match.end() - 1))
-    classes = {}
-    for letter, ranges in found.items():
-        classes[letter] = _spell(ranges)
-        classes[letter.upper()] = _spell(_complement(ranges))
-    return classes
-
-
-_CODE_POINTS = ((0, 0xD800), (0xE000, 0x110000))
-
-
-def _complement(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The code points (surrogates aside) outside sorted, disjoint ``ranges``."""
-    gaps = []
-    for start, stop in _CODE_POINTS:
-        low = start
-        for first, last in ranges:
-            if first >= stop or last < start:
-                continue
-            if first > low:
-                gaps.append((low, first - 1))
-            low = last + 1
-        if low < stop:
-            gaps.append((low, stop - 1))
-    return gaps
-
-
-def _spell(ranges: list[tuple[int, int]]) -> str:
-    return "".join(_char(a) if a == b else f"{_char(a)}-{_char(b)}" for a, b in ranges)
-
-
-def _char(code: int) -> str:
-    return f"\\x{{{code:x}}}"
-
-
-def _translate(pattern: str) -> str:
-    """A valid Python pattern in RE2 syntax with the same meaning, or `_Unsupported`."""
-    out: list[str] = []
-    i, n = 0, len(pattern)
-    last = "start"  # what the previous token was: "atom", "quantifier" or anything else
-    multiline = [False]  # per open group: whether the m flag holds there
-    while i < n:
-        c = pattern[i]
-        if c == "\\":
-            token, i = _escape(pattern, i, in_class=False)
-            out.append(token)
-            last = "atom"
-        elif c == "[":
-            token, i = _class(pattern, i)
-            out.append(token)
-            last = "atom"
-        elif c == "(":
-            token, i = _group(pattern, i)
-            if token:  # a comment leaves the previous token in place
-                out.append(token)
-                last = "open"
-                flags = _FLAGS.match(token)
-                added, removed = (flags[1], flags[2] or "") if flags else ("", "")
-                inside = "m" in added or (multiline[-1] and "m" not in removed)
-                if token.endswith(")"):
-                    multiline[0] = inside  # global flags, at the start of the pattern
-                else:
-                    multiline.append(inside)
-        elif c in "*+?" or (c == "{" and _is_repeat(pattern, i)):
-            if last == "quantifier" and c in "+{":
-                raise _Unsupported(
-                    "a possessive quantifier", "RE2 has no possessive quantifiers", i
-                )
-            if last == "quantifier" and c == "?":
-                out.append("?")  # lazy: the same values match
-                last = "lazy"
-                i += 1
-                continue
-            if c == "{":
-                match = _REPEAT.match(pattern, i)
-                assert match is not None
-                low, comma, high = match[1] or "0", match[2] or "", match[3] or ""
-                out.append("{" + low + comma + high + "}")
-                i = match.end()
-            else:
-                out.append(c)
-                i += 1
-            last = "quantifier"
-        elif c in "{}]":
-            out.append(_char(ord(c)))
-            last = "atom"
-            i += 1
-        elif c == "$" and not multiline[-1] and not _ends_a_branch(pattern, i + 1, len(multiline)):
-            raise _Unsupported(*_DOLLAR, i)
-        else:
-            if c == ")" and len(multiline) > 1:
-                multiline.pop()
-            out.append(c)  # . ^ $ | ) and literal characters mean the same in RE2
-            last = "atom" if c not in "|^" else "open"
-            i += 1
-    return "".join(out)
-
-
-def _ends_a_branch(pattern: str, i: int, depth: int) -> bool:
-    """Whether nothing after a ``$`` ending at ``i`` can match a character.
-
-    Python's ``$`` also holds before a final newline, RE2's only at the end; the
-    two agree on a whole-value match unless something after the ``$`` matches
-    that newline. Allowed after it: ``)``, ``$``, ``\\Z``, then the end of the
-    pattern or a ``|`` between top-level alternatives.
-    """
-    while i < len(pattern):
-        if pattern[i] == ")":
-            depth -= 1
-            i += 1
-        elif pattern[i] == "$":
-            i += 1
-        elif pattern.startswith("\\Z", i):
-            i += 2
-        else:
-            return pattern[i] == "|" and depth == 1
-    return True
-
-
-def _is_repeat(pattern: str, i: int) -> bool:
-    match = _REPEAT.match(pattern, i)
-    return match is not None and bool(match[1] or match[2])
-
-
-def _group(pattern: str, i: int) -> tuple[str, int]:
-    """A group opening at ``i``; an empty token for a comment."""
-    if not pattern.startswith("(?", i):
-        return "(", i + 1
-    rest = pattern[i + 2 : i + 4]
-    if rest.startswith(("=", "!", "<=", "<!")):
-        raise _Unsupported(*_LOOKAROUND, i)
-    if rest.startswith(">"):
-        raise _Unsupported("an atomic group", "RE2 has no atomic groups", i)
-    if rest.startswith("P="):
-        raise _Unsupported(*_BACKREFERENCE, i)
-    if rest.startswith("("):
-        raise _Unsupported(*_CONDITIONAL, i)
-    if rest.startswith("#"):
-        return "", pattern.index(")", i) + 1
-    if rest.startswith(":"):
-        return "(?:", i + 3
-    if rest.startswith("P<"):
-        return "(?:", pattern.index(">", i) + 1  # names do not change what matches
-    flags = _FLAGS.match(pattern, i)
-    assert flags is not None  # Python accepted the pattern: nothing else starts with "(?"
-    added, removed, end = flags[1], flags[2] or "", flags[3]
-    for letter, why in (("x", "RE2 has no verbose mode"), ("a", "RE2 has no ASCII mode")):
-        if letter in added:
-            raise _Unsupported(f"the flag (?{letter})", why, i)
-    added = added.replace("u", "").replace("L", "")
-    removed = removed.replace("x", "")
-    spelled = added + ("-" + removed if removed else "")
-    if not spelled:
-        return ("(?:" if end == ":" else ""), flags.end()
-    return f"(?{spelled}{end}", flags.end()
-
-
-def _class(pattern: str, i: int) -> tuple[str, int]:
-    """A character class opening at ``i``, every member spelled out for RE2."""
-    out = ["["]
-    i += 1
-    if pattern[i] == "^":
-        out.append("^")
-        i += 1
-    first = True
-    while True:
-        c = pattern[i]
-        if c == "]" and not first:
-            out.append("]")
-            return "".join(out), i + 1
-        first = False
-        if c == "\\":
-            token, i = _escape(pattern, i, in_class=True)
-            out.append(token)
-        elif c == "-":
-            out.append("-")
-            i += 1
-        else:
-            out.append(_char(ord(c)))
-            i += 1
-
-
-def _escape(pattern: str, i: int, *, in_class: bool) -> tuple[str, int]:
-    """The escape at ``i`` in RE2 syntax, and the index after it."""
-    c = pattern[i + 1]
-    if c in "dDsSwW":
-        ranges = _python_classes()[c]
-        # Case does not change which characters are digits, letters or spaces.
-        return (ranges if in_class else f"(?-i:[{ranges}])"), i + 2
-    if c in "bB":
-        if in_class and c == "b":
-            return _char(8), i + 2  # backspace, as in Python
-        raise _Unsupported(*_WORD_BOUNDARY, i)
-    if c == "A" and not in_class:
-        return "\\A", i + 2
-    if c == "Z" and not in_class:
-        return "\\z", i + 2
-    if c in "0123456789":
-        return _number_escape(pattern, i, in_class=in_class)
-    if c == "x":
-        return _char(int(pattern[i + 2 : i + 4], 16)), i + 4
-    if c == "u":
-        return _char(int(pattern[i + 2 : i + 6], 16)), i + 6
-    if c == "U":
-        return _char(int(pattern[i + 2 : i + 10], 16)), i + 10
-    if c == "N":
-        end = pattern.index("}", i)
-        return _char(ord(unicodedata.lookup(pattern[i + 3 : end]))), end + 1
-    controls = {"a": 7, "f": 12, "n": 10, "r": 13, "t": 9, "v": 11}
-    return _char(controls.get(c, ord(c))), i + 2
-
-
-def _number_escape(pattern: str, i: int, *, in_class: bool) -> tuple[str, int]:
-    """An octal escape, or (outside a class) a backreference, read as Python reads them."""
-    digits = pattern[i + 1 : i + 4]
-    if digits[0] == "0" or in_class:
-        count = 1
-        while count < 3 and count < len(digits) and digits[count] in _OCTAL:
-            count += 1
-        return _char(int(digits[:count], 8)), i + 1 + count
-    if len(digits) == 3 and all(d in _OCTAL for d in digits):
-        return _char(int(digits, 8)), i + 4
-    raise _Unsupported(*_BACKREFERENCE, i)
+    return regex.fullmatch(safe_text(value)) is not None
