@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from callgate.calls import Stage
+from callgate.regex import ecma_search
 
 __all__ = [
     "MAX_MESSAGE_CHARS",
@@ -528,11 +529,15 @@ def schema_error_problem(error: Any, prefix: Sequence[int | str] = ()) -> Proble
     return Problem(rule=keyword, field=path, expected=expected, actual=actual, message=text)
 
 
-def _search(pattern: str, text: str) -> bool:
-    try:
-        return re.search(pattern, text) is not None
-    except (re.error, TypeError):
+def _search(pattern: Any, text: Any) -> bool:
+    """Whether a schema's ``patternProperties`` pattern matches the key ``text``.
+
+    The same RE2 patterns the validator runs (`callgate.regex.ecma_search`): the
+    model chose the key, so a backtracking engine must never read it.
+    """
+    if not isinstance(pattern, str) or not isinstance(text, str):
         return False
+    return ecma_search(pattern, text)
 
 
 def _shape_text(node: Any) -> str | None:

@@ -297,3 +297,127 @@ def test_schema_errors_are_our_own_sentences_without_python_reprs(
     assert message == expected or message.startswith(expected)
     for python in ("True", "'k'", "['", "is not of type", "is a required property", "{}"):
         assert python not in message
+
+
+# -- issue 12, item 4: the server's patterns run on RE2 ---------------------------------------
+
+HOSTILE = "a" * 10_000 + "!"
+"""A model value that makes ``^(a+)+$`` try every way of splitting the ``a``s in a
+backtracking engine (22 characters took 0.5 s, doubling with each one)."""
+
+
+@pytest.mark.timeout(20)
+def test_a_backtracking_pattern_checks_a_hostile_value_in_linear_time() -> None:
+    """The server's ``pattern`` is searched with RE2: 10,000 characters are decided at once."""
+    schema = {"type": "object", "properties": {"name": {"type": "string", "pattern": "^(a+)+$"}}}
+    model = remote_arguments("t", schema).model
+    with pytest.raises(ValidationError, match="does not match its pattern"):
+        model.model_validate_json(json.dumps({"name": HOSTILE}))
+    assert model.model_validate_json(json.dumps({"name": "a" * 10_000})).name == "a" * 10_000  # type: ignore[attr-defined]
+
+
+@pytest.mark.timeout(20)
+def test_pattern_properties_read_hostile_keys_in_linear_time() -> None:
+    """Keys the model chose are matched against ``patternProperties`` (and named in the
+    rejection) with RE2 too."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "meta": {
+                "type": "object",
+                "patternProperties": {"^(a+)+$": {"type": "integer"}},
+                "additionalProperties": False,
+            }
+        },
+    }
+    model = remote_arguments("t", schema).model
+    with pytest.raises(ValidationError) as caught:
+        model.model_validate_json(json.dumps({"meta": {HOSTILE: 1}}))
+    assert "unexpected field 'meta." in caught.value.errors()[0]["msg"]
+    with pytest.raises(ValidationError, match="wrong type"):
+        model.model_validate_json(json.dumps({"meta": {"a" * 10_000: "x"}}))
+    model.model_validate_json(json.dumps({"meta": {"a" * 10_000: 1}}))
+
+
+@pytest.mark.parametrize(
+    ("prop", "construct"),
+    [
+        ({"type": "string", "pattern": "^(a)\\1$"}, "a backreference"),
+        ({"type": "string", "pattern": "^(?!admin).*$"}, "a lookahead or lookbehind"),
+        ({"type": "object", "patternProperties": {"(?<=x)y": {}}}, "a lookahead or lookbehind"),
+        ({"type": "array", "items": {"type": "string", "pattern": "a{1001}"}}, "1000"),
+    ],
+)
+def test_a_pattern_re2_cannot_run_is_refused_at_import_with_its_reason(
+    prop: dict[str, Any], construct: str
+) -> None:
+    schema = {"type": "object", "properties": {"x": prop}}
+    with pytest.raises(UnsupportedSchema) as caught:
+        remote_arguments("t", schema)
+    message = str(caught.value)
+    assert construct in message
+    assert "the input schema's pattern" in message and "RE2" in message
+    assert "(at /properties/x/" in message
+
+
+def test_unevaluated_properties_beside_pattern_properties_is_refused() -> None:
+    """``jsonschema`` would run those patterns with Python's ``re``: the tool is left out."""
+    prop = {"type": "object", "patternProperties": {"^x": {}}, "unevaluatedProperties": False}
+    with pytest.raises(UnsupportedSchema, match="unevaluatedProperties beside patternProperties"):
+        remote_arguments("t", {"type": "object", "properties": {"x": prop}})
+
+
+ECMA_AGREES = [
+    "^[a-z]+$",
+    "^(a+)+$",
+    "ab*c",
+    "^\\d{2,4}-x$",
+    "[^@ ]+@[^@ ]+",
+    "^(?:foo|bar)?baz",
+    "\\w\\W\\w",
+    "^.{0,3}$",
+    "\\bword\\b",
+    "[\\]\\-a]",
+    "x{2}",
+    "\\u0041\\x42",
+]
+"""Patterns whose ECMA-262 and Python meanings agree on ASCII text without a newline."""
+
+
+@settings(max_examples=300, deadline=None)
+@given(pattern=st.sampled_from(ECMA_AGREES), text=st.text("abcxyzAB019@ -_!word]", max_size=12))
+def test_patterns_match_as_json_schema_says(pattern: str, text: str) -> None:
+    """Where the dialects agree, a value matches exactly when Python's ``re.search`` says."""
+    import re
+
+    schema = {"type": "object", "properties": {"v": {"type": "string", "pattern": pattern}}}
+    model = remote_arguments("t", schema).model
+    try:
+        model.model_validate_json(json.dumps({"v": text}))
+        accepted = True
+    except ValidationError:
+        accepted = False
+    assert accepted == (re.search(pattern, text) is not None)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "text", "matches"),
+    [
+        ("^.$", "\r", False),  # ECMA's . stops at every line terminator
+        ("^\\s$", "\u3000", True),  # ECMA's \s knows Unicode spaces
+        ("^\\d$", "\u0663", False),  # ECMA's \d is ASCII
+        ("^[^]$", "\n", True),  # [^] is any character
+        ("^a$", "a\n", False),  # $ is the end of the text, never before a final newline
+        ("^\\uD83D\\uDE00$", "\U0001f600", True),  # a surrogate pair is one character
+        ("^x{,2}$", "x{,2}", True),  # a brace that is no count is literal
+    ],
+)
+def test_ecma_262_readings_where_python_differs(pattern: str, text: str, matches: bool) -> None:
+    schema = {"type": "object", "properties": {"v": {"type": "string", "pattern": pattern}}}
+    model = remote_arguments("t", schema).model
+    try:
+        model.model_validate_json(json.dumps({"v": text}))
+        accepted = True
+    except ValidationError:
+        accepted = False
+    assert accepted is matches

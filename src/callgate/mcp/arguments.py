@@ -22,6 +22,14 @@ An integer is a JSON number without a fraction or exponent: ``5.0`` is not an
 integer here, whichever path (a typed field or ``jsonschema``) checks it, so a
 handler declared for integers never receives a float.
 
+Patterns (``pattern``, ``patternProperties``) are read as JSON Schema says, in
+ECMA-262's dialect as far as RE2 allows, and run on RE2 (`callgate.regex`): the
+model chooses the values and the keys, so it must never choose how long a check
+takes. A pattern RE2 cannot run (a backreference, a lookahead or lookbehind) makes
+the tool unimportable (`UnsupportedSchema`, naming the pattern and why), as does
+``unevaluatedProperties`` beside ``patternProperties`` (which ``jsonschema`` would
+check with Python's backtracking ``re``).
+
 Property names Pydantic cannot use as field names (``_from``, ``model_dump``)
 are kept as aliases: the model sends and sees ``_from``, the field is named
 ``from_``, and `RemoteArguments.payload` sends ``_from`` again.
@@ -38,7 +46,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from callgate.messages import schema_error_problem
+from callgate.messages import render_json, schema_error_problem
+from callgate.regex import Unsupported, ecma_regex, ecma_search
 from callgate.schema import ArgumentsModel, seal
 
 Validator = Any  # jsonschema.protocols.Validator (jsonschema ships no type information)
@@ -227,9 +236,13 @@ def _validator(schema: Mapping[str, Any]) -> Validator:
     from jsonschema.validators import extend, validator_for  # type: ignore[import-untyped]
     from referencing import Registry
 
+    _refuse_unrunnable_patterns(schema)
     cls = validator_for(schema)
+    # Patterns are ECMA-262 and were checked above (on RE2); Python's `re` must not judge them.
+    formats = copy.copy(cls.FORMAT_CHECKER)
+    formats.checkers = {**formats.checkers, "regex": (_is_text, ())}
     try:
-        cls.check_schema(schema)
+        cls.check_schema(schema, format_checker=formats)
     except SchemaError as exc:
         raise UnsupportedSchema(
             f"the input schema is not valid JSON Schema: {exc.message}"
@@ -253,10 +266,100 @@ def _validator(schema: Mapping[str, Any]) -> Validator:
         yield from check_properties(validator, props, instance, node)
 
     integers = cls.TYPE_CHECKER.redefine("integer", _is_integer)
-    sealed = extend(cls, {"properties": properties}, type_checker=integers)
+    keywords = {"properties": properties, **_LINEAR_PATTERN_KEYWORDS}
+    sealed = extend(cls, keywords, type_checker=integers)
     # An empty registry: references resolve inside this schema only, never over the network.
     validator: Validator = sealed(schema, registry=Registry())
     return validator
+
+
+def _refuse_unrunnable_patterns(schema: Mapping[str, Any]) -> None:
+    """`UnsupportedSchema` for a pattern anywhere in ``schema`` that RE2 cannot run.
+
+    Every ``pattern`` text and ``patternProperties`` key is compiled (a pattern
+    in data, such as a ``default``, is compiled too: refusing it costs little).
+    """
+    stack: list[tuple[Any, str]] = [(schema, "")]
+    has_pattern_properties = has_unevaluated = False
+    while stack:
+        node, where = stack.pop()
+        if isinstance(node, list):
+            stack.extend((item, f"{where}/{i}") for i, item in enumerate(node))
+            continue
+        if not isinstance(node, Mapping):
+            continue
+        patterns: list[tuple[str, str]] = []
+        if isinstance(node.get("pattern"), str):
+            patterns.append((node["pattern"], f"{where}/pattern"))
+        found = node.get("patternProperties")
+        if isinstance(found, Mapping):
+            has_pattern_properties = True
+            patterns.extend((str(key), f"{where}/patternProperties") for key in found)
+        has_unevaluated = has_unevaluated or "unevaluatedProperties" in node
+        for pattern, at in patterns:
+            try:
+                ecma_regex(pattern)
+            except Unsupported as exc:
+                raise UnsupportedSchema(
+                    f"the input schema's pattern {render_json(pattern, 80)} (at {at or '/'}) "
+                    f"uses {exc.construct}, which callgate cannot run: {exc.why}. callgate "
+                    "checks patterns on RE2, in time linear in the length of the value"
+                ) from None
+        stack.extend((value, f"{where}/{key}") for key, value in node.items())
+    if has_pattern_properties and has_unevaluated:
+        raise UnsupportedSchema(
+            "the input schema has unevaluatedProperties beside patternProperties, which "
+            "callgate cannot check in time linear in the length of the arguments"
+        )
+
+
+def _is_text(instance: Any) -> bool:
+    return True  # a pattern's own checks are in `_refuse_unrunnable_patterns`
+
+
+def _pattern(validator: Any, pattern: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    from jsonschema.exceptions import ValidationError  # type: ignore[import-untyped]
+
+    if validator.is_type(instance, "string") and not ecma_search(pattern, instance):
+        yield ValidationError("the string does not match the pattern")
+
+
+def _pattern_properties(validator: Any, patterns: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        for key, value in instance.items():
+            if ecma_search(pattern, key):
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+def _additional_properties(
+    validator: Any, additional: Any, instance: Any, schema: Any
+) -> Iterator[Any]:
+    from jsonschema.exceptions import ValidationError
+
+    if not validator.is_type(instance, "object"):
+        return
+    declared = schema.get("properties", {})
+    patterns = list(schema.get("patternProperties", {}))
+    extras = [
+        key
+        for key in instance
+        if key not in declared and not any(ecma_search(p, key) for p in patterns)
+    ]
+    if validator.is_type(additional, "object"):
+        for extra in extras:
+            yield from validator.descend(instance[extra], additional, path=extra)
+    elif not additional and extras:
+        yield ValidationError("additional properties are not allowed")
+
+
+_LINEAR_PATTERN_KEYWORDS = {
+    "pattern": _pattern,
+    "patternProperties": _pattern_properties,
+    "additionalProperties": _additional_properties,
+}
+"""``jsonschema``'s keywords that run patterns, on RE2 (its own run Python's ``re``)."""
 
 
 def _is_integer(checker: Any, instance: Any) -> bool:
@@ -352,7 +455,7 @@ def _resolve(ref: str, root: Mapping[str, Any]) -> Any:
 
 
 def _first_error(validator: Validator, value: Any, schema: Any) -> Any:
-    from jsonschema.exceptions import best_match  # type: ignore[import-untyped]
+    from jsonschema.exceptions import best_match
     from referencing.exceptions import Unresolvable
 
     try:
