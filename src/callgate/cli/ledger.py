@@ -135,7 +135,8 @@ def _connect(db: Path, dsn: str | None, *, write: bool, dsn_hint: bool) -> Ledge
     if dsn:
         from callgate.ledger.postgres import PostgresLedger
 
-        return PostgresLedger(dsn, worker="callgate-cli")
+        # Reading never creates or migrates: an existing ledger, in read-only sessions.
+        return PostgresLedger(dsn, worker="callgate-cli", read_only=not write)
     from callgate.ledger.sqlite import SQLiteLedger
 
     check_ledger(db, dsn_hint=dsn_hint)

@@ -14,7 +14,10 @@ What PostgreSQL adds:
   ``synchronous_commit = off`` (still crash-safe for the database, visible to
   every worker at once);
 * the schema is migrated on start, under an advisory lock so that workers
-  starting together migrate once; ``schema_version`` records each version.
+  starting together migrate once; ``schema_version`` records each version;
+* ``read_only=True`` opens an existing ledger only to read it (``callgate ledger
+  --dsn``): the schema is checked, never created or migrated, and every session
+  runs with ``default_transaction_read_only = on``.
 
 Requires the ``postgres`` extra: ``pip install 'callgate[postgres]'``.
 """
@@ -24,19 +27,31 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from callgate.ledger.base import LedgerError
 from callgate.ledger.sql import SqlLedger
-from callgate.ledger.sql_schema import HEAD_QUERY, apply_migrations
+from callgate.ledger.sql_schema import HEAD_QUERY, SCHEMA_VERSION, apply_migrations
 from callgate.ledger.sql_writes import Item, _Tx, run_items
 from callgate.ledger.storable import is_unstorable
+
+if TYPE_CHECKING:
+    import psycopg
 
 __all__ = ["PostgresLedger"]
 
 _TYPES = {"real": "DOUBLE PRECISION", "bigint": "BIGINT", "without_rowid": ""}
 _HEAD_FOR_UPDATE = HEAD_QUERY.replace("?", "%s") + " FOR UPDATE"
 _MIGRATION_LOCK = 0x63616C6C67617465  # "callgate"
+_TABLES = ("schema_version", "calls", "attempts", "idempotency_keys", "audit", "approvals")
+"""The tables of a callgate ledger."""
+_EXPECTED = "a database written by callgate, with the tables " + ", ".join(_TABLES)
+_MISSING_TABLES = "SELECT t FROM unnest(%s::text[]) AS t WHERE to_regclass(t) IS NULL"
+"""Which of the ledger's tables the session's search path does not find."""
+_USER_TABLES = (
+    "SELECT table_schema || '.' || table_name FROM information_schema.tables "
+    "WHERE table_schema NOT IN ('pg_catalog', 'information_schema') ORDER BY 1 LIMIT 6"
+)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -56,6 +71,13 @@ class PostgresLedger(SqlLedger):
             restart, it recovers only its own calls (`Gate.recover`).
         min_size, max_size: connections kept open, and the most opened.
         timeout: seconds to wait for the database (and for a pooled connection).
+        read_only: open an existing ledger to read it, as ``callgate ledger --dsn``
+            and ``callgate approvals --dsn`` do: nothing is created or migrated, and
+            every session runs with ``default_transaction_read_only = on``, so no
+            statement can write. A database that is not a callgate ledger of this
+            schema version raises `LedgerError` naming it; one that cannot be
+            reached or read raises `LedgerError` caused by the driver's error.
+            Writes fail.
     """
 
     def __init__(
@@ -66,8 +88,10 @@ class PostgresLedger(SqlLedger):
         min_size: int = 1,
         max_size: int = 8,
         timeout: float = 10.0,
+        read_only: bool = False,
     ) -> None:
         super().__init__(worker=worker)
+        self.read_only = read_only
         self._tx_lock = threading.Lock()
         try:
             import psycopg
@@ -84,18 +108,58 @@ class PostgresLedger(SqlLedger):
             max_size=max_size,
             timeout=timeout,
             kwargs={"autocommit": True},
+            configure=_read_only_session if read_only else None,
             open=False,
             name="callgate-ledger",
         )
         try:
             self._pool.open(wait=True, timeout=timeout)
-            self._migrate()
+            if read_only:
+                self._check_schema()
+            else:
+                self._migrate()
         except self._errors as exc:
             self._pool.close()
+            may = "read the ledger's tables" if read_only else "create tables in the database"
             raise LedgerError(
                 f"cannot open the PostgreSQL ledger: {exc}; check the DSN, that the server "
-                "is running and that the user may create tables in the database"
+                f"is running and that the user may {may}"
             ) from exc
+        except BaseException:
+            self._pool.close()
+            raise
+
+    def _check_schema(self) -> None:
+        """Refuse a database that is not a callgate ledger at this callgate's schema
+        version (`read_only`); reads only, in a read-only session."""
+        with self._pool.connection() as conn:
+            database = conn.execute("SELECT current_database()").fetchone()
+            name = f"the PostgreSQL database '{database[0] if database else '?'}'"
+            missing = [str(r[0]) for r in conn.execute(_MISSING_TABLES, (list(_TABLES),))]
+            if missing:
+                tables = [str(r[0]) for r in conn.execute(_USER_TABLES)]
+                if not tables:
+                    found = "it has no tables"
+                else:
+                    shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
+                    found = f"it has no {missing[0]} table (its tables: {shown})"
+                raise LedgerError(
+                    f"{name} is not a callgate ledger: {found} (expected {_EXPECTED}); "
+                    "check that the DSN names the database of a callgate ledger"
+                )
+            row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
+        version = int(row[0]) if row and row[0] is not None else 0
+        if version > SCHEMA_VERSION:
+            raise LedgerError(
+                f"the ledger in {name} has schema version {version}, newer than this "
+                f"callgate knows ({SCHEMA_VERSION}); upgrade callgate to read it"
+            )
+        if version < SCHEMA_VERSION:
+            raise LedgerError(
+                f"the ledger in {name} has schema version {version}, older than this "
+                f"callgate's ({SCHEMA_VERSION}), and reading never migrates it; open it once "
+                "for writing (PostgresLedger(dsn), or a command that writes) to migrate it"
+            )
 
     def _migrate(self) -> None:
         with self._pool.connection() as conn, conn.transaction():
@@ -135,10 +199,17 @@ class PostgresLedger(SqlLedger):
     def close(self) -> None:
         """Commit deferred writes and close the pool."""
         try:
-            if self._deferred:
+            if self._deferred and not self.read_only:
                 self._transact((), durable=True)
         finally:
             self._pool.close()
 
     def __repr__(self) -> str:
-        return f"PostgresLedger(worker={self.worker!r})"
+        mode = ", read_only=True" if self.read_only else ""
+        return f"PostgresLedger(worker={self.worker!r}{mode})"
+
+
+def _read_only_session(conn: psycopg.Connection[Any]) -> None:
+    """Configure a new pooled connection of a `read_only` ledger: every transaction of
+    the session is read-only (a write fails in the database, whatever the code asks)."""
+    conn.execute("SET default_transaction_read_only = on")
