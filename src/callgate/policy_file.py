@@ -200,6 +200,12 @@ def load_policy_file(path: str | os.PathLike[str]) -> Policy:
         text = file.read_text(encoding="utf-8")
     except OSError as exc:
         raise PolicyFileError(f"{file}: cannot read the policy file: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        line = exc.object.count(b"\n", 0, exc.start) + 1
+        raise PolicyFileError(
+            f"{file}:{line}: the policy file is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} "
+            f"at offset {exc.start}); TOML files are UTF-8: save it as UTF-8"
+        ) from None
     return parse_policy(text, source=str(file))
 
 
@@ -208,6 +214,11 @@ def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
     rule_lines = [i + 1 for i, line in enumerate(text.splitlines()) if _RULE_HEADER.match(line)]
     try:
         data = tomllib.loads(text)
+    except RecursionError:
+        raise PolicyFileError(
+            f"{source}: not valid TOML for callgate: arrays or tables are nested too deeply "
+            "for the TOML reader; a policy needs only a few levels"
+        ) from None
     except tomllib.TOMLDecodeError as exc:
         at = _ERROR_LINE.search(str(exc))
         line = int(at["line"]) if at else None

@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
+from callgate.cli.plain import cell, console, fail, plain_json
 from callgate.errors import DefinitionError
 from callgate.policy import Action, Policy, Rule
 from callgate.policy_file import PolicyFileError, load_policy_file
@@ -20,8 +21,6 @@ from callgate.tools import Registry, ToolSpec, make_spec
 __all__ = ["app", "load_registry"]
 
 app = typer.Typer(help="Check and explain policy files.", no_args_is_help=True)
-_out = Console()
-_err = Console(stderr=True)
 
 PolicyPath = Annotated[Path, typer.Argument(help="The policy file (TOML).")]
 
@@ -49,8 +48,7 @@ def _load(path: Path) -> Policy:
     try:
         return load_policy_file(path)
     except PolicyFileError as exc:
-        _err.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(2) from exc
+        raise fail(str(exc), 2) from exc
 
 
 @app.command()
@@ -62,7 +60,7 @@ def check(
     policy = _load(path)
     if as_json:
         typer.echo(
-            json.dumps(
+            plain_json(
                 {
                     "valid": True,
                     "version": policy.version,
@@ -73,16 +71,20 @@ def check(
             )
         )
         return
-    table = Table(title=f"{path}: valid (version {policy.version})", title_justify="left")
+    out = console()
+    title = cell(f"{path}: valid (version {policy.version})")
+    table = Table(title=title, title_justify="left")
     for column in ("#", "action", "tool", "effect", "when", "name"):
         table.add_column(column)
     for i, rule in enumerate(policy.rules, 1):
         row = _rule_json(rule)
         table.add_row(
-            str(i), row["action"], row["tool"], row["effect"] or "", row["when"], row["name"]
+            *(cell(v) for v in (i, row["action"], row["tool"], row["effect"] or "")),
+            cell(row["when"]),
+            cell(row["name"]),
         )
-    _out.print(table)
-    _out.print(
+    out.print(table)
+    out.print(
         f"preset: {policy.preset.value}; untrusted sink values: {policy.untrusted_sinks.value}; "
         "evaluation: deny beats ask beats allow; no matching rule → preset, else deny"
     )
@@ -116,11 +118,9 @@ def explain(
     try:
         values = json.loads(args)
     except json.JSONDecodeError as exc:
-        _err.print(f"[red]error:[/] --args is not valid JSON: {exc}")
-        raise typer.Exit(2) from exc
+        raise fail(f"--args is not valid JSON: {exc}", 2) from exc
     if not isinstance(values, dict):
-        _err.print("[red]error:[/] --args must be a JSON object, e.g. '{\"amount\": 20}'")
-        raise typer.Exit(2)
+        raise fail("--args must be a JSON object, e.g. '{\"amount\": 20}'", 2)
     spec = _spec(tool, registry)
     effects = spec.required_effects(values) if registry is not None else ()
     matching = [r for r in policy.rules if r.matches(spec, values, effects)]
@@ -133,7 +133,7 @@ def explain(
     )
     if as_json:
         typer.echo(
-            json.dumps(
+            plain_json(
                 {
                     "decision": verdict,
                     "rule": rule.name if rule else None,
@@ -143,14 +143,15 @@ def explain(
             )
         )
     else:
-        _out.print(f"[bold]{verdict}[/] — decided by {reason}")
+        out = console()
+        out.print(Text.assemble((verdict, "bold"), " — decided by ", cell(reason)))
         if effects:
-            _out.print("effects required: " + ", ".join(str(e) for e in effects))
+            out.print(cell("effects required: " + ", ".join(str(e) for e in effects)))
         elif registry is None:
-            _out.print("(no --registry given: effect-based rules were not evaluated)")
+            out.print("(no --registry given: effect-based rules were not evaluated)")
         for r in matching:
-            _out.print(f"  matches: {_rule_json(r)['action']} {r.name}")
-        _out.print("order: deny beats ask beats allow; no match → preset, else deny")
+            out.print(cell(f"  matches: {_rule_json(r)['action']} {r.name}"))
+        out.print("order: deny beats ask beats allow; no match → preset, else deny")
     raise typer.Exit(0 if action is Action.ADMIT else 1)
 
 
