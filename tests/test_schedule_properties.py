@@ -194,7 +194,7 @@ def run_batch(
 ) -> tuple[list[Observation], Timeline, Gate]:
     timeline = Timeline()
     gate = Gate(registry(timeline), max_concurrency=max_concurrency or len(specs))
-    run = gate.run(authority=Authority(principal="p"), run_id="r")
+    run = gate.run(authority=Authority(principal="p", grants=["call:*"]), run_id="r")
 
     async def main() -> list[Observation]:
         return await run.asubmit([s.tool_call() for s in specs], deadline=deadline)

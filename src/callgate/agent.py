@@ -36,6 +36,7 @@ import anyio.to_thread
 from callgate.agent_exposure import exposed_tools
 from callgate.agent_paging import (
     READ_RESULT,
+    READ_RESULT_EFFECT,
     READ_RESULT_SPEC,
     ResultStore,
     paging_registry,
@@ -338,7 +339,9 @@ class Agent:
             if state.paging is None:
                 assert self._paging_gate is not None
                 authority = Authority(
-                    principal=state.run.authority.principal, context=store_context(state.pager)
+                    principal=state.run.authority.principal,
+                    grants=[READ_RESULT_EFFECT],
+                    context=store_context(state.pager),
                 )
                 state.paging = self._paging_gate.run(authority=authority, run_id=state.run.id)
             results = [*results, *await state.paging.asubmit(builtin)]

@@ -116,8 +116,16 @@ def read_result(
     return store.page(observation_id, offset, limit)
 
 
+READ_RESULT_EFFECT = "read:agent_results"
+"""The effect of ``read_result``: the run's own cut results, granted by the agent only
+to the paging gate's runs."""
+
 READ_RESULT_SPEC: ToolSpec = make_spec(
-    read_result, name=READ_RESULT, risk="read", max_result_chars=200_000
+    read_result,
+    name=READ_RESULT,
+    effects=READ_RESULT_EFFECT,
+    risk="read",
+    max_result_chars=200_000,
 )
 
 

@@ -208,6 +208,11 @@ Check = Callable[[BaseModel], None]
 Preview = Callable[[BaseModel], str]
 
 
+def default_effect(tool: str) -> str:
+    """The effect of a tool declared without effects: ``call:<tool>``."""
+    return f"call:{tool}"
+
+
 @dataclass(frozen=True, kw_only=True, eq=False)
 class ToolSpec:
     """A tool and its contract. Calling it calls the function directly."""
@@ -246,6 +251,13 @@ class ToolSpec:
     null_means_default: frozenset[str] = field(default=frozenset())
     dump_is_canonical: bool = False
     """Whether ``model_dump_json`` is canonical (no free-form objects whose key order varies)."""
+
+    def __post_init__(self) -> None:
+        if not self.effects:
+            # Deny by default holds for every tool: one declared without effects needs
+            # the effect of calling it, granted like any other (docs/policy.md).
+            default = EffectTemplate(default_effect(self.name), tool=self.name, parameters=())
+            object.__setattr__(self, "effects", (default,))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)

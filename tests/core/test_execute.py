@@ -709,14 +709,12 @@ def test_sync_handler_past_its_timeout_is_unknown() -> None:
         return "late"
 
     try:
-        started = time.monotonic()
         obs = one(single_tool_run(hang), "hang", {"n": 1})
-        elapsed = time.monotonic() - started
+        assert not release.is_set()  # answered while the handler still waits
     finally:
         release.set()
     assert obs.status is Status.UNKNOWN
     assert obs.retryable is False
-    assert elapsed < 1.0
 
 
 def test_default_timeout_applies_to_tools_without_one() -> None:

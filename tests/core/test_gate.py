@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import anyio
@@ -139,13 +138,11 @@ def test_results_completing_out_of_order_come_back_attached_to_their_ids_in_prop
     async def main() -> list[Observation]:
         return await run.asubmit(calls)
 
-    started = time.monotonic()
     observations = anyio.run(main)
-    elapsed = time.monotonic() - started
+    # Finishing in order of delay (not of proposal) shows they ran concurrently.
     assert finished == ["fast", "mid", "slow"]
     assert [o.call_id for o in observations] == ["slow", "fast", "mid"]
     assert [o.content for o in observations] == ["echo:slow", "echo:fast", "echo:mid"]
-    assert elapsed < 0.55  # they ran concurrently, not one after the other
 
 
 def test_every_call_gets_one_observation_in_the_same_order_whatever_its_fate() -> None:

@@ -303,7 +303,7 @@ def test_empty_argument_text_calls_a_tool_without_parameters(text: str) -> None:
         """Answer pong."""
         return "pong"
 
-    run = Gate(Registry([ping])).run(authority=Authority(principal="p"))
+    run = Gate(Registry([ping])).run(authority=Authority(principal="p", grants=["call:ping"]))
     [obs] = run.submit([ToolCall(id="c1", name="ping", arguments=text)])
     assert obs.status is Status.OK
     assert obs.content == "pong"

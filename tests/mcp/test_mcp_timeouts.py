@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -53,9 +52,7 @@ async def test_a_hanging_read_behind_the_proxy_is_tried_within_one_timeout(log: 
         ) as gate,
         Client(gate.server) as client,
     ):
-        started = time.monotonic()
         result = await client.call_tool("start_job", {"name": "nightly"})
-        elapsed = time.monotonic() - started
     assert result.meta is not None
     assert result.meta["callgate/status"] == "unknown"
     message = text(result)
@@ -63,8 +60,7 @@ async def test_a_hanging_read_behind_the_proxy_is_tried_within_one_timeout(log: 
     assert "(1 attempt sent," in message
     assert "no further attempt was sent" in message
     assert "this tool only reads, so retrying is safe" in message
-    assert [c["tool"] for c in upstream_calls(log)] == ["start_job"]
-    assert elapsed < 2.5  # a backstop only: three full attempts took at least 3 s
+    assert [c["tool"] for c in upstream_calls(log)] == ["start_job"]  # one attempt, not three
 
 
 class FlakyUpstream:
