@@ -32,7 +32,7 @@ import statistics
 import time
 from dataclasses import dataclass, field
 
-from callgate import Authority, Gate, Observation, Registry, Stage, Status, ToolCall
+from callgate import Authority, Gate, MemoryLedger, Observation, Registry, Stage, Status, ToolCall
 from callgate.execute import Admitted
 from callgate.schedule import plan_batch, run_batch_async
 from callgate.tools import ToolSpec
@@ -215,7 +215,9 @@ async def zero_overhead(items: list[Admitted]) -> tuple[float, float, float, flo
 
 
 async def through_gate(calls: list[Call]) -> float:
-    gate = Gate(registry, max_concurrency=len(calls), max_batch_calls=len(calls))
+    gate = Gate(
+        registry, ledger=MemoryLedger(), max_concurrency=len(calls), max_batch_calls=len(calls)
+    )
     run = gate.run(authority=Authority(principal="bench"))
     batch = [
         ToolCall(

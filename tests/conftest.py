@@ -12,11 +12,19 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import tempfile
+
+# Tests never write into the working tree: hypothesis keeps its files elsewhere
+# (read when it is imported, so this comes first).
+os.environ.setdefault(
+    "HYPOTHESIS_STORAGE_DIRECTORY", os.path.join(tempfile.gettempdir(), "callgate-hypothesis")
+)
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from hypothesis import settings
 
 import callgate.gate
 from callgate.ledger import Ledger, MemoryLedger, SQLiteLedger
@@ -37,6 +45,11 @@ def _load_pgcluster() -> ModuleType:
 
 
 pgcluster = _load_pgcluster()
+
+# Tests never write into the working tree: no example database for hypothesis
+# (pytest's own cache is off in pyproject.toml's addopts).
+settings.register_profile("callgate", database=None)
+settings.load_profile("callgate")
 
 
 @pytest.fixture(scope="session")

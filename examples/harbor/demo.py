@@ -396,6 +396,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     model = ScriptedModel(HarborScript(), format=args.format, name=f"scripted ({args.format})")
     report = run_scenario(model, workdir=args.workdir)
+    ledger = args.workdir / "ledger.db"
+    print(f"\nThe run's record: callgate ledger list --db {ledger}")
+    print(f"                  callgate ledger verify --db {ledger}")
     return 0 if report.passed else 1
 
 

@@ -9,6 +9,7 @@ what the model sent.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -39,6 +40,8 @@ from callgate.schedule import (
     run_batch_sync,
 )
 from callgate.tools import Registry
+
+_log = logging.getLogger("callgate")
 
 __all__ = ["Gate", "Run"]
 
@@ -88,7 +91,15 @@ class Gate:
             raise DefinitionError(f"Gate needs a Registry, got {type(registry).__name__}")
         self.registry = registry
         self.policy = policy if policy is not None else Policy()
-        self.ledger = ledger if ledger is not None else default_ledger()
+        self._owns_ledger = ledger is None
+        if ledger is None:
+            ledger = default_ledger()
+            _log.info(
+                "callgate: no ledger given; recording to the SQLite ledger %s "
+                "(Gate(ledger=...) chooses another)",
+                getattr(ledger, "path", "?"),
+            )
+        self.ledger = ledger
         self.approvals = approvals if approvals is not None else self.ledger.approvals()
         self.settings = ExecutionSettings(
             read_retries=read_retries, default_timeout=default_timeout
@@ -115,6 +126,18 @@ class Gate:
             else Redactor((*DEFAULT_SECRET_PATTERNS, *secret_patterns))
         )
         self.repair = repair
+
+    def close(self) -> None:
+        """Close the ledger the gate opened itself (the default SQLite file). A ledger
+        passed in as ``Gate(ledger=...)`` is the caller's to close."""
+        if self._owns_ledger:
+            self.ledger.close()
+
+    def __enter__(self) -> Gate:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def recover(
         self, *, worker: str | None = None, context: Mapping[str, Any] | None = None

@@ -59,6 +59,28 @@ def test_the_default_gate_keeps_its_ledger_in_callgate_db(
     assert (tmp_path / "callgate.db").exists()
 
 
+def test_the_default_ledger_is_announced_and_closed_by_the_gate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The file is named in the log, and ``with Gate(...)`` closes the ledger it opened."""
+    monkeypatch.setattr(callgate.gate, "default_ledger", default_ledger)
+    monkeypatch.chdir(tmp_path)
+    with caplog.at_level(logging.INFO, logger="callgate"), Gate(payments([])) as gate:
+        gate.run(authority=AUTHORITY).submit([_charge("c1", "op-1")])
+    assert any("callgate.db" in r.getMessage() for r in caplog.records)
+    assert not (tmp_path / "callgate.db-wal").exists()  # closed: the WAL is checkpointed away
+    with pytest.raises(Exception):  # noqa: B017, PT011 - any use of a closed ledger fails
+        gate.ledger.calls()
+
+
+def test_a_ledger_passed_in_is_left_open_by_the_gate(tmp_path: Path) -> None:
+    ledger = SQLiteLedger(tmp_path / "mine.db")
+    with Gate(payments([]), ledger=ledger) as gate:
+        gate.run(authority=AUTHORITY).submit([_charge("c1", "op-1")])
+    assert ledger.calls()  # still usable: it is the caller's to close
+    ledger.close()
+
+
 def _charge(call_id: str, operation_id: str, amount: int = 5, memo: str = "") -> ToolCall:
     arguments = {"operation_id": operation_id, "amount": amount, "card_token": CANARY}
     if memo:

@@ -105,7 +105,9 @@ LedgerOption = Annotated[
         "--db",
         "--ledger",
         help="SQLite ledger file for calls, approvals and the audit trail (default: in "
-        "memory); the same file `callgate ledger` and `callgate approvals` read.",
+        "memory, which nothing else can read: give a file to inspect the calls with "
+        "`callgate ledger list --db FILE` and decide approvals with `callgate approvals "
+        "--db FILE`).",
     ),
 ]
 TrustOption = Annotated[
