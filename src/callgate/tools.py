@@ -18,9 +18,10 @@ import re
 import string
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, overload
 
 from pydantic import BaseModel
+from typing_extensions import Unpack
 
 from callgate.effects import Effect
 from callgate.errors import DefinitionError
@@ -449,30 +450,7 @@ def make_spec(
 @overload
 def tool(fn: Callable[..., Any], /) -> ToolSpec: ...
 @overload
-def tool(
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    effects: str | Sequence[str] | None = None,
-    reads: str | Sequence[str] | None = None,
-    writes: str | Sequence[str] | None = None,
-    risk: Risk | Literal["read", "write_idempotent", "write"] | None = None,
-    precondition: Precondition | None = None,
-    verify: Verifier | None = None,
-    reconcile: Reconciler | None = None,
-    checks: Sequence[Check] = (),
-    preview: Preview | None = None,
-    idempotency_key: str | None = None,
-    key_retention: float = DEFAULT_KEY_RETENTION_SECONDS,
-    timeout: float | None = None,
-    max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
-    secret_fields: Sequence[str] = (),
-    ordered: bool = False,
-    max_concurrency: int | None = None,
-    sinks: Sequence[str] | Mapping[str, str | None] = (),
-    output_trust: OutputTrust | None = None,
-    resource_version: Callable[[BaseModel], str | None] | None = None,
-) -> Callable[[Callable[..., Any]], ToolSpec]: ...
+def tool(**contract: Unpack[ToolOptions]) -> Callable[[Callable[..., Any]], ToolSpec]: ...
 def tool(
     fn: Callable[..., Any] | None = None, /, **contract: Any
 ) -> ToolSpec | Callable[[Callable[..., Any]], ToolSpec]:
@@ -510,11 +488,51 @@ def tool(
     """
     if fn is not None:
         return make_spec(fn)
+    _check_options(contract)
 
     def decorate(f: Callable[..., Any]) -> ToolSpec:
         return make_spec(f, **contract)
 
     return decorate
+
+
+class ToolOptions(TypedDict, total=False):
+    """The contract options of `tool` and `Registry.tool`: one typed signature for both,
+    so a misspelt option (``effect=``) is a type error, and a `DefinitionError` at once."""
+
+    name: str | None
+    description: str | None
+    effects: str | Sequence[str] | None
+    reads: str | Sequence[str] | None
+    writes: str | Sequence[str] | None
+    risk: Risk | Literal["read", "write_idempotent", "write"] | None
+    precondition: Precondition | None
+    verify: Verifier | None
+    reconcile: Reconciler | None
+    checks: Sequence[Check]
+    preview: Preview | None
+    idempotency_key: str | None
+    key_retention: float
+    timeout: float | None
+    max_result_chars: int
+    secret_fields: Sequence[str]
+    ordered: bool
+    max_concurrency: int | None
+    sinks: Sequence[str] | Mapping[str, str | None]
+    output_trust: OutputTrust | None
+    resource_version: Callable[[BaseModel], str | None] | None
+
+
+def _check_options(contract: Mapping[str, Any]) -> None:
+    """A misspelt option fails where the tool is declared, naming the closest option."""
+    known = ToolOptions.__annotations__
+    for option in contract:
+        if option not in known:
+            near = difflib.get_close_matches(option, known, n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else ""
+            raise DefinitionError(
+                f"unknown tool option {option!r}{hint} (options: {', '.join(sorted(known))})"
+            )
 
 
 class Registry:
@@ -540,13 +558,14 @@ class Registry:
     @overload
     def tool(self, fn: Callable[..., Any], /) -> ToolSpec: ...
     @overload
-    def tool(self, **contract: Any) -> Callable[[Callable[..., Any]], ToolSpec]: ...
+    def tool(self, **contract: Unpack[ToolOptions]) -> Callable[[Callable[..., Any]], ToolSpec]: ...
     def tool(  # type: ignore[misc]
         self, fn: Callable[..., Any] | None = None, /, **contract: Any
     ) -> ToolSpec | Callable[[Callable[..., Any]], ToolSpec]:
         """Like `tool`, and register the result in this registry."""
         if fn is not None:
             return self.add(make_spec(fn))
+        _check_options(contract)
 
         def decorate(f: Callable[..., Any]) -> ToolSpec:
             return self.add(make_spec(f, **contract))
