@@ -721,3 +721,32 @@ def test_a_cut_call_rejection_names_the_rule_the_field_and_what_to_do() -> None:
     assert "the response gave no reason for stopping" in obs.content
     assert "Send the whole call again" in obs.content
     assert "()" not in obs.content
+
+
+def test_an_sdk_response_nested_past_pydantics_dump_depth_is_still_read() -> None:
+    """``model_dump`` refuses data this deep ("Maximum serialization depth exceeded"):
+    the response is converted without recursion, its call read, then judged by the gate."""
+    from anthropic.types import Message
+
+    from callgate.providers import anthropic
+
+    deep: dict[str, object] = {}
+    node = deep
+    for _ in range(3000):
+        node["a"] = {}
+        node = node["a"]  # type: ignore[assignment]
+    message = Message.model_validate(
+        {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude",
+            "content": [{"type": "tool_use", "id": "toolu_1", "name": "f", "input": deep}],
+            "stop_reason": "tool_use",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 1, "output_tokens": 1},
+        }
+    )
+    extraction = anthropic.extract(message)
+    [call] = extraction.calls
+    assert call.id == "toolu_1"

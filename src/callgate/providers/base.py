@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel
+
 from callgate.calls import Observation, Stage, Status, ToolCall
 from callgate.canonical import digest
 from callgate.errors import DefinitionError
@@ -119,11 +121,44 @@ def specs_of(tools: Tools) -> list[ToolSpec]:
 
 
 def as_data(response: Any) -> Any:
-    """A response as plain JSON data: SDK models (Pydantic) are dumped, the rest kept."""
+    """A response as plain JSON data: SDK models (Pydantic) are dumped, the rest kept.
+
+    A model holding data nested past Pydantic's serialization depth (a hostile
+    server's arguments, thousands of levels deep) is converted without recursion
+    instead, so that its calls are still read (and then rejected at ``parse``).
+    """
     dump = getattr(response, "model_dump", None)
     if callable(dump) and not isinstance(response, Mapping):
-        return dump(mode="json", by_alias=True)
+        try:
+            return dump(mode="json", by_alias=True)
+        except (ValueError, RecursionError):
+            return _plain(response)
     return response
+
+
+def _plain(root: Any) -> Any:
+    """``root`` with every Pydantic model in it turned into a dict (by alias), iteratively."""
+    out: dict[str, Any] = {}
+    stack: list[tuple[Any, Any, Any]] = [(root, out, "v")]
+    while stack:
+        node, parent, key = stack.pop()
+        if isinstance(node, BaseModel):
+            fields = type(node).model_fields
+            value: Any = {}
+            for name, info in fields.items():
+                stack.append((getattr(node, name, None), value, info.alias or name))
+        elif isinstance(node, Mapping):
+            value = {}
+            for k, v in node.items():
+                stack.append((v, value, str(k)))
+        elif isinstance(node, list | tuple):
+            value = [None] * len(node)
+            for i, v in enumerate(node):
+                stack.append((v, value, i))
+        else:
+            value = node
+        parent[key] = value
+    return out["v"]
 
 
 def pick(node: Any, *names: str) -> Any:
