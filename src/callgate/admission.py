@@ -41,7 +41,7 @@ from callgate.validate import run_checks, unknown_tool, validate_arguments, vali
 if TYPE_CHECKING:
     from callgate.gate import Gate
 
-__all__ = ["ERRORED", "Admission", "raised_by_callgate"]
+__all__ = ["ERRORED", "Admission", "context_secrets", "raised_by_callgate"]
 
 _log = logging.getLogger("callgate")
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -67,6 +67,10 @@ class Admission:
     """Call id → (tool, request hash) of each call admitted or pending in this run."""
     _renamed: dict[str, int]
     """Model id → the last ``#n`` suffix given to a new call that reused it."""
+    _context_secrets: tuple[str, ...]
+    """The text values of the run's trusted context (tenant, user, credentials): scrubbed
+    like secret fields from everything stored or shown, since the context is never the
+    model's to see (`context_secrets`)."""
 
     def _cycle(self, call: ToolCall, cycle: Sequence[str]) -> Observation:
         """A cycle of ``after`` dependencies rejects the whole batch: nothing runs."""
@@ -169,10 +173,13 @@ class Admission:
             else self._idempotency_key(call, spec, model)
         )
         if spec.secret_fields:
-            secrets = tuple(gate.redactor.secret_values(model.__dict__, spec.secret_fields))
+            secrets = (
+                *gate.redactor.secret_values(model.__dict__, spec.secret_fields),
+                *self._context_secrets,
+            )
             stored = self._redacted_arguments(spec, model, canonical)
         else:
-            secrets, stored = (), gate.redactor.text(canonical)
+            secrets, stored = self._context_secrets, gate.redactor.text(canonical)
         now = time.time()
         record = CallRecord(
             run_id=self.id,
@@ -251,7 +258,7 @@ class Admission:
             data={
                 "tool": spec.name,
                 "stage": stage.value,
-                "error": self.gate.redactor.text(f"{type(exc).__name__}: {exc}")[:500],
+                "error": self._scrubbed_error(spec, model, exc),
             },
         )
         rejection = Rejection(
@@ -352,7 +359,10 @@ class Admission:
         why = "; ".join(f.explain() for f in decision.provenance)
         if why:
             preview = f"{preview} [provenance: {why}]"
-        secrets = gate.redactor.secret_values(model.__dict__, spec.secret_fields)
+        secrets = [
+            *gate.redactor.secret_values(model.__dict__, spec.secret_fields),
+            *self._context_secrets,
+        ]
         request = gate.approvals.request(
             ApprovalRequest(
                 id=new_approval_id(),
@@ -431,6 +441,15 @@ class Admission:
         return self._rejected(call, spec, withheld_rejection(request), record=False)
 
     # -- helpers -------------------------------------------------------------
+
+    def _scrubbed_error(self, spec: ToolSpec, model: BaseModel, exc: Exception) -> str:
+        """A hook's exception as the ledger may hold it: secret field values, context values
+        and credential-shaped text redacted, bounded."""
+        secrets = [
+            *self.gate.redactor.secret_values(model.__dict__, spec.secret_fields),
+            *self._context_secrets,
+        ]
+        return self.gate.redactor.text(f"{type(exc).__name__}: {exc}", secrets)[:500]
 
     def _ledger_name(self, call: ToolCall) -> ToolCall:
         """The call under a name of its own in this run, for an id an admitted call of the
@@ -643,3 +662,18 @@ def raised_by_callgate(exc: BaseException) -> bool:
             return False
         tb = tb.tb_next
     return True
+
+
+def context_secrets(context: Mapping[str, Any], limit: int = 1000) -> tuple[str, ...]:
+    """Every text value inside a trusted context, iteratively, at most ``limit``."""
+    found: list[str] = []
+    stack: list[Any] = [context]
+    while stack and len(found) < limit:
+        node = stack.pop()
+        if isinstance(node, str):
+            found.append(node)
+        elif isinstance(node, Mapping):
+            stack.extend(node.values())
+        elif isinstance(node, list | tuple | set | frozenset):
+            stack.extend(node)
+    return tuple(found)

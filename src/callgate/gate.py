@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from callgate.admission import ERRORED, Admission
+from callgate.admission import ERRORED, Admission, context_secrets
 from callgate.approvals import (
     DEFAULT_APPROVAL_TTL,
     Approvals,
@@ -214,6 +214,7 @@ class Run(Admission):
         self._ids: dict[str, tuple[str, str]] = {}
         """Call id → (tool, request hash) of each call admitted (or pending) in this run."""
         self._renamed: dict[str, int] = {}
+        self._context_secrets = context_secrets(authority.context)
 
     def trust(self, text: str) -> None:
         """Add trusted text to the run, e.g. the user's next message."""
