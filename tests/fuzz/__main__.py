@@ -113,17 +113,23 @@ def report(
         out(f"   smallest input: seed {seed} index {index} (size {size:,})")
         if args.no_shrink:
             continue
-        case = generate(seed, index, settings)
-        small = shrink(case, key, scratch)
-        path = save_reproducer(small, key, scratch / f"repro-{n:02d}")
+        try:
+            case = generate(seed, index, settings)
+            small = shrink(case, key, scratch)
+            path = save_reproducer(small, key, scratch / f"repro-{n:02d}")
+        except Exception as exc:  # the summary matters more than one reproducer
+            out(f"   (no reproducer: {type(exc).__name__}: {str(exc)[:100]})")
+            continue
         out(f"   reproducer ({small.label}): {path}")
-        literal = path.with_suffix(".txt").read_text(encoding="utf-8")
+        literal = path.with_suffix(".txt").read_text(encoding="utf-8", errors="replace")
         out(f"   input: {literal[:400]}")
     out(f"\n[bold]cut-off calls that reached a handler[/bold]: {total.violations:,}")
     for seed, index, ledger, call_id in total.violation_examples[:10]:
         out(f"   seed {seed} index {index}: call {call_id!r} ran on the {ledger} ledger")
         if not args.no_shrink:
             case = generate(seed, index, settings)
+            if (scratch / f"cut-{index}.py").exists():
+                continue
             path = save_reproducer(case, ("cut", ledger, call_id), scratch / f"cut-{index}")
             out(f"   reproducer ({case.label}, cut ids {sorted(case.cut_ids)}): {path}")
     out(

@@ -373,6 +373,9 @@ def payload_size(value: Any, cap: int = 10**8) -> int:
         elif isinstance(node, list | tuple):
             total += 1 + len(node)
             stack.extend(node)
+        elif isinstance(node, BaseModel):
+            total += 1
+            stack.extend(vars(node).values())
         elif isinstance(node, int) and not isinstance(node, bool):
             total += max(1, node.bit_length() * 30103 // 100000)
         else:

@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from .generate import Case, _containers, _get
 from .harness import Bench
 
@@ -85,6 +87,9 @@ def shrink(
     best = case.payload
     if not fails(best):
         return case
+    plain = _plain(best)
+    if plain is not None and fails(plain):
+        best = plain  # the same failure without the SDK objects: shrink the plain data
     improved = True
     while improved and budget > 0 and time.monotonic() < deadline:
         improved = False
@@ -98,6 +103,21 @@ def shrink(
     with contextlib.suppress(Exception):
         bench.close()
     return dataclasses.replace(case, payload=best, mutations=[*case.mutations, "shrunk"])
+
+
+def _plain(payload: Any) -> Any:
+    """``payload`` with SDK objects dumped to plain data, or None if that fails."""
+    try:
+        if isinstance(payload, BaseModel):
+            return payload.model_dump(mode="json", by_alias=True)
+        if isinstance(payload, list):
+            return [
+                p.model_dump(mode="json", by_alias=True) if isinstance(p, BaseModel) else p
+                for p in payload
+            ]
+    except (ValueError, RecursionError, TypeError):
+        return None
+    return payload
 
 
 def literal(value: Any, limit: int = 4000) -> str | None:
@@ -130,6 +150,10 @@ def literal(value: Any, limit: int = 4000) -> str | None:
                 write(v, depth + 1)
                 out.append(", ")
             text = "]"
+        elif isinstance(node, BaseModel):
+            out.append(f"{type(node).__name__}.model_construct(**")
+            write(dict(vars(node)), depth + 1)
+            text = ")"
         else:
             text = repr(node)
         size += len(text)
@@ -137,7 +161,7 @@ def literal(value: Any, limit: int = 4000) -> str | None:
 
     try:
         write(value, 0)
-    except (OverflowError, ValueError):
+    except (OverflowError, ValueError, RecursionError):
         return None
     return "".join(out).replace(", }", "}").replace(", ]", "]")
 
