@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from callgate.parse import MAX_ARGUMENT_CHARS, parse_arguments
 from callgate.providers import anthropic, gemini, openai_chat, openai_responses, text
 from callgate.providers.base import MAX_CALLS, MAX_RESPONSE_CHARS
 
@@ -157,6 +158,30 @@ SHAPES: dict[str, Shape] = {
     ),
     "gemini: parts without responseId": (_gemini, gemini.extract, "calls"),
     "gemini stream: parts": (_gemini_stream, lambda e: _feed(gemini, e), "calls"),
+    # The parse stage, up to its own bound (MAX_ARGUMENT_CHARS, the same size as
+    # MAX_RESPONSE_CHARS): valid text, text one repair fixes, text no repair fixes,
+    # text left open (never closed), and a decoded mapping's boundary walk.
+    "parse: valid object, many fields": (
+        lambda n: "{" + ",".join(f'"k{i}": "v"' for i in range(n // 16)) + "}",
+        parse_arguments,
+        "chars",
+    ),
+    "parse: single quotes + trailing comma": (
+        lambda n: "{" + ",".join(f"'k{i}': 'v'" for i in range(n // 16)) + ",}",
+        parse_arguments,
+        "chars",
+    ),
+    "parse: cut off, left open": (
+        lambda n: '{"a": [' + ", ".join('"x"' for _ in range(n // 5)),
+        parse_arguments,
+        "chars",
+    ),
+    "parse: {{{{": (lambda n: "{" * n, parse_arguments, "chars"),
+    "parse: decoded mapping, boundary walk": (
+        lambda n: {f"k{i}": ["v", {"w": 1}] for i in range(n // 24)},
+        parse_arguments,
+        "chars",
+    ),
 }
 
 
@@ -187,7 +212,7 @@ def main() -> None:
     print(f"bounds: MAX_RESPONSE_CHARS={MAX_RESPONSE_CHARS:,}  MAX_CALLS={MAX_CALLS:,}")
     print(f"{'shape':44} {'largest n':>10} {'time':>9} {'slope':>6} {'t(2n)/t(n)':>10}")
     for name, (build, run, unit) in SHAPES.items():
-        top = MAX_RESPONSE_CHARS - 64 if unit == "chars" else MAX_CALLS
+        top = min(MAX_RESPONSE_CHARS, MAX_ARGUMENT_CHARS) - 64 if unit == "chars" else MAX_CALLS
         if args.quick:
             top //= 8
         sizes = [top >> k for k in range(6, -1, -1)]
