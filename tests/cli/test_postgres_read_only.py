@@ -234,3 +234,22 @@ def test_the_library_refuses_a_foreign_database_by_name(foreign: str) -> None:
         PostgresLedger(foreign, read_only=True)
     assert raised.value.__cause__ is None
     assert state(foreign) == before
+
+
+WRITES = [
+    ("ledger", "resolve", "c1", "--as", "ok", "--note", "checked", "--by", "dana"),
+    ("approvals", "approve", "apr_1", "--by", "dana"),
+    ("approvals", "deny", "apr_1", "--by", "dana", "--reason", "no"),
+]
+"""Commands that change an existing ledger."""
+
+
+@pytest.mark.parametrize("command", WRITES, ids=lambda c: " ".join(c[:2]))
+def test_a_write_command_creates_no_ledger_in_another_applications_database(
+    foreign: str, command: tuple[str, ...]
+) -> None:
+    before = state(foreign)
+    code, out, err = invoke(*command, "--dsn", foreign)
+    assert code == 2, out + err
+    assert state(foreign) == before
+    assert "is not a callgate ledger" in err

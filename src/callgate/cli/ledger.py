@@ -136,6 +136,10 @@ def _connect(db: Path, dsn: str | None, *, write: bool, dsn_hint: bool) -> Ledge
         from callgate.ledger.postgres import PostgresLedger
 
         # Reading never creates or migrates: an existing ledger, in read-only sessions.
+        # Writing (resolve, approve, deny) acts on an existing ledger too: check first, so
+        # no command creates callgate's tables in a database that is not a ledger.
+        if write:
+            PostgresLedger(dsn, worker="callgate-cli", read_only=True).close()
         return PostgresLedger(dsn, worker="callgate-cli", read_only=not write)
     from callgate.ledger.sqlite import SQLiteLedger
 
