@@ -102,8 +102,8 @@ def demo(
         from callgate.cli.run import load_model
 
         chosen = load_model(model)
-    # Harbor styles its own text with markup and escapes the values it prints; no
-    # value turns into an emoji either.
+    # Harbor prints every value as plain text (callgate.cli.plain); no value turns
+    # into an emoji either.
     console = Console(file=io.StringIO()) if as_json else Console(emoji=False)
     report = harbor.run_scenario(chosen, workdir=workdir, console=console)
     if as_json:
