@@ -26,8 +26,7 @@ HOSTILE_NAME = "refunds [/x] :email: \u001b[2J [black on black]hidden[/]"
 def _toml_string(text: str) -> str:
     """``text`` as a TOML basic string: quotes, backslashes and controls escaped."""
     escaped = "".join(
-        f"\\u{ord(c):04x}" if ord(c) < 0x20 or ord(c) == 0x7F or c in '"\\' else c
-        for c in text
+        f"\\u{ord(c):04x}" if ord(c) < 0x20 or ord(c) == 0x7F or c in '"\\' else c for c in text
     )
     return f'"{escaped}"'
 
