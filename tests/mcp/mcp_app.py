@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Literal
 
 from callgate import CallContext, Registry
 
 registry = Registry()
+
+
+def seen(value: object) -> str:
+    """A trusted-context value as these tools report it: a digest. The gate scrubs the
+    context's own text from everything the model reads, so the tools show that they
+    received the value without showing it."""
+    return "sha:" + hashlib.sha256(str(value).encode()).hexdigest()[:12]
+
+
 calls: list[tuple[str, dict[str, object]]] = []
 """Every handler run in this process, for the in-process tests."""
 
@@ -19,7 +29,7 @@ def lookup_order(order_id: str, ctx: CallContext) -> dict[str, object]:
         order_id: the order's id, e.g. "o-1".
     """
     calls.append(("lookup_order", {"order_id": order_id}))
-    return {"order_id": order_id, "tenant": ctx.context.get("tenant"), "status": "shipped"}
+    return {"order_id": order_id, "tenant": seen(ctx.context.get("tenant")), "status": "shipped"}
 
 
 @registry.tool(effects="spend:{currency}={amount}")
@@ -46,7 +56,7 @@ def wipe_orders() -> str:
 def whoami(ctx: CallContext) -> dict[str, object]:
     """Who the server thinks is calling, and for which tenant."""
     calls.append(("whoami", {}))
-    return {"principal": ctx.principal, "tenant": ctx.context.get("tenant")}
+    return {"principal": ctx.principal, "tenant": seen(ctx.context.get("tenant"))}
 
 
 @registry.tool(effects="read:orders", risk="read")
