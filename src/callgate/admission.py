@@ -521,11 +521,18 @@ class Admission:
                 call_id=call.id,
                 data={"findings": [f.as_dict() for f in decision.provenance]},
             )
+        details: tuple[Mapping[str, Any], ...] = tuple(p.as_dict() for p in rejection.problems)
+        secret = spec is not None and bool(spec.secret_fields)
+        if secret:
+            # A secret field's value never reaches the model or the ledger, not even
+            # quoted back in a rejection of the call that sent it.
+            assert spec is not None
+            message, details = self._scrubbed_rejection(spec, call, model, raw, message, details)
         if record:
             recorded = message
             if model is not None and spec is not None:
                 arguments = self._redacted_arguments(spec, model)
-            elif spec is not None and spec.secret_fields:
+            elif spec is not None and secret:
                 arguments, recorded = self._without_secrets(spec, call, raw, message)
             else:
                 arguments = self._raw_arguments(call, raw)
@@ -547,8 +554,38 @@ class Admission:
             retryable=rejection.retryable,
             tool_version=spec.version if spec else None,
             repaired=call.repaired,
-            details=tuple(p.as_dict() for p in rejection.problems),
+            details=details,
         )
+
+    def _scrubbed_rejection(
+        self,
+        spec: ToolSpec,
+        call: ToolCall,
+        model: BaseModel | None,
+        raw: ParsedArguments | None,
+        message: str,
+        details: tuple[Mapping[str, Any], ...],
+    ) -> tuple[str, tuple[Mapping[str, Any], ...]]:
+        """A rejection's message and details without the call's secret field values; for
+        arguments that could not be read at all, the details are withheld."""
+        redactor = self.gate.redactor
+        values = (
+            model.__dict__
+            if model is not None
+            else raw.value
+            if raw is not None
+            else call.arguments
+        )
+        if not isinstance(values, Mapping):
+            head = message.split("\n", 1)[0]
+            withheld = ({"rule": "withheld", "message": "details withheld: secret fields"},)
+            return f"{head}\n(details withheld: this tool has secret fields)", withheld
+        secrets = redactor.secret_values(values, spec.secret_fields)
+        scrubbed = tuple(
+            {k: redactor.text(v, secrets) if isinstance(v, str) else v for k, v in d.items()}
+            for d in details
+        )
+        return redactor.text(message, secrets), scrubbed
 
     def _raw_arguments(self, call: ToolCall, raw: ParsedArguments | None) -> str:
         if raw is not None:

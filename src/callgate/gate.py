@@ -66,7 +66,10 @@ class Gate:
         batch_deadline: seconds a batch may take once scheduling starts (None:
             no deadline); ``submit(..., deadline=...)`` overrides it per batch.
         approval_ttl: seconds before an approval request expires.
-        secret_patterns: regexes of credential-shaped text to redact everywhere.
+        secret_patterns: regexes of credential-shaped text to redact everywhere, in
+            Python's syntax, run on RE2 in linear time; constructs RE2 cannot run
+            (lookaround, backreferences, ``\\b``, anchors at the start or end of the
+            text) raise `DefinitionError` here.
         repair: try a conservative repair of argument text that is not JSON
             (``callgate.parse.repair_json``); a repaired call is marked ``repaired``.
     """

@@ -209,8 +209,27 @@ class Redactor:
 
     @staticmethod
     def secret_values(values: Mapping[str, Any], secret_fields: Iterable[str]) -> list[str]:
-        """The string values of the secret fields, to scrub from any other text."""
-        return [str(values[f]) for f in secret_fields if values.get(f) is not None]
+        """The values of the secret fields, to scrub from any other text: each field's
+        value as text, and, for a field sent as an array or object, every text, number
+        and key inside it (a message may quote any one of them)."""
+        found: list[str] = []
+        for name in secret_fields:
+            value = values.get(name)
+            if value is None:
+                continue
+            found.append(str(value))
+            if isinstance(value, Mapping | list | tuple):
+                stack: list[Any] = [value]
+                while stack and len(found) < 1000:
+                    node = stack.pop()
+                    if isinstance(node, Mapping):
+                        found.extend(str(k) for k in node)
+                        stack.extend(node.values())
+                    elif isinstance(node, list | tuple):
+                        stack.extend(node)
+                    elif node is not None and not isinstance(node, bool):
+                        found.append(str(node))
+        return found
 
     def _scan(self, text: str) -> str:
         """``text`` with every match replaced, leftmost first, in one pass.
