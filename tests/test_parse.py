@@ -363,16 +363,75 @@ def test_nesting_is_bounded_at_the_same_depth_as_pydantics_parser(form: str) -> 
     assert f"nested more than {MAX_DEPTH} levels" in deeper.message
 
 
-def test_max_depth_is_the_depth_pydantic_validates_json_to() -> None:
-    """The fast path (Pydantic's JSON parser) and the parse stage agree on the bound."""
+def test_pydantics_json_parser_reads_whatever_the_parse_stage_passes() -> None:
+    """The validator reads arguments with Pydantic's JSON parser, whose own limit is
+    higher than ``MAX_DEPTH`` in every shape (arrays, objects, with a scalar inside)."""
     from pydantic import BaseModel
 
     class Model(BaseModel):
         data: Any = None
 
-    Model.model_validate_json(json.dumps({"data": _nested(MAX_DEPTH)}))
-    with pytest.raises(ValueError, match="recursion limit"):
-        Model.model_validate_json(json.dumps({"data": _nested(MAX_DEPTH + 1)}))
+    for inner in ([], {}, [1]):
+        value: Any = inner
+        for _ in range(MAX_DEPTH - 1):
+            value = [value] if isinstance(inner, list) else {"a": value}
+        Model.model_validate_json(json.dumps({"data": value}))
+
+
+@pytest.mark.parametrize("depth", [MAX_DEPTH, MAX_DEPTH + 1, 200, 300])
+def test_the_gate_judges_depth_the_same_whichever_way_arguments_arrive(depth: int) -> None:
+    """Text (valid, so Pydantic's fast path could take it) and a decoded mapping (as
+    Anthropic and Gemini deliver) get the same answer at every depth."""
+    registry = Registry()
+
+    @registry.tool(effects="read:x", risk="read")
+    def keep(data: Any = None) -> str:
+        """Keep data."""
+        return "kept"
+
+    run = Gate(registry).run(authority=Authority(principal="p", grants=["read:x"]))
+    value = {"data": _nested(depth)}
+    as_text = run.submit([ToolCall(id="t", name="keep", arguments=json.dumps(value))])[0]
+    as_mapping = run.submit([ToolCall(id="m", name="keep", arguments=value)])[0]
+    expected = Status.OK if depth <= MAX_DEPTH else Status.REJECTED
+    assert (as_text.status, as_mapping.status) == (expected, expected)
+    if expected is Status.REJECTED:
+        assert as_text.stage is as_mapping.stage is Stage.PARSE
+        assert as_text.details[0]["rule"] == as_mapping.details[0]["rule"] == "json_depth"
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        '{"amount": NaN}',
+        '{"amount": Infinity}',
+        '{"amount": -Infinity}',
+        '{"amount": 1e999}',
+        '{"amount": ' + "1" * 4301 + ".0}",
+        '{"extra": NaN}',
+        {"amount": float("nan")},
+        {"extra": [float("inf")]},
+    ],
+)
+def test_a_number_that_is_not_finite_never_reaches_a_handler(arguments: Any) -> None:
+    """NaN and Infinity are not JSON; 1e999 is infinite as a float. Rejected at parse, so
+    neither a policy predicate nor a handler ever compares against NaN."""
+    ran: list[Any] = []
+    registry = Registry()
+
+    @registry.tool(effects="spend:USD")
+    def refund(amount: float = 1.0, extra: Any = None) -> str:
+        """Refund."""
+        ran.append(amount)
+        return "refunded"
+
+    run = Gate(registry).run(authority=Authority(principal="p", grants=["spend:USD"]))
+    [obs] = run.submit([ToolCall(id="c1", name="refund", arguments=arguments)])
+    assert obs.status is Status.REJECTED
+    assert obs.stage is Stage.PARSE
+    assert obs.details[0]["rule"] == "json_number"
+    assert "not finite" in obs.content
+    assert ran == []
 
 
 def test_a_decoded_mapping_nested_thousands_deep_is_rejected_without_recursion() -> None:

@@ -25,13 +25,14 @@ from callgate.approvals import (
     used_rejection,
     withheld_rejection,
 )
+from callgate.call_names import CallNames
 from callgate.calls import Observation, Stage, Status, ToolCall
 from callgate.canonical import canonical_json, digest
 from callgate.evidence import Evidence
 from callgate.execute import Admitted
 from callgate.ledger.base import CallRecord, CallState
 from callgate.messages import Problem, Rejection, bounded
-from callgate.parse import ParsedArguments, parse_arguments, screen_call
+from callgate.parse import ParsedArguments, may_be_deep, parse_arguments, screen_call
 from callgate.policy import Action, Authority, Decision, authorize
 from callgate.provenance import OutputTrust, TrustIndex
 from callgate.redact import REDACTED
@@ -41,14 +42,10 @@ from callgate.validate import run_checks, unknown_tool, validate_arguments, vali
 if TYPE_CHECKING:
     from callgate.gate import Gate
 
-__all__ = ["ERRORED", "Admission", "context_secrets", "raised_by_callgate"]
+__all__ = ["Admission", "context_secrets", "raised_by_callgate"]
 
 _log = logging.getLogger("callgate")
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
-
-ERRORED = ("", "")
-"""What `Admission._ids` holds for a call that ended ``error``: equal to no call, so the
-same call sent again under its id is a new call (the effect did not happen)."""
 
 
 class Admission:
@@ -63,10 +60,10 @@ class Admission:
     _resuming: dict[str, str]
     _decisions: dict[Any, Decision]
     """Policy decisions remembered for this run's authority (see `authorize`)."""
-    _ids: dict[str, tuple[str, str]]
-    """Call id → (tool, request hash) of each call admitted or pending in this run."""
-    _renamed: dict[str, int]
-    """Model id → the last ``#n`` suffix given to a new call that reused it."""
+    names: CallNames
+    """The names this run records its calls under (`callgate.call_names`)."""
+    _batch_ids: tuple[str, ...]
+    """The model's ids in the batch being admitted: no new name may take one."""
     _context_secrets: tuple[str, ...]
     """The text values of the run's trusted context (tenant, user, credentials): scrubbed
     like secret fields from everything stored or shown, since the context is never the
@@ -151,15 +148,25 @@ class Admission:
             return self._rejected(call, spec, decision.rejection, model=model, decision=decision)
         canonical = self._canonical(spec, model)
         request_hash = digest(spec.name, canonical)
-        earlier = self._ids.get(call.id)
-        if earlier is not None and (
-            earlier != (spec.name, request_hash) or not spec.side_effecting
-        ):
-            call = self._ledger_name(call)
+        model_id = call.id
+        name = self.names.name_for(
+            model_id,
+            spec.name,
+            request_hash,
+            side_effecting=spec.side_effecting,
+            batch_ids=self._batch_ids,
+        )
+        if name != model_id:
+            gate.ledger.record_event(
+                "call.renamed", run_id=self.id, call_id=name, data={"model_id": model_id}
+            )
+            call = dataclasses.replace(call, id=name)
         approval_id = None
         if decision.action is Action.ASK:
             try:
-                approved = self._approval(call, spec, model, canonical, request_hash, decision)
+                approved = self._approval(
+                    call, spec, model, canonical, request_hash, decision, model_id
+                )
             except Exception as exc:  # resource_version or preview failed on these values
                 if raised_by_callgate(exc):
                     raise
@@ -198,7 +205,7 @@ class Admission:
             created_at=now,
             updated_at=now,
         )
-        self._ids[call.id] = (spec.name, request_hash)
+        self.names.admitted(model_id, call.id, spec.name, request_hash)
         return Admitted(
             record=record,
             call=call,
@@ -280,7 +287,7 @@ class Admission:
     ) -> tuple[ToolCall, BaseModel] | Observation:
         """Stages parse, schema and semantic: the call (marked if repaired) and typed arguments."""
         arguments = call.arguments
-        if isinstance(arguments, str) and arguments:
+        if isinstance(arguments, str) and arguments and not may_be_deep(arguments):
             fast = validate_text_fast(spec, arguments)
             if fast is not None:
                 checked = run_checks(spec, fast) if spec.checks else None
@@ -316,6 +323,7 @@ class Admission:
         canonical: str,
         request_hash: str,
         decision: Decision,
+        model_id: str,
     ) -> ApprovalRequest | Observation:
         """An approval that releases exactly this call, or the pending/denied observation."""
         gate = self.gate
@@ -391,8 +399,10 @@ class Admission:
         if request.status is ApprovalStatus.DENIED:
             rejection = denied_rejection(request)
             return self._rejected(call, spec, rejection, model=model, decision=decision)
-        self._pending[request.id] = call
-        self._ids[call.id] = (spec.name, request_hash)
+        # Kept under the model's id: resumed, it is answered under that id, and the
+        # run finds it waiting under its name (`CallNames.name_for`).
+        self._pending[request.id] = dataclasses.replace(call, id=model_id)
+        self.names.waiting(model_id, call.id, spec.name, request_hash)
         self._record(
             call,
             spec,
@@ -450,21 +460,6 @@ class Admission:
             *self._context_secrets,
         ]
         return self.gate.redactor.text(f"{type(exc).__name__}: {exc}", secrets)[:500]
-
-    def _ledger_name(self, call: ToolCall) -> ToolCall:
-        """The call under a name of its own in this run, for an id an admitted call of the
-        run already has: ``<id>#2``, ``<id>#3``... The model is still answered under its id."""
-        n = self._renamed.get(call.id, 1)
-        while True:
-            n += 1
-            name = f"{call.id}#{n}"
-            if name not in self._ids:
-                break
-        self._renamed[call.id] = n
-        self.gate.ledger.record_event(
-            "call.renamed", run_id=self.id, call_id=name, data={"model_id": call.id}
-        )
-        return dataclasses.replace(call, id=name)
 
     def _output_trust(self, tool: str) -> OutputTrust | None:
         spec = self.gate.registry.get(tool)

@@ -15,12 +15,13 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from callgate.admission import ERRORED, Admission, context_secrets
+from callgate.admission import Admission, context_secrets
 from callgate.approvals import (
     DEFAULT_APPROVAL_TTL,
     Approvals,
     ApprovalStatus,
 )
+from callgate.call_names import CallNames
 from callgate.calls import Observation, Stage, Status, ToolCall
 from callgate.errors import DefinitionError
 from callgate.evidence import Evidence
@@ -214,9 +215,8 @@ class Run(Admission):
         """Approval id → the call waiting for it (None: rebuilt without its arguments)."""
         self._resuming: dict[str, str] = {}
         self._decisions: dict[Any, Decision] = {}
-        self._ids: dict[str, tuple[str, str]] = {}
-        """Call id → (tool, request hash) of each call admitted (or pending) in this run."""
-        self._renamed: dict[str, int] = {}
+        self.names = CallNames()
+        self._batch_ids: tuple[str, ...] = ()
         self._context_secrets = context_secrets(authority.context)
 
     def trust(self, text: str) -> None:
@@ -315,7 +315,7 @@ class Run(Admission):
             if item.answer_id is not None:
                 obs.call_id = item.answer_id
             if obs.status is Status.ERROR:  # did not happen: the same call may run again
-                self._ids[item.call.id] = ERRORED
+                self.names.errored(item.call.id)
         self._release_unrun(admitted, results)
 
     def _release_unrun(self, admitted: Sequence[Admitted], results: Sequence[Observation]) -> None:
@@ -457,6 +457,7 @@ class Run(Admission):
             counts[call.id] = counts.get(call.id, 0) + 1
         in_cycle = find_cycle(calls)
         staged: list[Observation | Admitted] = []
+        self._batch_ids = tuple(counts)  # no new name may take one of the batch's ids
         for index, call in enumerate(calls):
             if counts[call.id] > 1 or not call.id:
                 staged.append(self._bad_id(call))
@@ -466,6 +467,7 @@ class Run(Admission):
                 staged.append(self._too_many(call, len(calls)))
             else:
                 staged.append(self._admit(call))
+        self._batch_ids = ()
         if any(c.after for c in calls):
             self._fail_dependents(staged)
             self._follow_renames(staged)

@@ -16,6 +16,7 @@ rejected here, with a bounded message, and never decoded further.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,7 @@ __all__ = [
     "ParsedArguments",
     "check_decoded",
     "decode_object",
+    "may_be_deep",
     "parse_arguments",
     "repair_json",
     "screen_call",
@@ -41,10 +43,12 @@ MAX_ARGUMENT_CHARS = 1_000_000
 """The longest argument text decoded (characters). Real calls are a few KB; a
 megabyte leaves room for a document passed whole, and bounds the work one
 call can cause."""
-MAX_DEPTH = 200
-"""The deepest nesting of arrays and objects inside the arguments object: the
-limit of Pydantic's JSON parser, which validates argument text first, so that
-the same arguments are accepted whichever path validates them."""
+MAX_DEPTH = 128
+"""The deepest nesting of arrays and objects inside the arguments object. Below
+the limit of Pydantic's JSON parser (about 200, counted its own way), which
+validates the arguments after this stage, so that whatever passes here is read
+there; text nested deeper skips the validator's fast path (`may_be_deep`), so
+the same arguments are accepted whichever way they arrive."""
 MAX_INT_DIGITS = 4300
 """The most digits an integer may have: Python's own limit for converting
 integers to and from text (``sys.get_int_max_str_digits``)."""
@@ -311,6 +315,17 @@ def _too_many_digits(subject: str, field: str | None = None) -> Problem:
     )
 
 
+def _not_finite(subject: str, field: str | None = None) -> Problem:
+    where = f"field '{field}' of {_the(subject)}" if field else subject
+    return Problem(
+        rule="json_number",
+        message=f"{where} {'holds' if field else 'hold'} a number that is not finite "
+        "(NaN, Infinity, or beyond about 1.8e308)",
+        field=field,
+        expected="a finite number",
+    )
+
+
 def _invalid_text(where: str, text: str, field: str | None = None) -> Problem:
     index = next(i for i, c in enumerate(text) if "\ud800" <= c <= "\udfff")
     code = f"\\u{ord(text[index]):04x}"
@@ -370,12 +385,21 @@ def screen_call(call_id: str, name: str, arguments: object) -> Rejection | None:
     return None if problem is None else _reject(problem)
 
 
+def may_be_deep(text: str) -> bool:
+    """Whether argument text could break a bound the validator's own JSON parser lets
+    through: nesting deeper than `MAX_DEPTH` (it holds more brackets than that), or the
+    words NaN and Infinity. Such text is checked by the parse stage before validation."""
+    return text.count("[") + text.count("{") > MAX_DEPTH or "NaN" in text or "Infinity" in text
+
+
 def check_decoded(value: Any, subject: str = "arguments") -> Problem | None:
     """Whether decoded arguments keep the boundary's rules; the first problem, or None.
 
     Every key and string must be valid Unicode, nesting at most `MAX_DEPTH`
-    levels deep, integers at most `MAX_INT_DIGITS` digits long. The walk is
-    iterative (no recursion to exhaust) and linear in the value's size.
+    levels deep, integers at most `MAX_INT_DIGITS` digits long, and every other
+    number finite (no NaN or Infinity, which JSON has no words for, and nothing
+    beyond about ±1.8e308). The walk is iterative (no recursion to exhaust) and
+    linear in the value's size.
     """
     stack: list[tuple[Any, int, str]] = [(value, 0, "")]
     while stack:
@@ -400,6 +424,8 @@ def check_decoded(value: Any, subject: str = "arguments") -> Problem | None:
             stack.extend((item, depth + 1, f"{path}[{i}]") for i, item in enumerate(node))
         elif kind is int and node.bit_length() > _MAX_INT_BITS:
             return _too_many_digits(subject, visible(path, 60) or None)
+        elif kind is float and not math.isfinite(node):
+            return _not_finite(subject, visible(path, 60) or None)
     return None
 
 

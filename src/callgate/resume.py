@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from callgate.admission import ERRORED
 from callgate.calls import ToolCall
 from callgate.evidence import EvidenceItem
 from callgate.ledger.base import CallState, LedgerError
@@ -53,10 +52,10 @@ def rebuild(run: Run) -> None:
             f"{run.authority.principal!r}; resume it under the authority it ran with"
         )
     for record in calls:
-        if record.state is CallState.ERROR:
-            run._ids[record.call_id] = ERRORED
-        elif record.state is not CallState.REJECTED and record.request_hash is not None:
-            run._ids[record.call_id] = (record.tool, record.request_hash)
+        if record.state is not CallState.REJECTED and record.request_hash is not None:
+            run.names.recorded(
+                record.call_id, record.tool, record.request_hash, state=record.state.value
+            )
         if record.state is CallState.OK:
             _add_evidence(run, record.call_id, record.tool, record.arguments)
         elif record.state is CallState.PENDING and record.approval_id is not None:

@@ -54,7 +54,7 @@ JSON = dict[str, Any]
 class ArgumentsModel(BaseModel):
     """Base of every generated arguments model: unknown fields are forbidden."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
 
 def parse_docstring(fn: Callable[..., Any]) -> tuple[str, dict[str, str]]:

@@ -17,7 +17,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from callgate import Authority, Gate, Registry, Stage, Status, ToolCall
+from callgate import (
+    Authority,
+    Gate,
+    Policy,
+    Registry,
+    Stage,
+    Status,
+    ToolCall,
+    ToolFailure,
+    allow,
+    ask,
+)
 from callgate.ledger import Ledger
 from callgate.ledger.base import CallState
 
@@ -195,3 +206,99 @@ def test_a_resumed_run_knows_the_ids_its_calls_were_admitted_with(
     assert (same.status, other.status) == (Status.OK, Status.OK)
     assert ran == [("add_to_cart", "milk"), ("add_to_cart", "eggs")]
     assert ledger.get_call(run.id, "c1#2") is not None
+
+
+def _charges_gate(
+    ledger: Ledger, charges: list[int], policy: Policy | None = None, fail_first: bool = False
+) -> Gate:
+    registry = Registry()
+    failures = [fail_first]
+
+    @registry.tool(effects="write:cart")
+    def add_to_cart(sku: str) -> str:
+        """Add an item to the cart."""
+        return f"added {sku}"
+
+    @registry.tool(effects="spend:USD")
+    def charge(amount: int) -> str:
+        """Charge the card (default key: run and call)."""
+        if failures[0]:
+            failures[0] = False
+            raise ToolFailure("card declined")
+        charges.append(amount)
+        return f"charged {amount}"
+
+    @registry.tool(effects="read:cart", risk="read")
+    def audit_cart(page: int = 1) -> str:
+        """A read that needs a person's approval in these runs."""
+        return f"page {page}"
+
+    return Gate(registry, ledger=ledger, policy=policy)
+
+
+GRANTS = Authority(principal="shopper", grants=["write:cart", "spend:USD", "read:cart"])
+
+
+def test_a_renamed_charge_submitted_again_is_answered_not_run_again(
+    make_ledger: Callable[..., Ledger],
+) -> None:
+    """``call_0`` every turn: turn 2's charge is recorded as call_0#2; the application
+    submitting turn 2 again (a retry, or after a crash in a rebuilt run) charges nothing."""
+    ledger = make_ledger()
+    charges: list[int] = []
+    gate = _charges_gate(ledger, charges)
+    run = gate.run(authority=GRANTS)
+    run.submit([_call("add_to_cart", '{"sku": "x"}', call_id="call_0")])
+    turn2 = [_call("charge", '{"amount": 100}', call_id="call_0")]
+    first = run.submit(turn2)[0]
+    again = run.submit(turn2)[0]
+    rebuilt = gate.resume_run(run.id, authority=GRANTS).submit(turn2)[0]
+    assert charges == [100]
+    assert [o.status for o in (first, again, rebuilt)] == [Status.OK] * 3
+    assert [o.call_id for o in (first, again, rebuilt)] == ["call_0"] * 3
+    assert again.details[0]["rule"] == "idempotent_replay"
+
+
+def test_after_an_error_the_retry_runs_once_and_its_resends_replay(
+    make_ledger: Callable[..., Ledger],
+) -> None:
+    ledger = make_ledger()
+    charges: list[int] = []
+    run = _charges_gate(ledger, charges, fail_first=True).run(authority=GRANTS)
+    call = [_call("charge", '{"amount": 7}')]
+    statuses = [run.submit(call)[0].status for _ in range(4)]
+    assert statuses == [Status.ERROR, Status.OK, Status.OK, Status.OK]
+    assert charges == [7]
+
+
+def test_a_renamed_call_waiting_for_a_person_is_answered_under_the_models_id(
+    make_ledger: Callable[..., Ledger],
+) -> None:
+    ledger = make_ledger()
+    charges: list[int] = []
+    gate = _charges_gate(ledger, charges, policy=Policy([ask("charge"), allow("*")]))
+    run = gate.run(authority=GRANTS)
+    run.submit([_call("add_to_cart", '{"sku": "x"}', call_id="call_0")])
+    [pending] = run.submit([_call("charge", '{"amount": 9}', call_id="call_0")])
+    assert (pending.status, pending.call_id) == (Status.PENDING, "call_0")
+    assert pending.approval_id is not None
+    gate.approvals.approve(pending.approval_id, by="manager")
+    [done] = run.resume()
+    assert (done.status, done.call_id) == (Status.OK, "call_0")
+    assert charges == [9]
+
+
+def test_a_read_that_waited_for_a_person_completes_its_own_record(
+    make_ledger: Callable[..., Ledger],
+) -> None:
+    ledger = make_ledger()
+    gate = _charges_gate(ledger, [], policy=Policy([ask("audit_cart"), allow("*")]))
+    run = gate.run(authority=GRANTS)
+    [pending] = run.submit([_call("audit_cart", "{}", call_id="r1")])
+    assert pending.approval_id is not None
+    gate.approvals.approve(pending.approval_id, by="manager")
+    [done] = run.resume()
+    assert (done.status, done.call_id) == (Status.OK, "r1")
+    record = ledger.get_call(run.id, "r1")
+    assert record is not None
+    assert record.state is CallState.OK  # not left pending under another name
