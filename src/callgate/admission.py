@@ -193,7 +193,7 @@ class Admission:
             call_id=call.id,
             tool=call.name,
             tool_version=spec.version,
-            principal=self.authority.principal,
+            principal=self.authority.recorded_as,
             arguments=stored,
             state=CallState.ADMITTED,
             stage="policy",
@@ -327,7 +327,7 @@ class Admission:
     ) -> ApprovalRequest | Observation:
         """An approval that releases exactly this call, or the pending/denied observation."""
         gate = self.gate
-        principal = self.authority.principal
+        principal = self.authority.recorded_as
         version = spec.resource_version(model) if spec.resource_version is not None else None
         used = gate.approvals.consume(
             principal=principal,
@@ -666,7 +666,7 @@ class Admission:
             call_id=call.id,
             tool=call.name,
             tool_version=spec.version if spec else None,
-            principal=self.authority.principal,
+            principal=self.authority.recorded_as,
             arguments=arguments,
             state=state,
             stage=stage.value,

@@ -9,11 +9,14 @@ run's recorded evidence. Nothing the model writes can enlarge authority.
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import enum
 import fnmatch
 import hashlib
 import os
 import re
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,12 +61,13 @@ class Authority:
     ``context`` (tenant, user id, credentials) reaches handlers through
     `CallContext` and is never shown to the model.
 
-    ``scope`` names the trusted scope that business idempotency keys are kept
-    within, so that two tenants' ``op-1`` never meet. By default it is read
-    from ``context``: its text, number and boolean values (a tenant, a user
-    id); objects such as clients are left out. Set it explicitly when the
-    context holds a value that changes between retries of one operation (a
-    token, a request id), or the retry would get a key of its own.
+    ``scope`` names the trusted scope that business idempotency keys and
+    resumed runs are kept within, so that two tenants' ``op-1`` never meet. By
+    default it is read from ``context``: its values that identify something
+    (text, numbers, UUIDs, dates, enums, and lists and mappings of them);
+    objects such as clients are left out. Set it explicitly when the context
+    holds a value that changes between retries of one operation (a token, a
+    request id, a timestamp), or the retry would get a key of its own.
     """
 
     principal: str
@@ -80,6 +84,15 @@ class Authority:
         object.__setattr__(self, "_scope_key", _scope_key(self.principal, self.scope, self.context))
 
     @property
+    def recorded_as(self) -> str:
+        """Who the ledger records the run's calls and approvals as: the principal, with
+        its scope when there is one (``support-agent [scope 3f2a9c1b0d4e]``). Resuming a
+        run, spending its approval, needs the same."""
+        if self._scope_key == self.principal:
+            return self.principal
+        return f"{self.principal} [scope {digest(self._scope_key)[:12]}]"
+
+    @property
     def scope_key(self) -> str:
         """The principal and the trusted scope, as one string: what business idempotency
         keys are scoped by. The principal alone when there is no scope (empty context)."""
@@ -94,13 +107,34 @@ class Authority:
         return self._grants.covers(effect)
 
 
+def principal_of(recorded: str) -> str:
+    """The principal of a name as the ledger records it (`Authority.recorded_as`)."""
+    head, sep, tail = recorded.rpartition(" [scope ")
+    return head if sep and tail.endswith("]") else recorded
+
+
+_SKIP = object()
+_VALUES = (str, int, float, bool, uuid.UUID, decimal.Decimal, datetime.date, enum.Enum)
+
+
+def _identity(value: Any, depth: int = 0) -> Any:
+    """``value`` as plain JSON if it identifies something (text, numbers, ids, dates,
+    enums, and lists and mappings of them), or `_SKIP` for an object such as a client."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, _VALUES):
+        return str(value.value if isinstance(value, enum.Enum) else value)
+    if depth < 8 and isinstance(value, Mapping):
+        items = {str(k): _identity(v, depth + 1) for k, v in value.items()}
+        return {k: v for k, v in items.items() if v is not _SKIP}
+    if depth < 8 and isinstance(value, list | tuple):
+        return [v for v in (_identity(v, depth + 1) for v in value) if v is not _SKIP]
+    return _SKIP
+
+
 def _scope_key(principal: str, scope: str | None, context: Mapping[str, Any]) -> str:
     if scope is None:
-        plain = {
-            str(k): v
-            for k, v in context.items()
-            if v is None or isinstance(v, str | int | float | bool)
-        }
+        plain = _identity(dict(context))
         if not plain:
             return principal
         scope = canonical_json(plain)

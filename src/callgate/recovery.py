@@ -41,6 +41,7 @@ from callgate.ledger.base import (
     Ledger,
     Outcome,
 )
+from callgate.policy import principal_of
 from callgate.redact import Redactor
 from callgate.tools import Registry, ToolSpec
 
@@ -158,7 +159,7 @@ def _settle(
         spec=spec,
         arguments=_arguments(spec, call.arguments),
         run_id=call.run_id,
-        principal=call.principal,
+        principal=principal_of(call.principal),
         trusted=context,
         idempotency_key=call.idempotency_key or "",
         attempt=last.attempt if last is not None else 1,

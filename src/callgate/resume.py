@@ -46,10 +46,11 @@ def rebuild(run: Run) -> None:
     if not calls:
         raise LedgerError(f"no calls of run {run.id!r} in the ledger; nothing to resume")
     principals = {c.principal for c in calls}
-    if principals != {run.authority.principal}:
+    if principals != {run.authority.recorded_as}:
         raise LedgerError(
             f"run {run.id!r} was made by {', '.join(sorted(principals))}, not by "
-            f"{run.authority.principal!r}; resume it under the authority it ran with"
+            f"{run.authority.recorded_as!r}; resume it under the authority it ran with "
+            "(the same principal and the same trusted scope: Authority.context or scope)"
         )
     for record in calls:
         if record.state is not CallState.REJECTED and record.request_hash is not None:

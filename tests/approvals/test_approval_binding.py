@@ -50,3 +50,37 @@ def test_one_tenants_approval_does_not_release_anothers_identical_call(
     assert run_b.resume() == []  # B's own request is still undecided: nothing runs
     assert run_b.pending_approvals == [pending_b.approval_id]
     assert closed == [("acme", "o-1")]
+
+
+def test_another_tenant_cannot_resume_a_run_and_spend_its_approval(
+    make_ledger: Callable[..., Ledger],
+) -> None:
+    """Same principal, another tenant: ``resume_run`` refuses, naming what it expected."""
+    import pytest
+
+    from callgate.ledger import LedgerError
+
+    ledger = make_ledger()
+    closed: list[tuple[str, str]] = []
+    registry = Registry()
+
+    @registry.tool(effects="write:orders")
+    def close_order(order_id: str, ctx: CallContext) -> str:
+        """Close an order."""
+        closed.append((ctx.context["tenant"], order_id))
+        return f"closed {order_id}"
+
+    gate = Gate(registry, ledger=ledger, policy=Policy([ask("close_order"), allow("*")]))
+    run_a = gate.run(authority=_tenant("acme"))
+    [pending] = run_a.submit([ToolCall(id="c1", name="close_order", arguments={"order_id": "o-1"})])
+    assert pending.approval_id is not None
+    gate.approvals.approve(pending.approval_id, by="manager")
+    with pytest.raises(LedgerError, match=r"resume it under the authority it ran with"):
+        gate.resume_run(run_a.id, authority=_tenant("globex"))
+    assert closed == []
+    [done] = gate.resume_run(run_a.id, authority=_tenant("acme")).resume()
+    assert done.status is Status.OK
+    assert closed == [("acme", "o-1")]
+    request = gate.approvals.get(pending.approval_id)
+    assert request is not None
+    assert request.principal.startswith("support-agent [scope ")  # who asked, as recorded

@@ -14,6 +14,7 @@ adjustments that mirror deliberate gate behaviour:
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import jsonschema
@@ -40,10 +41,34 @@ def _strict_integer(checker: Any, instance: Any) -> bool:
     return isinstance(instance, int) and not isinstance(instance, bool)
 
 
+def _finite_number(checker: Any, instance: Any) -> bool:
+    """A JSON number a float can hold: the gate refuses NaN, Infinity and 10**400 for a
+    ``number`` field (documented in docs/validation.md)."""
+    if isinstance(instance, bool) or not isinstance(instance, int | float):
+        return False
+    try:
+        return math.isfinite(float(instance))
+    except OverflowError:
+        return False
+
+
 _Validator = validators.extend(
     jsonschema.Draft202012Validator,
-    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _strict_integer),
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine_many(
+        {"integer": _strict_integer, "number": _finite_number}
+    ),
 )
+
+
+def _not_finite(value: Any) -> bool:
+    """Whether decoded JSON holds NaN or an infinity anywhere (a ``parse`` rejection)."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(_not_finite(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_not_finite(v) for v in value)
+    return False
 
 
 def fits(spec: ToolSpec, arguments: Any) -> bool:
@@ -185,7 +210,7 @@ def test_arbitrary_argument_text_never_raises_and_lands_at_the_right_stage(
         if not obs.repaired:
             assert obs.status is Status.REJECTED
         return
-    if not isinstance(decoded, dict):
+    if not isinstance(decoded, dict) or _not_finite(decoded):
         assert (obs.status, obs.stage) == (Status.REJECTED, Stage.PARSE)
     elif fits(spec, decoded):
         assert obs.status is not Status.REJECTED, obs.content

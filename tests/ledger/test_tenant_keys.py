@@ -96,3 +96,15 @@ def test_without_a_context_keys_are_scoped_by_the_principal_as_before() -> None:
         Authority(principal="p", context={"tenant": "a"}).scope_key
         != Authority(principal="p", context={"tenant": "b"}).scope_key
     )
+
+
+def test_a_tenant_given_as_a_uuid_is_part_of_the_scope(make_ledger: Callable[..., Ledger]) -> None:
+    import uuid
+
+    ledger = make_ledger()
+    refunds: list[tuple[Any, str]] = []
+    gate = _gate(ledger, refunds)
+    a, b = uuid.uuid4(), uuid.uuid4()
+    gate.run(authority=_authority(tenant=a)).submit([_refund()])
+    gate.run(authority=_authority(tenant=b)).submit([_refund()])
+    assert [t for t, _ in refunds] == [a, b]
