@@ -330,6 +330,16 @@ def _failed(
         text = _failure_text(exc.message, item, redactor)
         return _outcome("error", text, exc, redactor, item.secrets), None
     text = _unknown_text(exc, timeout, item, redactor, shared)
+    if item.spec.reconcile is not None and isinstance(exc, TimeoutError) and not item.spec.is_async:
+        # A sync handler past its timeout still runs in its worker thread (threads cannot
+        # be stopped): asking now could find nothing yet, free the key, and let a resend
+        # run the effect twice. It stays unknown, holding its key, until a person resolves
+        # it (`callgate ledger resolve`). An async handler is cancelled, so it is asked.
+        text += (
+            " The handler may still be running, so its reconcile hook was not asked yet; "
+            "a person resolves the call once it has settled."
+        )
+        return _outcome("unknown", text, exc, redactor, item.secrets), None
     unknown = _outcome("unknown", text, exc, redactor, item.secrets)
     if item.spec.reconcile is None:
         return unknown, None

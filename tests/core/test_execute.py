@@ -920,3 +920,34 @@ def test_asubmit_runs_a_lone_sync_handler_off_the_event_loop() -> None:
 
     results = anyio.run(main)
     assert sorted(o.status for o in results) == [Status.OK, Status.OK]
+
+
+def test_a_sync_handler_past_its_timeout_is_not_reconciled_while_it_may_still_run() -> None:
+    """Threads cannot be stopped: a reconcile asked at once finds nothing yet, which would
+    free the key and let a resend charge twice. The call stays ``unknown`` and holds its key."""
+    made: list[str] = []
+    release = threading.Event()
+    asked: list[str] = []
+
+    def reconcile(args: Any, ctx: CallContext) -> str:
+        asked.append(args.order_id)
+        raise ToolFailure("no charge found")
+
+    @tool(effects="spend:USD", idempotency_key="{order_id}", timeout=0.05, reconcile=reconcile)
+    def charge(order_id: str) -> str:
+        """A charge whose reply comes late."""
+        release.wait(10)
+        made.append(order_id)
+        return "charged"
+
+    run = single_tool_run(charge)
+    try:
+        first = one(run, "charge", {"order_id": "o-1"}, call_id="c1")
+        again = one(run, "charge", {"order_id": "o-1"}, call_id="c2")
+    finally:
+        release.set()
+    assert first.status is Status.UNKNOWN
+    assert "may still be running" in first.content
+    assert asked == []
+    assert again.status is Status.UNKNOWN  # the key is held: replayed, not run
+    assert again.details[0]["rule"] == "idempotent_replay"
