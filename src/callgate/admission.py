@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import re
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -45,6 +46,9 @@ if TYPE_CHECKING:
 __all__ = ["Admission", "context_secrets", "raised_by_callgate"]
 
 _log = logging.getLogger("callgate")
+
+CONTEXT_SECRET_CHARS = 8
+"""Trusted-context text values this long or longer are scrubbed like secret fields."""
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
@@ -522,7 +526,12 @@ class Admission:
             # A secret field's value never reaches the model or the ledger, not even
             # quoted back in a rejection of the call that sent it.
             assert spec is not None
+            rejection = _secret_problems_hidden(rejection, spec.secret_fields)
+            message = rejection.message
+            details = tuple(p.as_dict() for p in rejection.problems)
             message, details = self._scrubbed_rejection(spec, call, model, raw, message, details)
+        else:
+            message = self.gate.redactor.text(message)  # a credential the model put anywhere
         if record:
             recorded = message
             if model is not None and spec is not None:
@@ -697,15 +706,44 @@ def raised_by_callgate(exc: BaseException) -> bool:
 
 
 def context_secrets(context: Mapping[str, Any], limit: int = 1000) -> tuple[str, ...]:
-    """Every text value inside a trusted context, iteratively, at most ``limit``."""
+    """Every text value of at least `CONTEXT_SECRET_CHARS` characters inside a trusted
+    context (tokens, keys, account ids; not labels such as a plan or a role, which are
+    no secret and whose scrubbing would garble ordinary words), iteratively, at most
+    ``limit``."""
     found: list[str] = []
     stack: list[Any] = [context]
     while stack and len(found) < limit:
         node = stack.pop()
         if isinstance(node, str):
-            found.append(node)
+            if len(node) >= CONTEXT_SECRET_CHARS:
+                found.append(node)
         elif isinstance(node, Mapping):
             stack.extend(node.values())
         elif isinstance(node, list | tuple | set | frozenset):
             stack.extend(node)
     return tuple(found)
+
+
+_FIELD_ROOT = re.compile(r"[.\[]")
+
+
+def _secret_problems_hidden(rejection: Rejection, secret_fields: frozenset[str]) -> Rejection:
+    """``rejection`` with every problem about a secret field told without its value: the
+    value is never quoted back, however short (a CVV is three digits)."""
+    problems = []
+    changed = False
+    for p in rejection.problems:
+        root = _FIELD_ROOT.split(p.field, maxsplit=1)[0] if p.field else None
+        if root is not None and root in secret_fields:
+            expected = f": expected {p.expected}" if p.expected else ""
+            p = Problem(
+                rule=p.rule,
+                field=p.field,
+                expected=p.expected,
+                actual=REDACTED,
+                message=f"field '{p.field}' is not valid{expected} (its value is secret and "
+                "not shown)",
+            )
+            changed = True
+        problems.append(p)
+    return dataclasses.replace(rejection, problems=tuple(problems)) if changed else rejection

@@ -18,7 +18,7 @@ import functools
 import inspect
 import threading
 import time
-from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -439,7 +439,7 @@ def _outcome(
     content: str,
     exc: BaseException,
     redactor: Redactor,
-    secrets: Iterable[str] = (),
+    secrets: Collection[str] = (),
     *,
     reconciled: bool = False,
 ) -> Outcome:

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -186,11 +186,17 @@ class Redactor:
                 ) from None
         self._triggers = _DEFAULT_TRIGGERS if patterns == DEFAULT_SECRET_PATTERNS else None
 
-    def text(self, text: str, secrets: Iterable[str] = ()) -> str:
-        """``text`` with the given secret values and credential-shaped strings redacted."""
-        for secret in secrets:
-            if secret and len(secret) >= 4:
-                text = text.replace(secret, REDACTED)
+    def text(self, text: str, secrets: Collection[str] = ()) -> str:
+        """``text`` with the given secret values and credential-shaped strings redacted.
+
+        Values shorter than 4 characters are left in free text (replacing "12" everywhere
+        would garble it); longer ones are replaced longest first, so that one value
+        contained in another ("acme" in "acme_live_9f8e…") cannot leave the rest showing.
+        """
+        if secrets:
+            for secret in sorted(secrets, key=len, reverse=True) if len(secrets) > 1 else secrets:
+                if len(secret) >= 4:
+                    text = text.replace(secret, REDACTED)
         if self._pattern is None and self._key_rank is None:
             return text
         if self._triggers is not None:
