@@ -27,7 +27,7 @@ from callgate.errors import DefinitionError
 from callgate.evidence import Evidence
 from callgate.execute import Admitted, ExecutionSettings, execute_async, execute_sync
 from callgate.ledger import default_ledger
-from callgate.ledger.base import CallState, Ledger
+from callgate.ledger.base import CallState, Ledger, LedgerError
 from callgate.policy import Authority, Decision, Policy
 from callgate.provenance import TrustIndex
 from callgate.recovery import RecoveryReport, recover
@@ -96,6 +96,8 @@ class Gate:
         self.registry = registry
         self.policy = policy if policy is not None else Policy()
         self._owns_ledger = ledger is None
+        self.closed = False
+        """Whether `close` was called: then no run of this gate submits anything."""
         if ledger is None:
             ledger = default_ledger()
             _log.info(
@@ -132,10 +134,21 @@ class Gate:
         self.repair = repair
 
     def close(self) -> None:
-        """Close the ledger the gate opened itself (the default SQLite file). A ledger
-        passed in as ``Gate(ledger=...)`` is the caller's to close."""
+        """Close the gate: no run of it submits anything after this. The ledger the gate
+        opened itself (the default SQLite file) is closed; a ledger passed in as
+        ``Gate(ledger=...)`` is the caller's to close."""
+        if self.closed:
+            return
+        self.closed = True
         if self._owns_ledger:
             self.ledger.close()
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise LedgerError(
+                "this gate was closed (Gate.close() or the end of its with-block); "
+                "nothing was run. Make a new Gate to submit calls"
+            )
 
     def __enter__(self) -> Gate:
         return self
@@ -172,6 +185,7 @@ class Gate:
         """
         if not isinstance(authority, Authority):
             raise DefinitionError(f"run() needs an Authority, got {type(authority).__name__}")
+        self._check_open()
         if isinstance(trusted, str):
             trusted = [trusted]
         run = Run(self, authority, run_id or "run_" + uuid.uuid4().hex[:20])
@@ -239,6 +253,7 @@ class Run(Admission):
         docs/schedule.md. A lone call runs in the calling thread. ``deadline``
         (seconds; default the gate's ``batch_deadline``) bounds the batch.
         """
+        self.gate._check_open()
         limit = self._deadline(deadline)  # a bad deadline fails before anything is decided
         gate = self.gate
         lone = self._lone(calls) if limit is None else None
@@ -277,6 +292,7 @@ class Run(Admission):
         rejected (never started), running calls as ``unknown``, and the
         cancellation propagates.
         """
+        self.gate._check_open()
         limit = self._deadline(deadline)  # a bad deadline fails before anything is decided
         lone = self._lone(calls) if limit is None else None
         if lone is not None:  # the common case: one call, awaited here

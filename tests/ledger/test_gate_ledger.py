@@ -169,3 +169,20 @@ def test_a_reported_downstream_transaction_id_is_stored_with_the_attempt(
     [attempt] = ledger.attempts(run.id, "c1")
     assert attempt.outcome is not None
     assert attempt.outcome.transaction_id == "ch_op-9"
+
+
+def test_a_closed_gate_runs_nothing_and_says_why(tmp_path: Path) -> None:
+    charges: list[str] = []
+    gate = Gate(payments(charges), ledger=SQLiteLedger(tmp_path / "l.db"))
+    run = gate.run(authority=AUTHORITY)
+    gate.close()
+    from callgate.ledger import LedgerError
+
+    with pytest.raises(LedgerError, match="this gate was closed"):
+        run.submit([_charge("c1", "op-1")])
+    with pytest.raises(LedgerError, match="this gate was closed"):
+        asyncio.run(run.asubmit([_charge("c2", "op-2")]))
+    with pytest.raises(LedgerError, match="Make a new Gate"):
+        gate.run(authority=AUTHORITY)
+    assert charges == []
+    gate.ledger.close()
