@@ -1,6 +1,6 @@
 """callgate in one screen: the pipeline stages at work on a small shop.
 
-Run with ``make demo`` (or ``.venv/bin/python examples/quickstart.py``). It is
+Run with ``make quickstart`` (or ``.venv/bin/python examples/quickstart.py``). It is
 offline: the "model" is a list of proposed calls written by hand, as a model
 would send them (JSON argument text, provider call ids).
 """

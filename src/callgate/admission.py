@@ -261,7 +261,18 @@ class Admission:
     ) -> Observation:
         """A tool's own hook (precondition, predicate, resource version, preview) raised on
         the values the model sent: the call is rejected, nothing runs, and only the
-        exception's type reaches the model (its text goes to the ledger, redacted)."""
+        exception's type reaches the model (its text goes to the ledger, redacted). It is
+        logged too (logger ``callgate``, WARNING, its type and redacted text; no traceback,
+        whose last line would quote it unredacted): the fault may be the hook's own, which
+        the application's developer needs to see."""
+        _log.warning(
+            "the %s hook of tool %r raised on call %r of run %s: %s",
+            stage.value,
+            spec.name,
+            call.id,
+            self.id,
+            self._scrubbed_error(spec, model, exc),
+        )
         self.gate.ledger.record_event(
             "hook.failed",
             run_id=self.id,
@@ -498,6 +509,13 @@ class Admission:
             stage=Stage.PARSE,
             problems=(Problem(rule="call_id", message=text),),
             advice="Give every call in a batch its own id; nothing was executed for this call.",
+        )
+        # Not recorded as the call's decision (its id names no one call), but audited.
+        self.gate.ledger.record_event(
+            "call.bad_id",
+            run_id=self.id,
+            call_id=call.id or None,
+            data={"tool": call.name, "message": text},
         )
         return self._rejected(call, self.gate.registry.get(call.name), rejection, record=False)
 

@@ -82,6 +82,14 @@ def test_demo_json_reports_every_check(tmp_path: Path) -> None:
     assert report["emails_to"] == ["dana.reyes@example.com"]
 
 
+def test_demo_names_the_ledger_it_wrote(tmp_path: Path) -> None:
+    """`callgate demo` says where its record is and how to read it."""
+    result = runner.invoke(app, ["demo", "--workdir", str(tmp_path)], env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    assert f"callgate ledger list --db {tmp_path / 'ledger.db'}" in result.stdout
+    assert (tmp_path / "ledger.db").exists()
+
+
 def test_demo_with_a_real_model_and_no_key_is_a_usage_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -75,3 +75,31 @@ def test_a_failing_rule_predicate_is_still_the_tools_hook_failure() -> None:
     assert obs.stage is Stage.POLICY
     assert obs.details[0]["rule"] == "hook_failed"
     assert ran == []
+
+
+def test_a_failing_hook_is_logged_for_the_developer(caplog: pytest.LogCaptureFixture) -> None:
+    """The model reads only the exception's type; the developer finds it in the log."""
+
+    def explode(args: object) -> bool:
+        raise AttributeError("'dict' object has no attribute 'n'")
+
+    policy = Policy([deny("save", when=explode), allow("*")])
+    with caplog.at_level(logging.WARNING, logger="callgate"):
+        _gate([], policy).run(authority=AUTHORITY).submit(
+            [ToolCall(id="c1", name="save", arguments={"text": "hi"})]
+        )
+    [record] = [r for r in caplog.records if "hook of tool 'save'" in r.getMessage()]
+    assert "has no attribute 'n'" in record.getMessage()
+
+
+def test_a_duplicate_id_in_a_batch_is_audited() -> None:
+    gate = _gate([])
+    observations = gate.run(authority=AUTHORITY).submit(
+        [
+            ToolCall(id="d", name="save", arguments={"text": "a"}),
+            ToolCall(id="d", name="save", arguments={"text": "b"}),
+        ]
+    )
+    assert [o.details[0]["rule"] for o in observations] == ["call_id", "call_id"]
+    events = [r for r in gate.ledger.audit() if r.kind == "call.bad_id"]
+    assert [(r.call_id, r.data["tool"]) for r in events] == [("d", "save"), ("d", "save")]

@@ -186,3 +186,9 @@ def test_a_closed_gate_runs_nothing_and_says_why(tmp_path: Path) -> None:
         gate.run(authority=AUTHORITY)
     assert charges == []
     gate.ledger.close()
+
+
+def test_a_sqlite_ledger_is_a_context_manager(tmp_path: Path) -> None:
+    with SQLiteLedger(tmp_path / "cm.db") as ledger:
+        Gate(payments([]), ledger=ledger).run(authority=AUTHORITY).submit([_charge("c1", "op-1")])
+    assert not (tmp_path / "cm.db-wal").exists()  # closed at the end of the block

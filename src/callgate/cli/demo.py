@@ -25,7 +25,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from callgate.cli.plain import fail, plain_json
+from callgate.cli.plain import cell, fail, plain_json
 from callgate.models import FORMATS, SPEC_HELP, Model, ScriptedModel
 
 __all__ = ["HELP", "demo", "find_examples"]
@@ -108,4 +108,10 @@ def demo(
     report = harbor.run_scenario(chosen, workdir=workdir, console=console)
     if as_json:
         sys.stdout.write(plain_json(report.as_json(), indent=2) + "\n")
+    else:
+        ledger = workdir / "ledger.db"
+        console.print(
+            cell(f"\nThe run's record: callgate ledger list --db {ledger}"), highlight=False
+        )
+        console.print(cell(f"                  callgate ledger verify --db {ledger}"))
     raise typer.Exit(OK if report.passed else FAILED)

@@ -544,3 +544,10 @@ class Ledger(abc.ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources; the memory ledger has none."""
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """``with SQLiteLedger(path) as ledger:`` closes it at the end."""
+        self.close()
