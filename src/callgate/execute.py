@@ -330,20 +330,21 @@ def _failed(
         text = _failure_text(exc.message, item, redactor)
         return _outcome("error", text, exc, redactor, item.secrets), None
     text = _unknown_text(exc, timeout, item, redactor, shared)
-    if item.spec.reconcile is not None and isinstance(exc, TimeoutError) and not item.spec.is_async:
-        # A sync handler past its timeout still runs in its worker thread (threads cannot
-        # be stopped): asking now could find nothing yet, free the key, and let a resend
-        # run the effect twice. It stays unknown, holding its key, until a person resolves
-        # it (`callgate ledger resolve`). An async handler is cancelled, so it is asked.
-        text += (
-            " The handler may still be running, so its reconcile hook was not asked yet; "
-            "a person resolves the call once it has settled."
-        )
-        return _outcome("unknown", text, exc, redactor, item.secrets), None
     unknown = _outcome("unknown", text, exc, redactor, item.secrets)
     if item.spec.reconcile is None:
         return unknown, None
-    return (yield from _reconcile(item, unknown, redactor))
+    outcome, result = yield from _reconcile(item, unknown, redactor)
+    if outcome.status == "error" and isinstance(exc, TimeoutError) and not item.spec.is_async:
+        # A sync handler past its timeout still runs in its worker thread (threads cannot
+        # be stopped): "not found" may only mean "not yet", and freeing the key on it could
+        # let a resend run the effect twice. Found means found; not found stays unknown,
+        # holding its key, until a person resolves it. An async handler was cancelled.
+        note = (
+            " Its reconcile hook found no effect yet, but the handler may still be running, "
+            "so the outcome stays unknown until a person resolves it."
+        )
+        return _outcome("unknown", text + note, exc, redactor, item.secrets), None
+    return outcome, result
 
 
 def _verified(
