@@ -293,35 +293,47 @@ def _too_long(text: str, subject: str) -> Problem:
     )
 
 
-def _too_deep(subject: str, field: str | None = None) -> Problem:
+def _beyond(
+    rule: str, subject: str, field: str | None, *, holds: bool, what: str, expected: str
+) -> Problem:
+    """A bound of the parse stage broken by the arguments, or by one of their fields."""
     where = f"field '{field}' of {_the(subject)}" if field else subject
-    return Problem(
-        rule="json_depth",
-        message=f"{where} {'is' if field else _be(subject)} nested more than {MAX_DEPTH} levels "
-        "deep (arrays and objects inside each other)",
-        field=field,
+    singular = field is not None or subject != "arguments"
+    verb = {(True, True): "holds", (True, False): "hold", (False, True): "is"}.get(
+        (holds, singular), "are"
+    )
+    return Problem(rule=rule, message=f"{where} {verb} {what}", field=field, expected=expected)
+
+
+def _too_deep(subject: str, field: str | None = None) -> Problem:
+    return _beyond(
+        "json_depth",
+        subject,
+        field,
+        holds=False,
+        what=f"nested more than {MAX_DEPTH} levels deep (arrays and objects inside each other)",
         expected=f"at most {MAX_DEPTH} levels of nesting",
     )
 
 
 def _too_many_digits(subject: str, field: str | None = None) -> Problem:
-    where = f"field '{field}' of {_the(subject)}" if field else subject
-    return Problem(
-        rule="json_number",
-        message=f"{where} {'holds' if field else 'hold'} an integer with more than "
-        f"{MAX_INT_DIGITS:,} digits",
-        field=field,
+    return _beyond(
+        "json_number",
+        subject,
+        field,
+        holds=True,
+        what=f"an integer with more than {MAX_INT_DIGITS:,} digits",
         expected=f"integers of at most {MAX_INT_DIGITS:,} digits",
     )
 
 
 def _not_finite(subject: str, field: str | None = None) -> Problem:
-    where = f"field '{field}' of {_the(subject)}" if field else subject
-    return Problem(
-        rule="json_number",
-        message=f"{where} {'holds' if field else 'hold'} a number that is not finite "
-        "(NaN, Infinity, or beyond about 1.8e308)",
-        field=field,
+    return _beyond(
+        "json_number",
+        subject,
+        field,
+        holds=True,
+        what="a number that is not finite (NaN, Infinity, or beyond about 1.8e308)",
         expected="a finite number",
     )
 
