@@ -326,3 +326,25 @@ def test_help_documents_the_exit_codes(group: str) -> None:
     for text in ("Exit codes", "not a callgate ledger", "3"):
         assert text in result.output
     assert "damaged" in result.output
+
+
+def test_verify_finds_damage_outside_the_audit_chain(tmp_path: Path, intact: Path) -> None:
+    """The chain covers the audit table; a damaged page of the calls table is still found:
+    exit 3 and one line, never "ok"."""
+    path = tmp_path / "ledger.db"
+    shutil.copy(intact, path)
+    conn = sqlite3.connect(path)
+    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    [root] = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'calls'").fetchone()
+    conn.close()
+    data = bytearray(path.read_bytes())
+    start = (root - 1) * page_size
+    data[start : start + 16] = b"\xa5" * 16  # the page header of the calls table's root
+    path.write_bytes(bytes(data))
+
+    code, out, err = invoke(["ledger", "verify"], path)
+
+    assert code == UNREADABLE, out + err
+    [line] = err.splitlines()
+    assert "damaged" in line
+    assert "Traceback" not in out + err

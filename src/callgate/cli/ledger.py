@@ -39,7 +39,7 @@ from rich.text import Text
 
 from callgate.cli.plain import cell, console, fail, plain, plain_json
 from callgate.ledger import CallRecord, CallState, Ledger, LedgerError
-from callgate.ledger.sqlite import DEFAULT_PATH
+from callgate.ledger.sqlite import DEFAULT_PATH, SQLiteLedger
 
 __all__ = ["app"]
 
@@ -399,6 +399,12 @@ def verify(
     with _open(db, dsn) as ledger:
         check = ledger.verify()
         known = expect_head is None or any(r.hash == expect_head for r in ledger.audit())
+        if isinstance(ledger, SQLiteLedger):
+            # The chain covers the audit table; damage to any other page of the file is
+            # SQLite's to find (read-only, no lock): a damaged file is exit 3, never "ok".
+            found = [str(row[0]) for row in ledger._query_once("PRAGMA quick_check")]
+            if found != ["ok"]:
+                raise _unreadable(db, LedgerError("; ".join(found[:3])))
     problems = list(check.problems)
     if check.ok and not known:
         problems.append(
