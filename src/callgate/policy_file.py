@@ -101,7 +101,7 @@ class ArgumentTest:
     def __post_init__(self) -> None:
         if self.op not in _OP_FUNCS:
             raise DefinitionError(
-                f"when.{self.argument}: unknown predicate {self.op!r}; use one of {list(_OPS)}"
+                f"when.{self.argument}: unknown predicate '{self.op}'; use one of {', '.join(_OPS)}"
             )
         if self.op == "regex":
             source, regex = linear_regex(self.operand, f"when.{self.argument}.regex")
@@ -127,8 +127,23 @@ class ArgumentTest:
         """The predicate as a person reads it."""
         symbol = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
         if self.op in symbol:
-            return f"{self.argument} {symbol[self.op]} {self.operand!r}"
-        return f"{self.argument} {self.op.replace('_', ' ')} {self.operand!r}"
+            return f"{self.argument} {symbol[self.op]} {_shown(self.operand)}"
+        return f"{self.argument} {self.op.replace('_', ' ')} {_shown(self.operand)}"
+
+
+def _shown(operand: Any) -> str:
+    """An operand as a person reads it: text in quotes as written (a pattern's
+    backslashes not doubled), lists as lists, never a Python repr."""
+    if isinstance(operand, re.Pattern):
+        operand = operand.pattern
+    if isinstance(operand, str):
+        return f'"{operand}"'
+    if isinstance(operand, list | tuple | set | frozenset):
+        items = sorted(operand, key=str) if isinstance(operand, set | frozenset) else operand
+        return "[" + ", ".join(_shown(v) for v in items) + "]"
+    if isinstance(operand, bool):
+        return "true" if operand else "false"
+    return str(operand)
 
 
 def _plain(value: Any) -> Any:
@@ -268,7 +283,8 @@ def _rule(raw: Any, where: str) -> Rule:
     unknown = set(raw) - _RULE_KEYS
     if unknown:
         raise PolicyFileError(
-            f"{where}: unknown key(s) {sorted(unknown)}; a rule may have {sorted(_RULE_KEYS)}"
+            f"{where}: unknown key(s) {', '.join(sorted(unknown))}; a rule may have "
+            f"{', '.join(sorted(_RULE_KEYS))}"
         )
     action = raw.get("action")
     if action not in _ACTIONS:
@@ -305,7 +321,7 @@ def _tests(argument: str, spec: Any, where: str, each: str) -> list[ArgumentTest
     for op, operand in spec.items():
         if op not in _OPS:
             raise PolicyFileError(
-                f"{where}: when.{argument}: unknown predicate {op!r}; use one of {list(_OPS)}"
+                f"{where}: when.{argument}: unknown predicate '{op}'; use one of {', '.join(_OPS)}"
             )
         if op in ("lt", "le", "gt", "ge") and _number(operand) is None:
             raise PolicyFileError(f"{where}: when.{argument}.{op} needs a number, got {operand!r}")

@@ -487,3 +487,28 @@ def test_error_line_is_right_after_commented_headers() -> None:
     )
     with pytest.raises(PolicyFileError, match=r"p\.toml:9: rule 3: action must be"):
         parse_policy(text, source="p.toml")
+
+
+@pytest.mark.parametrize(
+    ("op", "operand", "shown"),
+    [
+        ("in", ["USD", "EUR"], 'currency in ["USD", "EUR"]'),
+        ("regex", r"(?i)ab\d+", r'currency regex "(?i)ab\d+"'),
+        ("eq", True, "currency == true"),
+        ("le", 20, "currency <= 20"),
+    ],
+)
+def test_a_predicate_is_described_as_written_never_as_a_python_repr(
+    op: str, operand: object, shown: str
+) -> None:
+    from callgate.policy_file import ArgumentTest
+
+    assert ArgumentTest("currency", op, operand).describe() == shown
+
+
+def test_an_unknown_rule_key_is_named_without_a_python_list() -> None:
+    with pytest.raises(PolicyFileError) as caught:
+        parse_policy('[[rule]]\naction = "allow"\ntoool = "x"\n')
+    message = str(caught.value)
+    assert "unknown key(s) toool; a rule may have" in message
+    assert "['" not in message
