@@ -148,6 +148,8 @@ NOT_REPAIRED = [
     pytest.param('{"a": [', id="open-bracket-at-end"),
     pytest.param('{"a":', id="colon-at-end"),
     pytest.param('{"a": 1, "b"', id="key-without-value"),
+    pytest.param('Sure: {"amount": 5} * 100', id="object-in-an-expression"),
+    pytest.param('Total = 2 * {"amount": 5}', id="expression-before-the-object"),
     pytest.param('{"a": 1} {"b": 2}', id="two-objects"),
     pytest.param('[{"a": 1}]', id="object-inside-array"),
     pytest.param('see [docs] then {"a": 1}', id="brackets-in-prose"),

@@ -145,6 +145,8 @@ def decode_object(
 # wrong guess would run a call the model did not propose.
 
 _CLOSER = {"{": "}", "[": "]"}
+_OPERATORS = frozenset("*+-/%^=<>|&~0123456789")
+"""Characters that, right next to the object, make the prose an expression."""
 
 
 def repair_json(text: str) -> tuple[str, tuple[str, ...]] | None:
@@ -229,7 +231,10 @@ def repair_json(text: str) -> tuple[str, tuple[str, ...]] | None:
     if start > 0 or end < n:
         if _has_bracket(text[end:]):
             return None  # another object or stray bracket after the first: ambiguous
-        if text[:start].strip() or text[end:].strip():
+        after = text[end:].lstrip()
+        if after[:1] in _OPERATORS or text[:start].rstrip()[-1:] in _OPERATORS:
+            return None  # an expression around the object (`{...} * 100`): its meaning
+        if text[:start].strip() or after:
             repairs.add("prose_removed")
     if not repairs:
         return None  # nothing this function knows how to fix
