@@ -750,3 +750,29 @@ def test_an_sdk_response_nested_past_pydantics_dump_depth_is_still_read() -> Non
     extraction = anthropic.extract(message)
     [call] = extraction.calls
     assert call.id == "toolu_1"
+
+
+@pytest.mark.parametrize("stop", ["max_tokens", ""])
+def test_an_anthropic_tool_use_with_empty_text_input_under_an_abnormal_stop_is_cut(
+    stop: str,
+) -> None:
+    """Found by the fuzz tier: not the last block, but its input is text that is empty
+    (not an object, as Anthropic sends): under an abnormal stop it may have been cut."""
+    from callgate.providers import anthropic
+
+    message = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "stop_reason": stop,
+        "content": [
+            {"type": "tool_use", "name": "ping", "id": "t0", "input": ""},
+            {"type": "tool_use", "name": "add", "id": "t1", "input": {"sku": "x"}},
+        ],
+    }
+    extraction = anthropic.extract(message)
+    assert [c.id for c in extraction.calls] == []
+    assert [o.details[0]["rule"] for o in extraction.rejected] == [
+        "incomplete_call",
+        "incomplete_call",
+    ]

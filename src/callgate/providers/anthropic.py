@@ -65,10 +65,18 @@ def extract(response: Any) -> Extraction:
         elif kind == "tool_use":
             call_id = as_text(pick(block, "id"))
             name = as_text(pick(block, "name"))
-            if truncated and position == len(blocks) - 1:
+            arguments = pick(block, "input")
+            # Under an abnormal stop, the last block may be cut, and so may any block whose
+            # input is not an object but text that is empty or not complete JSON.
+            maybe_cut = (
+                position == len(blocks) - 1
+                or arguments is None
+                or (isinstance(arguments, str) and not is_complete_json(arguments))
+            )
+            if truncated and maybe_cut:
                 items.append(cut_off(call_id, name, stopped_early(stop or "")))
             else:
-                items.append(_call(call_id, name, pick(block, "input")))
+                items.append(_call(call_id, name, arguments))
     prose = "\n".join(t for t in text if t)
     return finish(
         items,
