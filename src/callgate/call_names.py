@@ -36,7 +36,8 @@ class CallNames:
         self._calls: dict[str, tuple[str, str]] = {}
         """Name → (tool, request hash) of each call admitted or waiting in the run."""
         self._names: dict[str, list[str]] = {}
-        """Model id → the names its calls were recorded under, oldest first."""
+        """Model id → the names its calls were recorded under, oldest first (only for an
+        id recorded under another name at least once)."""
         self._waiting: set[str] = set()
         self._errored: set[str] = set()
         self._next: dict[str, int] = {}
@@ -72,8 +73,10 @@ class CallNames:
     def admitted(self, model_id: str, name: str, tool: str, request_hash: str) -> None:
         """Note a call admitted under ``name`` (no longer waiting, if it was)."""
         self._note(model_id, name, tool, request_hash)
-        self._waiting.discard(name)
-        self._errored.discard(name)
+        if self._waiting:
+            self._waiting.discard(name)
+        if self._errored:
+            self._errored.discard(name)
 
     def waiting(self, model_id: str, name: str, tool: str, request_hash: str) -> None:
         """Note a call waiting for a person under ``name``."""
@@ -96,7 +99,12 @@ class CallNames:
             self._errored.add(name)
 
     def _note(self, model_id: str, name: str, tool: str, request_hash: str) -> None:
+        # A model id recorded under itself needs no entry in _names (the common case,
+        # kept cheap): `name_for` looks the id itself up in _calls.
+        if name != model_id:
+            names = self._names.get(model_id)
+            if names is None:
+                names = self._names[model_id] = [model_id] if model_id in self._calls else []
+            if name not in names:
+                names.append(name)
         self._calls[name] = (tool, request_hash)
-        names = self._names.setdefault(model_id, [])
-        if name not in names:
-            names.append(name)
