@@ -106,7 +106,7 @@ class Admission:
 
     def _admit(self, call: ToolCall) -> Observation | Admitted:
         """Parse, validate, authorize and approve one call; answered under the id it came
-        with, even when the run records it under a new one (`_ledger_name`). A failure of
+        with, even when the run records it under a new one (`callgate.call_names`). A failure of
         callgate's own code is logged and answered as such, never blamed on the call."""
         try:
             decided = self._decide(call)

@@ -519,7 +519,7 @@ class Run(Admission):
     @staticmethod
     def _follow_renames(staged: list[Observation | Admitted]) -> None:
         """Point ``after`` at the names calls are recorded under, where the run gave a
-        call a new one (`Admission._ledger_name`): the scheduler plans by those names."""
+        call a new one (`callgate.call_names`): the scheduler plans by those names."""
         names = {
             s.answer_id: s.call.id
             for s in staged

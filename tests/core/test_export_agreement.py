@@ -371,13 +371,6 @@ def _gate_accepts(spec: ToolSpec, value: dict[str, Any]) -> bool:
     return accepted
 
 
-def _leaf_errors(errors: Any) -> list[Any]:
-    found = []
-    for error in errors:
-        found += _leaf_errors(error.context) if error.context else [error]
-    return found
-
-
 def _explained(fmt: str, spec: ToolSpec, sent: dict[str, Any]) -> bool:
     """Whether the export accepts and the gate refuses ``sent`` for a reason declared above."""
     gate_reading = dict(spec.input_schema)
