@@ -8,7 +8,10 @@ neither charge twice nor lose a charge.
 
 ``--hold SECONDS`` keeps each charge inside the handler that long;
 ``--wait-go`` waits for a line ``go`` on stdin before submitting (to start
-two workers at the same moment). Each observation is printed as a JSON line.
+two workers at the same moment). ``--start N --count C`` submit only the
+operations ``N`` to ``N + C - 1`` of the file (benchmarks/crash.py hands out
+windows). Each observation is printed as a JSON line: ``op``, ``status``,
+``rule`` and, for ``ok``, the ``charge`` id the caller was told (a replay too).
 """
 
 from __future__ import annotations
@@ -78,6 +81,19 @@ def build_registry(service: str, hold: float, rng: random.Random) -> Registry:
     return registry
 
 
+def charge_of(obs: Any) -> str | None:
+    """The charge id an ``ok`` observation names: its result, or for a replay the recorded
+    result on the last line of its content (after the line saying it is a replay)."""
+    result = obs.result
+    if not isinstance(result, dict):
+        try:
+            result = json.loads(obs.content.rsplit("\n", 1)[-1])
+        except ValueError:
+            return None
+    value = result.get("charge_id") if isinstance(result, dict) else None
+    return value if isinstance(value, str) else None
+
+
 def open_ledger(spec: str, worker: str) -> Ledger:
     kind, _, target = spec.partition(":")
     if kind == "sqlite":
@@ -95,10 +111,13 @@ def main() -> None:
     parser.add_argument("--worker", required=True)
     parser.add_argument("--hold", type=float, default=0.0)
     parser.add_argument("--wait-go", action="store_true")
+    parser.add_argument("--start", type=int, default=0)
+    parser.add_argument("--count", type=int, default=None)
     args = parser.parse_args()
     rng = random.Random(os.getpid())
     with open(args.ops) as f:
         ops = json.load(f)
+    ops = ops[args.start : None if args.count is None else args.start + args.count]
     ledger = open_ledger(args.ledger, args.worker)
     gate = Gate(build_registry(args.service, args.hold, rng), ledger=ledger)
     report = gate.recover(worker=args.worker)
@@ -119,6 +138,8 @@ def main() -> None:
         [obs] = run.submit([call])
         rule = obs.details[0].get("rule") if obs.details else None
         line = {"op": op["operation_id"], "status": obs.status.value, "rule": rule}
+        if obs.status.value == "ok":
+            line["charge"] = charge_of(obs)
         print(json.dumps(line), flush=True)
     ledger.close()
     print("done", flush=True)

@@ -76,15 +76,22 @@ def make_handler(store: Store) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def _send(self, status: int, value: Any) -> None:
             data = json.dumps(value).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client was killed after its request: the charge stands, as at a bank
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", "0"))
-            body = json.loads(self.rfile.read(length))
+            try:
+                body = json.loads(self.rfile.read(length))
+            except ValueError:  # cut short: the client was killed while sending
+                self._send(400, {"error": "the request body is not complete JSON"})
+                return
             status, charge = store.charge(body)
             self._send(status, charge)
 
