@@ -352,18 +352,7 @@ class Admission:
             run_id=self.id,
             used_by=f"{self.id}/{call.id}",
         )
-        if used is not None:
-            gate.ledger.record_event(
-                "approval.used",
-                run_id=self.id,
-                call_id=call.id,
-                data={
-                    "actor": principal,
-                    "approval_id": used.id,
-                    "decided_by": used.decided_by,
-                    "policy_version": gate.policy.version,
-                },
-            )
+        if used is not None:  # the store recorded the use (``approval.used``)
             return used
         waited = self._resuming.get(call.id)
         prior = gate.approvals.get(waited) if waited is not None else None

@@ -80,6 +80,9 @@ class ApprovalRequest:
     resumable: bool = False
     """Whether ``arguments_json`` is exactly the call's arguments (nothing was redacted),
     so that another process can submit the call again from the ledger (`Gate.resume_run`)."""
+    decision_seq: int | None = None
+    """The journal record of its decision (SQL ledgers): a use is checked against that
+    record, never against the stored status alone (`callgate.ledger.journal`)."""
 
     def binds(
         self,
@@ -221,6 +224,8 @@ def requested_data(request: ApprovalRequest) -> dict[str, Any]:
         "preview": request.preview,
         "policy_version": request.policy_version,
         "expires_at": request.expires_at,
+        "created_at": request.created_at,
+        "resumable": request.resumable,
     }
 
 
@@ -229,11 +234,25 @@ def decided_data(request: ApprovalRequest) -> dict[str, Any]:
     return {
         "actor": request.decided_by,
         "approval_id": request.id,
+        "principal": request.principal,
+        "expires_at": request.expires_at,
         "tool": request.tool,
         "arguments_hash": request.arguments_hash,
         "resource_version": request.resource_version,
         "policy_version": request.policy_version,
         "reason": request.reason,
+        "decided_at": request.decided_at,
+    }
+
+
+def used_data(request: ApprovalRequest) -> dict[str, Any]:
+    """The audit data of a use: which call the approval released, and when."""
+    return {
+        "actor": request.principal,
+        "approval_id": request.id,
+        "decided_by": request.decided_by,
+        "used_at": request.used_at,
+        "used_by": request.used_by,
     }
 
 
@@ -370,8 +389,11 @@ class MemoryApprovals(Approvals):
                 ):
                     used = replace(item, status=ApprovalStatus.USED, used_at=now, used_by=used_by)
                     self._items[item.id] = used
-                    return used
-        return None
+                    break
+            else:
+                return None
+        self._audit("approval.used", used, used_data(used))
+        return used
 
     def release(self, approval_id: str, *, used_by: str) -> bool:
         with self._lock:

@@ -147,7 +147,7 @@ def test_read_commands_read_a_postgresql_ledger_and_change_nothing(ledger_dsn: s
     and the database holds the same relations afterwards (nothing migrated or added)."""
     before = relations(ledger_dsn)
     with psycopg.connect(ledger_dsn, autocommit=True) as conn:
-        audit_before = conn.execute("SELECT count(*) FROM audit").fetchone()
+        audit_before = conn.execute("SELECT count(*) FROM journal").fetchone()
         (approval_id,) = conn.execute("SELECT id FROM approvals").fetchone()
     dsn = ["--dsn", ledger_dsn]
 
@@ -173,7 +173,7 @@ def test_read_commands_read_a_postgresql_ledger_and_change_nothing(ledger_dsn: s
 
     assert relations(ledger_dsn) == before
     with psycopg.connect(ledger_dsn, autocommit=True) as conn:
-        assert conn.execute("SELECT count(*) FROM audit").fetchone() == audit_before
+        assert conn.execute("SELECT count(*) FROM journal").fetchone() == audit_before
 
 
 def test_a_read_only_ledger_cannot_write(ledger_dsn: str) -> None:
@@ -190,7 +190,7 @@ def test_a_read_only_ledger_cannot_write(ledger_dsn: str) -> None:
     finally:
         ledger.close()
     with psycopg.connect(ledger_dsn, autocommit=True) as conn:
-        kinds = [r[0] for r in conn.execute("SELECT kind FROM audit")]
+        kinds = [r[0] for r in conn.execute("SELECT kind FROM journal")]
     assert "test.event" not in kinds
 
 

@@ -150,9 +150,9 @@ def test_verify_passes_an_intact_ledger(db: Path) -> None:
 
 
 TAMPERING = {
-    "edited": "UPDATE audit SET data = replace(data, 'alice', 'mallory') WHERE seq = 2",
-    "deleted": "DELETE FROM audit WHERE seq = 3",
-    "truncated": "DELETE FROM audit WHERE seq = (SELECT max(seq) FROM audit WHERE kind != '@head')",
+    "edited": "UPDATE journal SET data = replace(data, 'alice', 'mallory') WHERE seq = 2",
+    "deleted": "DELETE FROM journal WHERE seq = 3",
+    "truncated": "DELETE FROM journal WHERE seq = (SELECT max(seq) FROM journal WHERE kind != '@head')",
 }
 
 

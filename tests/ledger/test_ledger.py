@@ -435,7 +435,7 @@ def test_deleting_the_end_of_the_trail_together_with_its_head_row_is_detected(
     assert ledger.verify().ok
     ledger.close()
     raw = sqlite3.connect(str(path))
-    raw.execute("DELETE FROM audit WHERE seq >= 2")
+    raw.execute("DELETE FROM journal WHERE seq >= 2")
     raw.commit()
     raw.close()
     reopened = SQLiteLedger(str(path))

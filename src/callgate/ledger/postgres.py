@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from callgate.ledger.base import LedgerError
+from callgate.ledger.migrate import MIGRATION_HOOKS
 from callgate.ledger.sql import SqlLedger
 from callgate.ledger.sql_schema import HEAD_QUERY, SCHEMA_VERSION, apply_migrations
 from callgate.ledger.sql_writes import Item, _Tx, run_items
@@ -43,7 +44,7 @@ __all__ = ["PostgresLedger"]
 _TYPES = {"real": "DOUBLE PRECISION", "bigint": "BIGINT", "without_rowid": ""}
 _HEAD_FOR_UPDATE = HEAD_QUERY.replace("?", "%s") + " FOR UPDATE"
 _MIGRATION_LOCK = 0x63616C6C67617465  # "callgate"
-_TABLES = ("schema_version", "calls", "attempts", "idempotency_keys", "audit", "approvals")
+_TABLES = ("schema_version", "calls", "idempotency_keys", "journal", "approvals")
 """The tables of a callgate ledger."""
 _EXPECTED = "a database written by callgate, with the tables " + ", ".join(_TABLES)
 _MISSING_TABLES = "SELECT t FROM unnest(%s::text[]) AS t WHERE to_regclass(t) IS NULL"
@@ -165,7 +166,7 @@ class PostgresLedger(SqlLedger):
         with self._pool.connection() as conn, conn.transaction():
             cur = conn.cursor()
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-            apply_migrations(cur, _pg, _TYPES)
+            apply_migrations(cur, _pg, _TYPES, MIGRATION_HOOKS)
 
     def _transact_once(self, items: Sequence[Item], *, durable: bool) -> list[Any]:
         # One transaction of this process at a time: a call's deferred decision must be
@@ -178,9 +179,9 @@ class PostgresLedger(SqlLedger):
                     cur = conn.cursor()
                     if not durable:
                         cur.execute("SET LOCAL synchronous_commit TO OFF")
-                    results = run_items(
-                        _Tx(cur, _pg), [*deferred, *items], self.worker, _HEAD_FOR_UPDATE
-                    )
+                    tx = _Tx(cur, _pg, self.worker, _HEAD_FOR_UPDATE, self._rows)
+                    results = run_items(tx, [*deferred, *items])
+                tx.committed()
             except BaseException as exc:
                 # As in SQLiteLedger: retry deferred writes only after a passing failure.
                 if (

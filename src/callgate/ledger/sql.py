@@ -27,7 +27,6 @@ Durability classes, the reason this module exists:
 from __future__ import annotations
 
 import abc
-import json
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -46,20 +45,40 @@ from callgate.ledger.base import (
     CallState,
     Claim,
     Ledger,
+    LedgerError,
     default_worker,
     verify_chain,
 )
+from callgate.ledger.journal import attempts_from, changes_state
 from callgate.ledger.sql_schema import (
-    HEAD_QUERY,
     HEAD_SEQ,
     MIGRATIONS,
     SCHEMA_VERSION,
     apply_migrations,
     pending_migrations,
 )
-from callgate.ledger.sql_statements import _CALL_COLUMNS
-from callgate.ledger.sql_writes import _RUN, BEGIN, DECIDE, EVENT, FINISH, Item, _outcome_from
+from callgate.ledger.sql_statements import (
+    APPROVAL_COLUMNS,
+    CALL_COLUMNS,
+    HEAD,
+    JOURNAL_COLUMNS,
+    KEY_COLUMNS,
+)
+from callgate.ledger.sql_writes import (
+    _RUN,
+    BEGIN,
+    DECIDE,
+    EVENT,
+    FINISH,
+    Item,
+    RowCache,
+    approval_from_row,
+    call_from_row,
+    key_from_row,
+    record_from_row,
+)
 from callgate.ledger.storable import is_unstorable, storable_items
+from callgate.ledger.verify import compare_rows
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SqlLedger", "apply_migrations", "pending_migrations"]
 
@@ -116,6 +135,7 @@ class SqlLedger(Ledger):
         self._deferred: list[Item] = []
         self._deferred_lock = threading.Lock()
         self._groups: dict[int, _Group] = {}
+        self._rows = RowCache()
 
     # -- what a backend provides --------------------------------------------------
 
@@ -199,6 +219,11 @@ class SqlLedger(Ledger):
     def record_event(
         self, kind: str, *, run_id: str, call_id: str | None, data: Mapping[str, Any]
     ) -> None:
+        if changes_state(kind):
+            raise LedgerError(
+                f"{kind!r} records change the ledger's state, so only the ledger writes them; "
+                "record the event under another kind (e.g. 'note.{kind}')"
+            )
         self._transact(((EVENT, (kind, run_id, call_id, dict(data))),), durable=False)
 
     # -- group commit -------------------------------------------------------------
@@ -269,10 +294,10 @@ class SqlLedger(Ledger):
     def get_call(self, run_id: str, call_id: str) -> CallRecord | None:
         self._flush()
         rows = self._query(
-            f"SELECT {_CALL_COLUMNS} FROM calls WHERE run_id = ? AND call_id = ?",
+            f"SELECT {CALL_COLUMNS} FROM calls WHERE run_id = ? AND call_id = ?",
             (run_id, call_id),
         )
-        return _call_from(rows[0]) if rows else None
+        return call_from_row(rows[0]) if rows else None
 
     def calls(
         self,
@@ -283,7 +308,7 @@ class SqlLedger(Ledger):
     ) -> Sequence[CallRecord]:
         self._flush()
         where, params = [], []
-        if state is not None:  # a literal, so that the partial index on open states applies
+        if state is not None:  # a literal, so that the index on states applies
             where.append(f"state = '{CallState(state).value}'")
         for column, value in (("run_id", run_id), ("call_id", call_id)):
             if value is not None:
@@ -291,65 +316,63 @@ class SqlLedger(Ledger):
                 params.append(value)
         clause = " WHERE " + " AND ".join(where) if where else ""
         rows = self._query(
-            f"SELECT {_CALL_COLUMNS} FROM calls{clause} ORDER BY created_at, run_id, call_id",
+            f"SELECT {CALL_COLUMNS} FROM calls{clause} ORDER BY created_at, run_id, call_id",
             params,
         )
-        return [_call_from(r) for r in rows]
+        return [call_from_row(r) for r in rows]
 
     def attempts(self, run_id: str, call_id: str) -> Sequence[AttemptRecord]:
+        return attempts_from(self.records(run_id=run_id, call_id=call_id), self.worker)
+
+    def records(
+        self,
+        *,
+        run_id: str | None = None,
+        call_id: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        after: int = 0,
+        limit: int | None = None,
+    ) -> Sequence[AuditRecord]:
+        """Journal records, oldest first: those of one run or call (found by index), those
+        whose time is in ``[since, until)``, after record ``after``, at most ``limit``."""
         self._flush()
+        where: list[str] = [f"seq > ? AND seq < {HEAD_SEQ}"]
+        params: list[Any] = [after]
+        for column, value in (("run_id", run_id), ("call_id", call_id)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        if since is not None:
+            where.append("at >= ?")
+            params.append(since)
+        if until is not None:
+            where.append("at < ?")
+            params.append(until)
+        tail = f" LIMIT {int(limit)}" if limit is not None else ""
         rows = self._query(
-            "SELECT run_id, call_id, attempt, tool_version, idempotency_key, request_hash, "
-            "started_at, worker, status, content, error, stage, finished_at, reconciled, "
-            "transaction_id FROM attempts WHERE run_id = ? AND call_id = ? ORDER BY attempt",
-            (run_id, call_id),
+            f"SELECT {JOURNAL_COLUMNS} FROM journal WHERE {' AND '.join(where)} ORDER BY seq"
+            + tail,
+            params,
         )
-        return [
-            AttemptRecord(
-                run_id=r[0],
-                call_id=r[1],
-                attempt=r[2],
-                tool_version=r[3],
-                idempotency_key=r[4],
-                request_hash=r[5],
-                started_at=r[6],
-                worker=r[7],
-                outcome=_outcome_from(r[8:]),
-            )
-            for r in rows
-        ]
+        return [record_from_row(r) for r in rows]
 
     def audit(self) -> Sequence[AuditRecord]:
-        self._flush()
-        rows = self._query(
-            "SELECT seq, at, kind, run_id, call_id, data, prev_hash, hash FROM audit "
-            f"WHERE seq < {HEAD_SEQ} ORDER BY seq"
-        )
-        return [
-            AuditRecord(
-                seq=r[0],
-                at=r[1],
-                kind=r[2],
-                run_id=r[3],
-                call_id=r[4],
-                data=_loads(r[5]),
-                prev_hash=r[6],
-                hash=r[7],
-                data_json=r[5],
-            )
-            for r in rows
-        ]
+        return self.records()
 
     def audit_head(self) -> tuple[int, str] | None:
         self._flush()
-        rows = self._query(HEAD_QUERY)
+        rows = self._query(HEAD)
         return (int(rows[0][0]), rows[0][1]) if rows else None
 
     def verify(self) -> AuditCheck:
-        """Verify the chain; a missing or unreadable head row is tampering too.
+        """Verify the chain, then recompute every row from the journal and compare.
 
-        The head row is written with the first audit record and never removed,
-        so deleting the end of the trail together with the head must not pass.
+        A missing or unreadable head row is tampering too: it is written with the
+        first record and never removed, so deleting the end of the journal together
+        with the head must not pass. Any call, key or approval row that differs from
+        what the journal says (edited, inserted or deleted) is reported, and so is a
+        record that breaks a rule it was written under.
         """
         records = self.audit()
         try:
@@ -364,7 +387,27 @@ class SqlLedger(Ledger):
                     "the ledger's head row is missing: the end of the audit trail (or all "
                     "of it) was deleted",
                 )
-        return verify_chain(records, head)
+        checked = verify_chain(records, head)
+        problems = compare_rows(
+            records,
+            calls=[call_from_row(r) for r in self._query(f"SELECT {CALL_COLUMNS} FROM calls")],
+            keys=[
+                key_from_row(r) for r in self._query(f"SELECT {KEY_COLUMNS} FROM idempotency_keys")
+            ],
+            approvals=[
+                approval_from_row(r)
+                for r in self._query(f"SELECT {APPROVAL_COLUMNS} FROM approvals")
+            ],
+        )
+        if not problems:
+            return checked
+        return AuditCheck(
+            ok=False,
+            records=checked.records,
+            head=checked.head,
+            problems=(*checked.problems, *problems),
+            first_bad_seq=checked.first_bad_seq,
+        )
 
     # -- approvals --------------------------------------------------------------
 
@@ -374,34 +417,3 @@ class SqlLedger(Ledger):
         from callgate.ledger.approvals_sql import SqlApprovals
 
         return SqlApprovals(self)
-
-
-def _loads(text: str) -> Mapping[str, Any]:
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return {"unreadable": text}
-    return value if isinstance(value, dict) else {"value": value}
-
-
-def _call_from(r: Sequence[Any]) -> CallRecord:
-    return CallRecord(
-        run_id=r[0],
-        call_id=r[1],
-        tool=r[2],
-        tool_version=r[3],
-        principal=r[4],
-        arguments=r[5],
-        state=CallState(r[6]),
-        stage=r[7],
-        request_hash=r[8],
-        idempotency_key=r[9],
-        decided_by=r[10],
-        message=r[11],
-        effects=tuple(json.loads(r[12])),
-        approval_id=r[13],
-        attempts=r[14],
-        reconciled=bool(r[15]),
-        created_at=r[16],
-        updated_at=r[17],
-    )

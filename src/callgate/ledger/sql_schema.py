@@ -19,6 +19,7 @@ __all__ = [
     "MIGRATIONS",
     "SCHEMA_VERSION",
     "Cursor",
+    "MigrationHook",
     "apply_migrations",
     "pending_migrations",
 ]
@@ -44,7 +45,7 @@ class Cursor(Protocol):
 
 HEAD_SEQ = 2**62
 """The key of the audit table's head row (the last record's number and hash)."""
-HEAD_QUERY = f"SELECT data, hash FROM audit WHERE seq = {HEAD_SEQ}"
+HEAD_QUERY = f"SELECT data, hash FROM journal WHERE seq = {HEAD_SEQ}"
 
 # -- schema --------------------------------------------------------------------
 
@@ -141,6 +142,17 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX approvals_effect ON approvals (principal, tool, arguments_hash)",
         "CREATE INDEX approvals_status ON approvals (status, created_at)",
     ),
+    # 3: the journal is the truth (callgate.ledger.journal). The audit trail becomes the
+    # journal, its records are found by call, a key and an approval say which record
+    # holds their outcome or decision, and attempts are read from the journal: the
+    # `MIGRATION_HOOKS` entry for 3 moves the old rows into records, then drops them.
+    (
+        "ALTER TABLE audit RENAME TO journal",
+        "CREATE INDEX journal_call ON journal (run_id, call_id, seq)",
+        "ALTER TABLE idempotency_keys ADD COLUMN status TEXT",
+        "ALTER TABLE idempotency_keys ADD COLUMN outcome_seq {bigint}",
+        "ALTER TABLE approvals ADD COLUMN decision_seq {bigint}",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -155,11 +167,19 @@ def pending_migrations(current: int) -> list[tuple[int, tuple[str, ...]]]:
     return [(v + 1, MIGRATIONS[v]) for v in range(current, SCHEMA_VERSION)]
 
 
-def apply_migrations(cur: Cursor, sql: Callable[[str], str], types: Mapping[str, str]) -> int:
+MigrationHook = Callable[["Cursor", Callable[[str], str]], None]
+
+
+def apply_migrations(
+    cur: Cursor,
+    sql: Callable[[str], str],
+    types: Mapping[str, str],
+    hooks: Mapping[int, MigrationHook] | None = None,
+) -> int:
     """Bring the schema to `SCHEMA_VERSION` inside the caller's transaction; the old version.
 
     ``types`` fills the dialect's column types (``real``, ``bigint``, ``without_rowid``)
-    into the DDL.
+    into the DDL; ``hooks[v]`` runs after migration ``v``'s statements (moving data).
     """
     cur.execute(
         "CREATE TABLE IF NOT EXISTS schema_version "
@@ -171,6 +191,8 @@ def apply_migrations(cur: Cursor, sql: Callable[[str], str], types: Mapping[str,
     for version, statements in pending_migrations(current):
         for statement in statements:
             cur.execute(statement.format(**types))
+        if hooks and version in hooks:
+            hooks[version](cur, sql)
         cur.execute(
             sql("INSERT INTO schema_version (version, applied_at) VALUES (?, ?)"),
             (version, time.time()),

@@ -1,23 +1,40 @@
-"""The SQL ledgers' writes: each takes every item of its kind in one transaction.
+"""The SQL ledgers' writer: every change is a journal record, and the rows follow from it.
 
-`run_items` applies a transaction's items (decisions, attempt starts, outcomes,
-events and ``APPLY`` functions) over an open `_Tx`, then chains their audit
-records. The statements they run are in `callgate.ledger.sql_statements`.
+`run_items` applies a transaction's items in order over an open `_Tx`. Each
+item reads the rows it decides by (the call, the key, the approval), appends
+the records that say what happened, and `callgate.ledger.journal.apply` turns
+each record into the rows it changes; at the end of the transaction the new
+records and the changed rows are written, one multi-row statement per table,
+and the journal's head moves.
+
+The transaction starts by reading (on PostgreSQL: locking) the journal's head,
+so writers take turns and each decides on the rows the previous one left.
+A process keeps the rows it read or wrote since its last transaction
+(`RowCache`): while the head is the one its last transaction left, nobody
+else wrote, and the rows are read from memory, not the database.
 """
 
 from __future__ import annotations
 
-import itertools
-import operator
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence, Set
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pydantic_core
 
+from callgate.approvals import (
+    ApprovalRequest,
+    ApprovalStatus,
+    decided_data,
+    requested_data,
+    undecidable,
+    used_data,
+)
 from callgate.ledger.base import (
     AttemptFinish,
     AttemptStart,
+    AuditRecord,
     CallRecord,
     CallState,
     Claim,
@@ -25,575 +42,708 @@ from callgate.ledger.base import (
     Outcome,
     audit_hash,
     claim_for_key,
-    finish_data,
+    may_finish,
     settled_state,
+)
+from callgate.ledger.journal import (
+    MIGRATED,
+    KeyRow,
+    apply,
+    decision_data,
+    finished_data,
+    outcome_from_record,
+    started_data,
 )
 from callgate.ledger.sql_schema import Cursor
 from callgate.ledger.sql_statements import (
-    _CALL_EXISTS,
-    _CALL_STAMP,
-    _CHUNK,
-    _DECIDE_FINISHED,
-    _FINISH_ATTEMPT,
-    _FINISH_CALL,
-    _INSERT_AUDIT,
-    _INSERT_FINISHED_ATTEMPT,
-    _KEY,
-    _SET_HEAD,
-    _SETTLE,
-    _TO_RUNNING,
-    _claim_sql,
-    _decide_sql,
-    _insert_attempts_sql,
+    CHUNK,
+    RESET_INDEXES,
+    SELECT_APPROVAL,
+    SELECT_CALL,
+    SELECT_KEY,
+    SELECT_RECORD,
+    SET_HEAD,
+    insert_journal,
+    upsert_approvals,
+    upsert_calls,
+    upsert_keys,
 )
 
-__all__ = ["APPLY", "BEGIN", "DECIDE", "EVENT", "FINISH", "Item", "run_items"]
+__all__ = [
+    "BEGIN",
+    "CONSUME",
+    "DECIDE",
+    "DECIDE_APPROVAL",
+    "EVENT",
+    "FINISH",
+    "RELEASE",
+    "REQUEST",
+    "Consume",
+    "Item",
+    "RowCache",
+    "approval_from_row",
+    "call_from_row",
+    "key_from_row",
+    "record_from_row",
+    "run_items",
+]
+
+DECIDE, BEGIN, FINISH, EVENT, REQUEST, DECIDE_APPROVAL, CONSUME, RELEASE = range(8)
+Item = tuple[int, Any]
+"""One write: its kind and its payload (plain data, so that `storable` can rewrite it)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Consume:
+    """The payload of a ``CONSUME`` item: the effect an approval must be bound to."""
+
+    principal: str
+    tool: str
+    arguments_hash: str
+    resource_version: str | None
+    run_id: str
+    now: float
+    used_by: str | None
 
 
 def _dumps(data: Any) -> str:
     return pydantic_core.to_json(data, fallback=str).decode()
 
 
-def _written(cur: Cursor, rows: Sequence[Any], key: Callable[[Any], Any]) -> Iterable[Any]:
-    """The keys of the rows a conditional upsert wrote (``key``: a row's, as returned)."""
-    if len(rows) == 1:
-        return (key(rows[0]),) if cur.rowcount == 1 else ()
-    return [tuple(row) for row in cur.fetchall()]
+# -- rows ---------------------------------------------------------------------------------
 
 
-def _chunks(rows: Sequence[Any], key: Callable[[Any], Any] | None = None) -> list[Sequence[Any]]:
-    """Rows in order, cut into statements of at most `_CHUNK` rows; with ``key``, also cut
-    before a row whose key is already in the chunk (one statement may not touch a row twice)."""
-    if len(rows) <= 1:  # one call: the usual case
-        return [rows] if rows else []
-    if key is None:
-        return [rows[i : i + _CHUNK] for i in range(0, len(rows), _CHUNK)]
-    chunks: list[Sequence[Any]] = []
-    chunk: list[Any] = []
-    seen: set[Any] = set()
-    for row in rows:
-        k = key(row)
-        if len(chunk) >= _CHUNK or k in seen:
-            chunks.append(chunk)
-            chunk, seen = [], set()
-        chunk.append(row)
-        seen.add(k)
-    chunks.append(chunk)
-    return chunks
+def call_from_row(r: Sequence[Any]) -> CallRecord:
+    return CallRecord(
+        run_id=r[0],
+        call_id=r[1],
+        tool=r[2],
+        tool_version=r[3],
+        principal=r[4],
+        arguments=r[5],
+        state=CallState(r[6]),
+        stage=r[7],
+        request_hash=r[8],
+        idempotency_key=r[9],
+        decided_by=r[10],
+        message=r[11],
+        effects=tuple(pydantic_core.from_json(r[12])),
+        approval_id=r[13],
+        attempts=r[14],
+        reconciled=bool(r[15]),
+        created_at=r[16],
+        updated_at=r[17],
+    )
+
+
+def call_row(c: CallRecord) -> tuple[Any, ...]:
+    return (
+        c.run_id,
+        c.call_id,
+        c.tool,
+        c.tool_version,
+        c.principal,
+        c.arguments,
+        c.state.value,
+        c.stage,
+        c.request_hash,
+        c.idempotency_key,
+        c.decided_by,
+        c.message,
+        _dumps(list(c.effects)),
+        c.approval_id,
+        c.attempts,
+        int(c.reconciled),
+        c.created_at,
+        c.updated_at,
+    )
+
+
+def key_from_row(r: Sequence[Any]) -> KeyRow:
+    return KeyRow(
+        key=r[0],
+        request_hash=r[1],
+        run_id=r[2],
+        call_id=r[3],
+        attempt=r[4],
+        expires_at=r[5],
+        status=r[6],
+        outcome_seq=r[7],
+    )
+
+
+def key_row(k: KeyRow) -> tuple[Any, ...]:
+    return (
+        k.key,
+        k.request_hash,
+        k.run_id,
+        k.call_id,
+        k.attempt,
+        k.expires_at,
+        k.status,
+        k.outcome_seq,
+    )
+
+
+def approval_from_row(r: Sequence[Any]) -> ApprovalRequest:
+    return ApprovalRequest(
+        id=r[0],
+        run_id=r[1],
+        call_id=r[2],
+        principal=r[3],
+        tool=r[4],
+        arguments_json=r[5],
+        arguments_hash=r[6],
+        resource_version=r[7],
+        effects=tuple(pydantic_core.from_json(r[8])),
+        preview=r[9],
+        policy_version=r[10],
+        created_at=r[11],
+        expires_at=r[12],
+        status=ApprovalStatus(r[13]),
+        decided_by=r[14],
+        decided_at=r[15],
+        reason=r[16],
+        used_at=r[17],
+        used_by=r[18],
+        resumable=bool(r[19]),
+        decision_seq=r[20],
+    )
+
+
+def approval_row(a: ApprovalRequest) -> tuple[Any, ...]:
+    return (
+        a.id,
+        a.run_id,
+        a.call_id,
+        a.principal,
+        a.tool,
+        a.arguments_json,
+        a.arguments_hash,
+        a.resource_version,
+        _dumps(list(a.effects)),
+        a.preview,
+        a.policy_version,
+        a.created_at,
+        a.expires_at,
+        a.status.value,
+        a.decided_by,
+        a.decided_at,
+        a.reason,
+        a.used_at,
+        a.used_by,
+        int(a.resumable),
+        a.decision_seq,
+    )
+
+
+def record_from_row(r: Sequence[Any]) -> AuditRecord:
+    """A journal row (`JOURNAL_COLUMNS`) as a record; data that is not a JSON object is
+    kept as ``{"unreadable": text}`` (an edited record: its hash says so)."""
+    text = r[5]
+    try:
+        data = pydantic_core.from_json(text)
+    except ValueError:
+        data = {"unreadable": text}
+    if not isinstance(data, dict):
+        data = {"value": data}
+    return AuditRecord(
+        seq=r[0],
+        at=r[1],
+        kind=r[2],
+        run_id=r[3],
+        call_id=r[4],
+        data=data,
+        prev_hash=r[6],
+        hash=r[7],
+        data_json=text,
+    )
+
+
+_MISSING: Any = object()
+CACHE_ROWS = 20_000
+"""Rows a process keeps between transactions before it starts over."""
+
+
+class RowCache:
+    """The rows as this process's last transaction left them, valid while the journal's
+    head is the one it left (`_Tx`)."""
+
+    __slots__ = ("approvals", "calls", "head", "keys")
+
+    def __init__(self) -> None:
+        self.head: tuple[Any, Any] | None = None
+        self.calls: dict[tuple[str, str], CallRecord | None] = {}
+        self.keys: dict[str, KeyRow | None] = {}
+        self.approvals: dict[str, ApprovalRequest | None] = {}
+
+    def clear(self) -> None:
+        self.head = None
+        self.calls.clear()
+        self.keys.clear()
+        self.approvals.clear()
 
 
 class _Tx:
-    """One open transaction: a cursor, plus the audit records it will append at the end."""
+    """One open transaction: the rows it read and changed, and the records it appends."""
 
-    __slots__ = ("_audit", "cur", "sql")
+    __slots__ = (
+        "_approvals",
+        "_cache",
+        "_calls",
+        "_dirty_approvals",
+        "_dirty_calls",
+        "_dirty_keys",
+        "_head",
+        "_keys",
+        "_records",
+        "cur",
+        "prev",
+        "seq",
+        "sql",
+        "worker",
+    )
 
-    def __init__(self, cur: Cursor, sql: Callable[[str], str]) -> None:
+    def __init__(
+        self,
+        cur: Cursor,
+        sql: Callable[[str], str],
+        worker: str,
+        head_sql: str,
+        cache: RowCache | None,
+    ) -> None:
         self.cur = cur
         self.sql = sql
-        self._audit: list[tuple[float, str, str, str | None, str]] = []
+        self.worker = worker
+        cur.execute(sql(head_sql))
+        row = cur.fetchone()
+        if row is None:
+            raise RuntimeError("the journal's head row is missing: run `callgate ledger verify`")
+        self._head = (row[0], row[1])
+        self.seq = int(row[0])
+        self.prev: str = row[1]
+        if cache is not None and cache.head != self._head:
+            cache.clear()
+        self._cache = cache
+        self._calls: dict[tuple[str, str], CallRecord | None] = {}
+        self._keys: dict[str, KeyRow | None] = {}
+        self._approvals: dict[str, ApprovalRequest | None] = {}
+        self._dirty_calls: dict[tuple[str, str], CallRecord] = {}
+        self._dirty_keys: dict[str, KeyRow] = {}
+        self._dirty_approvals: dict[str, ApprovalRequest] = {}
+        self._records: list[tuple[Any, ...]] = []
 
     def x(self, statement: str, params: Sequence[Any] = ()) -> Cursor:
         """Execute one statement (written with ``?`` placeholders)."""
         self.cur.execute(self.sql(statement), params)
         return self.cur
 
-    def rows(self, statement: str, rows: Sequence[Sequence[Any]], *extra: Any) -> Cursor:
-        """Execute a multi-row statement, written for ``len(rows)`` rows, over ``rows``
-        (``extra`` parameters follow them)."""
-        if len(rows) == 1:
-            params: Sequence[Any] = (*rows[0], *extra) if extra else rows[0]
-        else:
-            params = [*itertools.chain.from_iterable(rows), *extra]
-        self.cur.execute(self.sql(statement), params)
-        return self.cur
+    # -- the rows (`callgate.ledger.journal.IndexState`) ----------------------------------
 
-    def many(self, statement: str, rows: Sequence[Sequence[Any]]) -> int:
-        """Execute one statement for each row; how many rows it changed in all."""
-        if len(rows) == 1:
-            self.cur.execute(self.sql(statement), rows[0])
-        else:
-            self.cur.executemany(self.sql(statement), rows)
-        return int(self.cur.rowcount)
+    def call(self, run_id: str, call_id: str) -> CallRecord | None:
+        ident = (run_id, call_id)
+        found = self._calls.get(ident, _MISSING)
+        if found is _MISSING:
+            cache = self._cache
+            found = cache.calls.get(ident, _MISSING) if cache is not None else _MISSING
+            if found is _MISSING:
+                row = self.x(SELECT_CALL, ident).fetchone()
+                found = call_from_row(row) if row is not None else None
+            self._calls[ident] = found
+        result: CallRecord | None = found
+        return result
 
-    def event(self, kind: str, run_id: str, call_id: str | None, data: Mapping[str, Any]) -> None:
-        """Queue an audit record; it is chained and written when the transaction ends."""
-        self._audit.append((time.time(), kind, run_id, call_id, _dumps(data)))
+    def put_call(self, row: CallRecord) -> None:
+        ident = (row.run_id, row.call_id)
+        self._calls[ident] = row
+        self._dirty_calls[ident] = row
 
-    def write_audit(self, head_sql: str) -> None:
-        """Chain the queued audit records to the head, insert them and move the head."""
-        queued = self._audit
-        if not queued:
+    def key(self, key: str) -> KeyRow | None:
+        found = self._keys.get(key, _MISSING)
+        if found is _MISSING:
+            cache = self._cache
+            found = cache.keys.get(key, _MISSING) if cache is not None else _MISSING
+            if found is _MISSING:
+                row = self.x(SELECT_KEY, (key,)).fetchone()
+                found = key_from_row(row) if row is not None else None
+            self._keys[key] = found
+        result: KeyRow | None = found
+        return result
+
+    def put_key(self, row: KeyRow) -> None:
+        self._keys[row.key] = row
+        self._dirty_keys[row.key] = row
+
+    def approval(self, approval_id: str) -> ApprovalRequest | None:
+        found = self._approvals.get(approval_id, _MISSING)
+        if found is _MISSING:
+            cache = self._cache
+            found = cache.approvals.get(approval_id, _MISSING) if cache is not None else _MISSING
+            if found is _MISSING:
+                row = self.x(SELECT_APPROVAL, (approval_id,)).fetchone()
+                found = approval_from_row(row) if row is not None else None
+            self._approvals[approval_id] = found
+        result: ApprovalRequest | None = found
+        return result
+
+    def put_approval(self, row: ApprovalRequest) -> None:
+        self._approvals[row.id] = row
+        self._dirty_approvals[row.id] = row
+
+    def reset(self) -> None:
+        """Forget every row: a migrated journal's rows follow (`MIGRATED`)."""
+        for statement in RESET_INDEXES:
+            self.x(statement)
+        for rows in (self._calls, self._keys, self._approvals):
+            rows.clear()
+        for dirty in (self._dirty_calls, self._dirty_keys, self._dirty_approvals):
+            dirty.clear()
+        if self._cache is not None:
+            self._cache.clear()
+            self._cache = None
+
+    def record(self, seq: int) -> AuditRecord | None:
+        """A journal record already written (before this transaction)."""
+        row = self.x(SELECT_RECORD, (seq,)).fetchone()
+        return record_from_row(row) if row is not None else None
+
+    # -- appending ---------------------------------------------------------------------
+
+    def append(
+        self, kind: str, run_id: str, call_id: str | None, data: Mapping[str, Any]
+    ) -> AuditRecord:
+        """Chain one record to the journal and apply it to the rows."""
+        self.seq += 1
+        at = time.time()
+        text = _dumps(data)
+        h = audit_hash(self.prev, self.seq, at, kind, run_id, call_id, text)
+        rec = AuditRecord(
+            seq=self.seq,
+            at=at,
+            kind=kind,
+            run_id=run_id,
+            call_id=call_id,
+            data=data,
+            prev_hash=self.prev,
+            hash=h,
+            data_json=text,
+        )
+        self._records.append((self.seq, at, kind, run_id, call_id, text, self.prev, h))
+        self.prev = h
+        apply(self, rec)
+        return rec
+
+    def write(self) -> None:
+        """Write the records and the changed rows, and move the head."""
+        records = self._records
+        if not records:
             return
-        cur = self.cur
-        cur.execute(head_sql)
-        last, prev = cur.fetchone()
-        seq = int(last)
-        rows: list[tuple[Any, ...]] = []
-        for at, kind, run_id, call_id, data in queued:
-            seq += 1
-            h = audit_hash(prev, seq, at, kind, run_id, call_id, data)
-            rows.append((seq, at, kind, run_id, call_id, data, prev, h))
-            prev = h
-        queued.clear()
-        self.many(_INSERT_AUDIT, rows)
-        cur.execute(self.sql(_SET_HEAD), (str(seq), prev))
+        for chunk in _chunks(records):
+            self._rows(insert_journal(len(chunk)), chunk)
+        if self._dirty_calls:
+            self._upsert(upsert_calls, [call_row(r) for r in self._dirty_calls.values()])
+        if self._dirty_keys:
+            self._upsert(upsert_keys, [key_row(r) for r in self._dirty_keys.values()])
+        if self._dirty_approvals:
+            self._upsert(
+                upsert_approvals, [approval_row(r) for r in self._dirty_approvals.values()]
+            )
+        self.x(SET_HEAD, (str(self.seq), self.prev))
+
+    def _upsert(self, statement: Callable[[int], str], rows: list[tuple[Any, ...]]) -> None:
+        for chunk in _chunks(rows):
+            self._rows(statement(len(chunk)), chunk)
+
+    def _rows(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+        params: Sequence[Any] = rows[0] if len(rows) == 1 else [v for r in rows for v in r]
+        self.cur.execute(self.sql(statement), params)
+
+    def committed(self) -> None:
+        """The transaction committed: keep its rows for the next one (`RowCache`)."""
+        cache = self._cache
+        if cache is None:
+            return
+        if len(cache.calls) + len(self._calls) > CACHE_ROWS:
+            cache.clear()
+        cache.calls.update(self._calls)
+        cache.keys.update(self._keys)
+        cache.approvals.update(self._approvals)
+        cache.head = (str(self.seq), self.prev) if self._records else self._head
 
 
-# -- the writes: each takes every item of its kind in a transaction ------------------
-
-DECIDE, BEGIN, FINISH, EVENT, APPLY = range(5)
-Item = tuple[int, Any]
-"""One write: its kind and its payload (a record, a start, a finish, an event, or, for
-``APPLY``, a function of the open `_Tx` that must not raise: approvals use it)."""
-
-_NOTHING: frozenset[Any] = frozenset()
-_call_key = operator.itemgetter(0, 1)
-"""A decision row's call: (run id, call id)."""
-_claim_key = operator.itemgetter(0, 2, 3)
-"""A claim row's key, run id and call id."""
+def _chunks(rows: Sequence[Any]) -> list[Sequence[Any]]:
+    if len(rows) <= CHUNK:
+        return [rows]
+    return [rows[i : i + CHUNK] for i in range(0, len(rows), CHUNK)]
 
 
-def _decide(
-    tx: _Tx, records: Sequence[CallRecord], starting: Mapping[tuple[str, str], AttemptStart]
-) -> set[tuple[str, str]]:
-    """Write decisions; the calls in ``starting`` (admitted, with an attempt starting in
-    this transaction) are written as running. Returns those that were written so."""
-    by_state: dict[CallState, list[tuple[Any, ...]]] = {}
-    for r in records:
-        start = (
-            starting.get((r.run_id, r.call_id))
-            if starting and r.state is CallState.ADMITTED
-            else None
-        )
-        state = CallState.RUNNING if start is not None else r.state
-        row = (
-            r.run_id,
-            r.call_id,
-            r.tool,
-            r.tool_version,
-            r.principal,
-            r.arguments,
-            state.value,
-            r.stage,
-            r.request_hash,
-            r.idempotency_key,
-            r.decided_by,
-            r.message,
-            _dumps(r.effects),
-            r.approval_id,
-            start.attempt if start is not None else r.attempts,
-            int(r.reconciled),
-            r.created_at,
-            start.started_at if start is not None else r.updated_at,
-        )
-        rows = by_state.get(state)
-        if rows is None:
-            by_state[state] = [row]
-        else:
-            rows.append(row)
-    running: set[tuple[str, str]] = set()
-    for state, rows in by_state.items():
-        for chunk in _chunks(rows, _call_key):
-            cur = tx.rows(_decide_sql(state, len(chunk)), chunk)
-            if state is CallState.RUNNING:
-                running.update(_written(cur, chunk, _call_key))
-    for r in records:
-        _decision_event(tx, r)
-    return running
-
-
-def _decision_event(tx: _Tx, r: CallRecord) -> None:
-    tx.event(
-        f"call.{r.state.value}",
-        r.run_id,
-        r.call_id,
-        {
-            "actor": r.principal,
-            "tool": r.tool,
-            "tool_version": r.tool_version,
-            "arguments": r.arguments,
-            "stage": r.stage,
-            "decided_by": r.decided_by,
-            "effects": list(r.effects),
-            "approval_id": r.approval_id,
-            "message": r.message,
-        },
-    )
-
-
-def _started_event(tx: _Tx, s: AttemptStart, worker: str) -> None:
-    tx.event(
-        "attempt.started",
-        s.run_id,
-        s.call_id,
-        {
-            "actor": worker,
-            "attempt": s.attempt,
-            "idempotency_key": s.idempotency_key,
-            "request_hash": s.request_hash,
-            "tool_version": s.tool_version,
-        },
-    )
-
-
-def _outcome_from(row: Sequence[Any]) -> Outcome | None:
-    """An outcome from (status, content, error, stage, finished_at, reconciled, transaction_id)."""
-    if row[0] is None:
-        return None
-    return Outcome(
-        status=row[0],
-        content=row[1] or "",
-        error=row[2],
-        stage=row[3] or "execute",
-        finished_at=row[4] or 0.0,
-        reconciled=bool(row[5]),
-        transaction_id=row[6],
-    )
-
-
-def _existing_claim(tx: _Tx, start: AttemptStart) -> Claim | None:
-    """What the key's current holder says about this attempt (None: it may be taken)."""
-    row = tx.x(_KEY, (start.idempotency_key,)).fetchone()
-    if row is None:
-        return None
-    return claim_for_key(
-        start,
-        request_hash=row[0],
-        holder=(row[1], row[2]),
-        expires_at=row[3],
-        outcome=_outcome_from(row[4:]),
-    )
-
-
-def _start_stamp(s: AttemptStart) -> tuple[str, str, str, float]:
-    return s.run_id, s.call_id, "running", s.started_at
-
-
-def _taking_key(taking: tuple[int, AttemptStart]) -> str:
-    return taking[1].idempotency_key
-
-
-def _begin(
-    tx: _Tx, starts: Sequence[AttemptStart], worker: str, premoved: Set[tuple[str, str]]
-) -> list[Claim]:
-    """Claim keys and record attempts as running; a key already held settles its call.
-
-    ``premoved``: calls already written as running by their decision in this transaction.
-    """
-    moving = [s for s in starts if (s.run_id, s.call_id) not in premoved] if premoved else starts
-    if not moving:  # all written as running by their decisions
-        moved = [True] * len(starts)
-    else:
-        changed = _changed(
-            tx,
-            _TO_RUNNING,
-            [
-                (
-                    s.attempt,
-                    s.started_at,
-                    s.run_id,
-                    s.call_id,
-                    int(s.attempt > 1 and not s.side_effecting),
-                )
-                for s in moving
-            ],
-            moving,
-            _start_stamp,
-        )
-        if moving is starts:
-            moved = changed
-        else:
-            rest = iter(changed)
-            moved = [(s.run_id, s.call_id) in premoved or next(rest) for s in starts]
-    claims: list[Claim] = [_RUN] * len(starts)
-    taking: list[tuple[int, AttemptStart]] = []
-    for i, s in enumerate(starts):
-        if not s.side_effecting:
-            continue
-        if moved[i] or tx.x(_CALL_EXISTS, (s.run_id, s.call_id)).fetchone() is None:
-            taking.append((i, s))
-        else:
-            # The call id came back after its call ran: answer by its key, never run again.
-            claims[i] = _existing_claim(tx, s) or _held(s)
-    if taking:
-        now = time.time()
-        for chunk in _chunks(taking, _taking_key):
-            rows: list[tuple[Any, ...]] = [
-                (
-                    s.idempotency_key,
-                    s.request_hash,
-                    s.run_id,
-                    s.call_id,
-                    s.attempt,
-                    s.key_expires_at,
-                )
-                for _, s in chunk
-            ]
-            taken = set(_written(tx.rows(_claim_sql(len(chunk)), rows, now), rows, _claim_key))
-            for i, s in chunk:
-                if (s.idempotency_key, s.run_id, s.call_id) not in taken:
-                    claims[i] = _existing_claim(tx, s) or _held(s)
-    running = []
-    for s, claim, was_moved in zip(starts, claims, moved, strict=True):
-        if claim is _RUN:
-            running.append(s)
-            continue
-        if was_moved:  # undo the move to running: the call settles
-            state, stage = settled_state(claim)
-            tx.x(_SETTLE, (state.value, stage, s.started_at, s.run_id, s.call_id))
-        tx.event(
-            f"idempotency.{claim.kind.value}",
-            s.run_id,
-            s.call_id,
-            {"actor": worker, "holder": list(claim.holder) if claim.holder else None},
-        )
-    for chunk in _chunks(running):
-        tx.rows(
-            _insert_attempts_sql(len(chunk)),
-            [_attempt_row(s, worker) for s in chunk],
-        )
-    for s in running:
-        _started_event(tx, s, worker)
-    return claims
-
-
-def _attempt_row(s: AttemptStart, worker: str) -> tuple[Any, ...]:
-    """An attempt's start as the ``attempts`` row's first columns (`_ATTEMPT_START_COLUMNS`)."""
-    return (
-        s.run_id,
-        s.call_id,
-        s.attempt,
-        s.tool_version,
-        s.idempotency_key,
-        s.request_hash,
-        s.started_at,
-        worker,
-    )
-
-
-def _held(start: AttemptStart) -> Claim:
-    return Claim(kind=ClaimKind.IN_PROGRESS, holder=(start.run_id, start.call_id))
-
+# -- the items ------------------------------------------------------------------------------
 
 _RUN = Claim(kind=ClaimKind.RUN)
 
 
-def _finish_stamp(f: AttemptFinish) -> tuple[str, str, str, float]:
-    return f.run_id, f.call_id, f.outcome.status, f.outcome.finished_at
+def _decide(tx: _Tx, r: CallRecord) -> None:
+    tx.append(f"call.{r.state.value}", r.run_id, r.call_id, decision_data(r, time.time()))
 
 
-def _finish(tx: _Tx, finishes: Sequence[AttemptFinish], worker: str) -> list[bool]:
-    """Record outcomes; a call whose state forbids it keeps its record (False)."""
-    rows = []
-    for f in finishes:
-        o = f.outcome
-        rows.append(
-            (
-                o.status,
-                o.stage,
-                int(o.reconciled),
-                o.finished_at,
-                f.run_id,
-                f.call_id,
-                int(o.reconciled and o.status != "unknown"),
+def _begin(tx: _Tx, s: AttemptStart) -> Claim:
+    """Take the key and start the attempt, or say why it may not run (the call settles)."""
+    if not s.side_effecting:
+        tx.append("attempt.started", s.run_id, s.call_id, started_data(s, tx.worker))
+        return _RUN
+    current = tx.call(s.run_id, s.call_id)
+    key = tx.key(s.idempotency_key)
+    claim: Claim | None = None
+    if key is not None:
+        known = None if key.status is None else Outcome(status=key.status, content="")
+        claim = claim_for_key(
+            s,
+            request_hash=key.request_hash,
+            holder=(key.run_id, key.call_id),
+            expires_at=key.expires_at,
+            outcome=known,
+        )
+        if claim is not None and claim.kind is ClaimKind.REPLAY:
+            claim = Claim(kind=ClaimKind.REPLAY, outcome=_key_outcome(tx, key), holder=claim.holder)
+    if claim is None and current is not None and current.state is not CallState.ADMITTED:
+        # The call id came back after its call ran: never a second execution.
+        claim = Claim(kind=ClaimKind.IN_PROGRESS, holder=(s.run_id, s.call_id))
+    if claim is None:
+        tx.append("attempt.started", s.run_id, s.call_id, started_data(s, tx.worker))
+        return _RUN
+    data: dict[str, Any] = {
+        "actor": tx.worker,
+        "holder": list(claim.holder) if claim.holder else None,
+    }
+    if current is not None and current.state is CallState.ADMITTED:
+        state, stage = settled_state(claim)
+        data.update(settled=state.value, stage=stage, started_at=s.started_at)
+    tx.append(f"idempotency.{claim.kind.value}", s.run_id, s.call_id, data)
+    return claim
+
+
+def _key_outcome(tx: _Tx, key: KeyRow) -> Outcome:
+    """The outcome a key replays, read from the record that holds it."""
+    if key.outcome_seq is not None:
+        rec = tx.record(key.outcome_seq)
+        if rec is not None:
+            found = outcome_from_record(rec.data, key.attempt)
+            if found is not None and found.status == key.status:
+                return found
+    return Outcome(status=str(key.status), content="")
+
+
+def _finish(tx: _Tx, f: AttemptFinish) -> bool:
+    current = tx.call(f.run_id, f.call_id)
+    if not may_finish(current.state if current is not None else None, f.outcome):
+        return False
+    tx.append(f"attempt.{f.outcome.status}", f.run_id, f.call_id, finished_data(f, tx.worker))
+    return True
+
+
+# -- approvals --------------------------------------------------------------------------------
+
+_OPEN = "('pending', 'approved', 'denied')"
+
+
+def _effect(resource_version: str | None) -> str:
+    """The condition binding a row to one effect in one run (``?``: principal, tool, hash,
+    run id[, version]); see `ApprovalRequest.binds`."""
+    version = "resource_version IS NULL" if resource_version is None else "resource_version = ?"
+    return f"principal = ? AND tool = ? AND arguments_hash = ? AND run_id = ? AND {version}"
+
+
+def _effect_params(
+    principal: str, tool: str, arguments_hash: str, run_id: str, resource_version: str | None
+) -> list[Any]:
+    params: list[Any] = [principal, tool, arguments_hash, run_id]
+    if resource_version is not None:
+        params.append(resource_version)
+    return params
+
+
+def _request(tx: _Tx, request: ApprovalRequest) -> ApprovalRequest:
+    """Store a request, or return the open one already bound to the same effect."""
+    params = _effect_params(
+        request.principal,
+        request.tool,
+        request.arguments_hash,
+        request.run_id,
+        request.resource_version,
+    )
+    rows = tx.x(
+        f"SELECT id FROM approvals WHERE {_effect(request.resource_version)} "
+        f"AND status IN {_OPEN} AND expires_at > ? ORDER BY created_at, id",
+        [*params, request.created_at],
+    ).fetchall()
+    for (approval_id,) in rows:
+        found = tx.approval(approval_id)
+        if (
+            found is not None
+            and found.status
+            in (ApprovalStatus.PENDING, ApprovalStatus.APPROVED, ApprovalStatus.DENIED)
+            and found.expires_at > request.created_at
+            and found.binds(
+                principal=request.principal,
+                tool=request.tool,
+                arguments_hash=request.arguments_hash,
+                resource_version=request.resource_version,
+                run_id=request.run_id,
             )
-        )
-    applied = _changed(tx, _FINISH_CALL, rows, finishes, _finish_stamp)
-    if all(applied):
-        done = finishes
-    else:
-        applied = [
-            ok or tx.x(_CALL_EXISTS, (f.run_id, f.call_id)).fetchone() is None
-            for f, ok in zip(finishes, applied, strict=True)
-        ]
-        done = [f for f, ok in zip(finishes, applied, strict=True) if ok]
-    if done:
-        tx.many(
-            _FINISH_ATTEMPT,
-            [
-                (
-                    f.outcome.status,
-                    f.outcome.content,
-                    f.outcome.error,
-                    f.outcome.stage,
-                    f.outcome.finished_at,
-                    int(f.outcome.reconciled),
-                    f.outcome.transaction_id,
-                    f.run_id,
-                    f.call_id,
-                    f.attempt,
-                )
-                for f in done
-            ],
-        )
-    for f in done:
-        tx.event(f"attempt.{f.outcome.status}", f.run_id, f.call_id, finish_data(f, worker))
-    return applied
+        ):
+            return found
+    tx.append("approval.requested", request.run_id, request.call_id, requested_data(request))
+    stored = tx.approval(request.id)
+    assert stored is not None
+    return stored
 
 
-def _read_call(tx: _Tx, r: CallRecord, s: AttemptStart, f: AttemptFinish, worker: str) -> list[Any]:
-    """A read-only call's decision, start and outcome, as a lone read-only call commits
-    them: two statements where `_decide`, `_begin` and `_finish` take four.
+def _decide_approval(
+    tx: _Tx, payload: tuple[str, bool, str, str | None, float]
+) -> ApprovalRequest | str:
+    approval_id, approve, by, reason, now = payload
+    current = tx.approval(approval_id)
+    if current is None or current.status is not ApprovalStatus.PENDING or current.expires_at <= now:
+        return undecidable(current, approval_id, now)
+    status = ApprovalStatus.APPROVED if approve else ApprovalStatus.DENIED
+    decided = replace(current, status=status, decided_by=by, decided_at=now, reason=reason)
+    tx.append(f"approval.{status.value}", current.run_id, current.call_id, decided_data(decided))
+    stored = tx.approval(approval_id)
+    assert stored is not None
+    return stored
 
-    Same rows, results and audit records: once the decision is written as running,
-    the start only inserts the attempt and the outcome's updates are certain to apply,
-    so the decision is written with the outcome and the attempt inserted with it. If the
-    decision is not written (the call is past deciding), nothing was, and the start
-    and the outcome go the general way.
+
+def _consume(tx: _Tx, c: Consume) -> ApprovalRequest | None:
+    """Use the oldest approval bound to the effect whose decision is in the journal."""
+    rows = tx.x(
+        f"SELECT id FROM approvals WHERE {_effect(c.resource_version)} "
+        "AND status = 'approved' AND expires_at > ? ORDER BY created_at, id",
+        [
+            *_effect_params(c.principal, c.tool, c.arguments_hash, c.run_id, c.resource_version),
+            c.now,
+        ],
+    ).fetchall()
+    for (approval_id,) in rows:
+        row = tx.approval(approval_id)
+        if (
+            row is None
+            or row.status is not ApprovalStatus.APPROVED
+            or row.expires_at <= c.now
+            or not row.binds(
+                principal=c.principal,
+                tool=c.tool,
+                arguments_hash=c.arguments_hash,
+                resource_version=c.resource_version,
+                run_id=c.run_id,
+            )
+        ):
+            continue
+        problem = decision_problem(tx, row)
+        if problem is not None:
+            tx.append(
+                "approval.forged",
+                row.run_id,
+                row.call_id,
+                {"actor": tx.worker, "approval_id": approval_id, "problem": problem},
+            )
+            continue
+        used = replace(row, status=ApprovalStatus.USED, used_at=c.now, used_by=c.used_by)
+        tx.append("approval.used", row.run_id, row.call_id, used_data(used))
+        return tx.approval(approval_id)
+    return None
+
+
+def decision_problem(tx: _Tx, row: ApprovalRequest) -> str | None:
+    """Why the journal does not show ``row`` approved (None: it does).
+
+    The decision record must be an approval of exactly this request (its id, run,
+    principal, tool, arguments, resource version and expiry), hash to its content,
+    and link to the record before it.
     """
-    o = f.outcome
-    reconciled = int(o.reconciled)
-    written = tx.x(
-        _DECIDE_FINISHED,
-        (
-            r.run_id,
-            r.call_id,
-            r.tool,
-            r.tool_version,
-            r.principal,
-            r.arguments,
-            o.status,
-            o.stage,
-            r.request_hash,
-            r.idempotency_key,
-            r.decided_by,
-            r.message,
-            _dumps(r.effects),
-            r.approval_id,
-            s.attempt,
-            reconciled or int(r.reconciled),
-            r.created_at,
-            o.finished_at,
-            reconciled,
-        ),
-    ).rowcount
-    _decision_event(tx, r)
-    if written != 1:
-        return [None, _begin(tx, (s,), worker, _NOTHING)[0], _finish(tx, (f,), worker)[0]]
-    tx.x(
-        _INSERT_FINISHED_ATTEMPT,
-        (
-            *_attempt_row(s, worker),
-            o.status,
-            o.content,
-            o.error,
-            o.stage,
-            o.finished_at,
-            reconciled,
-            o.transaction_id,
-        ),
+    seq = row.decision_seq
+    if seq is None:
+        return "no decision record: its approved status was not written by a decision"
+    rec = tx.record(seq)
+    if rec is None:
+        return f"its decision record {seq} is missing"
+    d: Mapping[str, Any] = rec.data
+    if rec.kind == "migrated.approval":
+        d = rec.data.get("row") or {}
+        expected = {"approved", "used"}
+        if d.get("status") not in expected:
+            return f"record {seq} does not approve it"
+    elif rec.kind != "approval.approved":
+        return f"record {seq} is {rec.kind}, not its approval"
+    fields = {
+        "approval_id" if rec.kind == "approval.approved" else "id": row.id,
+        "tool": row.tool,
+        "arguments_hash": row.arguments_hash,
+        "resource_version": row.resource_version,
+        "principal": row.principal,
+        "expires_at": row.expires_at,
+    }
+    for name, value in fields.items():
+        if d.get(name) != value:
+            return f"its {name.replace('_', ' ')} differs from its decision record {seq}"
+    if rec.run_id != row.run_id:
+        return f"its run differs from its decision record {seq}"
+    if audit_hash(
+        rec.prev_hash, rec.seq, rec.at, rec.kind, rec.run_id, rec.call_id, rec.data_json
+    ) != (rec.hash):
+        return f"its decision record {seq} was edited"
+    before = tx.record(seq - 1) if seq > 1 else None
+    if seq > 1 and (before is None or before.hash != rec.prev_hash):
+        return f"its decision record {seq} does not link to the record before it"
+    return None
+
+
+def _release(tx: _Tx, payload: tuple[str, str]) -> bool:
+    approval_id, used_by = payload
+    row = tx.approval(approval_id)
+    if row is None or row.status is not ApprovalStatus.USED or row.used_by != used_by:
+        return False
+    run_id, _, call_id = used_by.partition("/")
+    tx.append(
+        "approval.released",
+        run_id,
+        call_id or used_by,
+        {"approval_id": approval_id, "by": used_by},
     )
-    _started_event(tx, s, worker)
-    tx.event(f"attempt.{o.status}", f.run_id, f.call_id, finish_data(f, worker))
-    return [None, _RUN, True]
+    return True
 
 
-def _is_read_call(items: Sequence[Item]) -> bool:
-    """Whether ``items`` are one read-only call's decision, first start and its outcome."""
-    (k0, r), (k1, s), (k2, f) = items
-    return (
-        k0 == DECIDE
-        and k1 == BEGIN
-        and k2 == FINISH
-        and r.state is CallState.ADMITTED
-        and not s.side_effecting
-        and s.attempt == 1
-        and f.attempt == 1
-        and r.run_id == s.run_id == f.run_id
-        and r.call_id == s.call_id == f.call_id
-    )
+# -- a transaction ------------------------------------------------------------------------------
 
 
-def _changed(
-    tx: _Tx,
-    statement: str,
-    rows: Sequence[Sequence[Any]],
-    items: Sequence[Any],
-    stamp: Callable[[Any], tuple[str, str, str, float]],
-) -> list[bool]:
-    """Run a conditional update of calls for every row; which rows it changed.
-
-    All of them, usually. When some did not match (a state the change is not
-    allowed from), each call is read back: a changed one carries this
-    change's stamp (its new state and time). ``stamp``: an item's run id,
-    call id, state and time.
-    """
-    if not rows:
-        return []
-    if tx.many(statement, rows) == len(rows):
-        return [True] * len(rows)
-    out = []
-    for item in items:
-        run_id, call_id, state, at = stamp(item)
-        current = tx.x(_CALL_STAMP, (run_id, call_id)).fetchone()
-        out.append(current is not None and current[0] == state and current[1] == at)
-    return out
-
-
-def run_items(tx: _Tx, items: Sequence[Item], worker: str, head_sql: str) -> list[Any]:
-    """Apply every item in one transaction: decisions, then attempt starts, then outcomes,
-    then events, then ``APPLY`` functions (each kind in the order given), then the audit
-    records they produced."""
-    results: list[Any]
-    if len(items) == 1:  # a lone write: nothing to group
-        results = [_run_one(tx, items[0], worker)]
-    elif len(items) == 2 and items[0][0] == DECIDE and items[1][0] == BEGIN:
-        # A decision and a start (a lone side-effecting call's first transaction):
-        # what `_run_grouped` does with them, minus the grouping.
-        r, s = items[0][1], items[1][1]
-        starting = {(s.run_id, s.call_id): s} if s.attempt == 1 else {}
-        results = [None, _begin(tx, (s,), worker, _decide(tx, (r,), starting))[0]]
-    elif len(items) == 3 and _is_read_call(items):  # a lone read-only call
-        results = _read_call(tx, items[0][1], items[1][1], items[2][1], worker)
-    else:
-        results = _run_grouped(tx, items, worker)
-    tx.write_audit(head_sql)
+def run_items(tx: _Tx, items: Sequence[Item]) -> list[Any]:
+    """Apply every item in order, then write what they appended and changed."""
+    results: list[Any] = []
+    for kind, payload in items:
+        if kind == DECIDE:
+            _decide(tx, payload)
+            results.append(None)
+        elif kind == BEGIN:
+            results.append(_begin(tx, payload))
+        elif kind == FINISH:
+            results.append(_finish(tx, payload))
+        elif kind == EVENT:
+            event_kind, run_id, call_id, data = payload
+            tx.append(event_kind, run_id, call_id, data)
+            results.append(None)
+        elif kind == REQUEST:
+            results.append(_request(tx, payload))
+        elif kind == DECIDE_APPROVAL:
+            results.append(_decide_approval(tx, payload))
+        elif kind == CONSUME:
+            results.append(_consume(tx, payload))
+        elif kind == RELEASE:
+            results.append(_release(tx, payload))
+        else:  # pragma: no cover - a programming error
+            raise ValueError(f"unknown ledger item kind {kind}")
+    tx.write()
     return results
 
 
-def _run_one(tx: _Tx, item: Item, worker: str) -> Any:
-    """One item on its own: what `_run_grouped` does with it, minus the grouping."""
-    kind, payload = item
-    if kind == DECIDE:
-        _decide(tx, (payload,), {})
-        return None
-    if kind == BEGIN:
-        return _begin(tx, (payload,), worker, _NOTHING)[0]
-    if kind == FINISH:
-        return _finish(tx, (payload,), worker)[0]
-    if kind == EVENT:
-        event_kind, run_id, call_id, data = payload
-        tx.event(event_kind, run_id, call_id, data)
-        return None
-    return payload(tx)
-
-
-def _run_grouped(tx: _Tx, items: Sequence[Item], worker: str) -> list[Any]:
-    """Items of every kind: each kind's items in one write (see `run_items`)."""
-    by_kind: tuple[list[int], ...] = ([], [], [], [], [])
-    for i, (kind, _) in enumerate(items):
-        by_kind[kind].append(i)
-    decides, begins, finishes, events, applies = by_kind
-    results: list[Any] = [None] * len(items)
-    running: Set[tuple[str, str]] = _NOTHING
-    if decides:
-        starting: dict[tuple[str, str], AttemptStart] = {}
-        for i in begins:
-            start = items[i][1]
-            if start.attempt == 1:
-                starting[(start.run_id, start.call_id)] = start
-        running = _decide(tx, [items[i][1] for i in decides], starting)
-    if begins:
-        claims = _begin(tx, [items[i][1] for i in begins], worker, running)
-        for i, claim in zip(begins, claims, strict=True):
-            results[i] = claim
-    if finishes:
-        applied = _finish(tx, [items[i][1] for i in finishes], worker)
-        for i, ok in zip(finishes, applied, strict=True):
-            results[i] = ok
-    for i in events:
-        kind, run_id, call_id, data = items[i][1]
-        tx.event(kind, run_id, call_id, data)
-    for i in applies:
-        results[i] = items[i][1](tx)
-    return results
+def migrated_marker(tx: _Tx, data: Mapping[str, Any]) -> None:
+    """Open a migrated journal's state (`callgate.ledger.journal.MIGRATED`)."""
+    tx.append(MIGRATED, "", None, data)

@@ -14,12 +14,15 @@ Several processes may open the same file: SQLite serializes writers, and a
 writer waits up to ``timeout`` seconds for another to finish. A reader never
 waits for a writer (WAL); ``read_only=True`` opens a ledger only to read it.
 
-Checkpoints (copying the WAL back into the database file, two syncs) run
-only after a *durable* commit, every `CHECKPOINT_EVERY` transactions: a
-read-only call never waits for one (unless nothing but reads was written for
-`LIGHT_CHECKPOINT_EVERY` transactions), and the WAL stays small enough to be
-reused from its start (a growing WAL file makes every sync slower; measured,
-a checkpointing thread beside the writer slowed its syncs more than this).
+Checkpoints (copying the WAL back into the database file) are SQLite's own:
+a commit that leaves more than `CHECKPOINT_PAGES` pages in the WAL runs a
+passive checkpoint, whichever process makes it, so no checkpoint depends on a
+process living long enough (or closing), and after one the WAL file is cut
+back to `WAL_LIMIT_BYTES`. The WAL therefore stays under `WAL_BOUND_BYTES`
+unless a reader keeps a snapshot open for a long time (a checkpoint cannot
+move past a page a reader still needs): measured with processes that exit
+without ``close()`` and processes killed with SIGKILL in
+``tests/integration/test_wal_bound.py``.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from callgate.ledger.base import LedgerError
+from callgate.ledger.migrate import MIGRATION_HOOKS
 from callgate.ledger.sql import SqlLedger
 from callgate.ledger.sql_schema import HEAD_QUERY, SCHEMA_VERSION, apply_migrations
 from callgate.ledger.sql_writes import Item, _Tx, run_items
@@ -42,15 +46,18 @@ __all__ = ["DEFAULT_PATH", "SQLiteLedger"]
 DEFAULT_PATH = "callgate.db"
 """Where the default `Gate` keeps its ledger: ``./callgate.db``."""
 
-CHECKPOINT_EVERY = 256
-"""Transactions between checkpoints, run after a durable commit (a few hundred WAL pages)."""
-LIGHT_CHECKPOINT_EVERY = 4096
-"""Transactions between checkpoints when only light (non-durable) commits happen."""
+CHECKPOINT_PAGES = 1000
+"""WAL pages after which a commit runs a passive checkpoint (SQLite's ``wal_autocheckpoint``)."""
+WAL_LIMIT_BYTES = 4 * 1024 * 1024
+"""What the WAL file is cut back to after a checkpoint (``journal_size_limit``)."""
+WAL_BOUND_BYTES = 16 * 1024 * 1024
+"""The WAL's stated bound: one checkpoint interval (about 4 MiB of 4 KiB pages) plus the
+largest transaction, with room for writers that commit while a checkpoint runs."""
 
 _TYPES = {"real": "REAL", "bigint": "INTEGER", "without_rowid": " WITHOUT ROWID"}
 
 
-_TABLES = ("schema_version", "calls", "attempts", "idempotency_keys", "audit", "approvals")
+_TABLES = ("schema_version", "calls", "idempotency_keys", "journal", "approvals")
 """The tables of a callgate ledger."""
 _EXPECTED = "a SQLite file written by callgate, with the tables " + ", ".join(_TABLES)
 
@@ -106,7 +113,6 @@ class SQLiteLedger(SqlLedger):
                 f"cannot open the SQLite ledger at {self.path!r}: {exc}; "
                 "check that the path is a callgate ledger in a writable directory"
             ) from exc
-        self._since_checkpoint = 0
         self._closed = False
 
     def _open_read_only(self, timeout: float) -> None:
@@ -122,7 +128,6 @@ class SQLiteLedger(SqlLedger):
         self._lock = threading.RLock()
         self._cur = self._conn.cursor()
         self._full = True
-        self._since_checkpoint = 0
         self._closed = False
         try:
             self._cur.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
@@ -179,11 +184,12 @@ class SQLiteLedger(SqlLedger):
                 f"(got {mode!r}); put it on a local file system"
             )
         cur.execute("PRAGMA synchronous=FULL")
-        cur.execute("PRAGMA wal_autocheckpoint=0")  # see _transact
+        cur.execute(f"PRAGMA wal_autocheckpoint={CHECKPOINT_PAGES}")
+        cur.execute(f"PRAGMA journal_size_limit={WAL_LIMIT_BYTES}")
         with self._lock:
             cur.execute("BEGIN IMMEDIATE")
             try:
-                apply_migrations(cur, _same, _TYPES)
+                apply_migrations(cur, _same, _TYPES, MIGRATION_HOOKS)
             except BaseException:
                 cur.execute("ROLLBACK")
                 raise
@@ -202,14 +208,10 @@ class SQLiteLedger(SqlLedger):
             cur = self._cur
             try:
                 cur.execute("BEGIN IMMEDIATE")
-                results = run_items(_Tx(cur, _same), [*deferred, *items], self.worker, HEAD_QUERY)
+                tx = _Tx(cur, _same, self.worker, HEAD_QUERY, self._rows)
+                results = run_items(tx, [*deferred, *items])
                 cur.execute("COMMIT")
-                self._since_checkpoint += 1
-                if self._since_checkpoint >= (
-                    CHECKPOINT_EVERY if durable else LIGHT_CHECKPOINT_EVERY
-                ):
-                    self._since_checkpoint = 0
-                    cur.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                tx.committed()
             except BaseException as exc:
                 if self._conn.in_transaction:
                     cur.execute("ROLLBACK")

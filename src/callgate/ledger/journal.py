@@ -1,0 +1,555 @@
+"""The journal: every state change of a ledger is one hash-chained record, and the
+state the gate decides by is derived from the records.
+
+A record says what happened (a decision, an attempt's start or end, a key that
+answered for another call, an approval requested, decided, used or released);
+`apply` is the one function that turns a record into the rows it changes: the
+call, its idempotency key, an approval. The SQL ledgers keep those rows as
+tables beside the journal so that the gate reads one row, not the history,
+and write them only through `apply`; `derive` replays a whole journal from
+nothing, so ``verify`` can recompute every row and report any that differs
+(an edited, inserted or deleted index row, a flipped approval), and any record
+that breaks the rules it was written under (`apply`'s problems).
+
+Attempts are not kept as rows: a call's attempts are read from its records
+(`attempts_from`). Records that change nothing (security events, renamed ids,
+reuse refusals) are audited and ignored here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from callgate.approvals import ApprovalRequest, ApprovalStatus
+from callgate.ledger.base import (
+    AttemptFinish,
+    AttemptRecord,
+    AttemptStart,
+    AuditRecord,
+    CallRecord,
+    CallState,
+    Outcome,
+    begin_states,
+    finish_data,
+    may_decide,
+    may_finish,
+)
+
+__all__ = [
+    "MIGRATED",
+    "Derived",
+    "IndexState",
+    "KeyRow",
+    "apply",
+    "attempts_from",
+    "changes_state",
+    "decision_data",
+    "derive",
+    "finished_data",
+    "outcome_from_record",
+    "started_data",
+]
+
+MIGRATED = "ledger.migrated"
+"""The record that opens a migrated journal's state: the ``migrated.*`` records after it
+carry every row of the older ledger; state records before it are history only."""
+
+_DECISIONS = frozenset(
+    {CallState.PROPOSED, CallState.REJECTED, CallState.PENDING, CallState.ADMITTED}
+)
+_OUTCOMES = frozenset({"ok", "error", "unknown"})
+_APPROVAL_CHANGES = frozenset(
+    {
+        "approval.requested",
+        "approval.approved",
+        "approval.denied",
+        "approval.used",
+        "approval.released",
+    }
+)
+
+
+def changes_state(kind: str) -> bool:
+    """Whether records of ``kind`` change rows (so only the ledger itself may write them)."""
+    if kind.startswith("call."):
+        return kind[5:] in {s.value for s in _DECISIONS}
+    if kind.startswith("attempt."):
+        return kind == "attempt.started" or kind[8:] in _OUTCOMES
+    return (
+        kind in _APPROVAL_CHANGES
+        or kind == MIGRATED
+        or kind.startswith(("migrated.", "idempotency."))
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KeyRow:
+    """An idempotency key: which attempt holds it, and how that attempt ended."""
+
+    key: str
+    request_hash: str
+    run_id: str
+    call_id: str
+    attempt: int
+    expires_at: float
+    status: str | None = None
+    """The holder's outcome (``ok``, ``error``, ``unknown``); None while it runs."""
+    outcome_seq: int | None = None
+    """The journal record that holds the outcome (its content is replayed from there)."""
+
+
+class IndexState(Protocol):
+    """The rows `apply` reads and writes: a dictionary (`Derived`) or a SQL transaction."""
+
+    def call(self, run_id: str, call_id: str) -> CallRecord | None: ...
+
+    def put_call(self, row: CallRecord) -> None: ...
+
+    def key(self, key: str) -> KeyRow | None: ...
+
+    def put_key(self, row: KeyRow) -> None: ...
+
+    def approval(self, approval_id: str) -> ApprovalRequest | None: ...
+
+    def put_approval(self, row: ApprovalRequest) -> None: ...
+
+    def reset(self) -> None: ...
+
+
+# -- what each record holds -------------------------------------------------------------
+
+
+def decision_data(r: CallRecord, at: float) -> dict[str, Any]:
+    """The data of a ``call.<state>`` record: the whole decision."""
+    return {
+        "actor": r.principal,
+        "tool": r.tool,
+        "tool_version": r.tool_version,
+        "arguments": r.arguments,
+        "stage": r.stage,
+        "decided_by": r.decided_by,
+        "effects": list(r.effects),
+        "approval_id": r.approval_id,
+        "message": r.message,
+        "request_hash": r.request_hash,
+        "idempotency_key": r.idempotency_key,
+        "created_at": r.created_at or at,
+        "updated_at": r.updated_at or at,
+    }
+
+
+def started_data(s: AttemptStart, worker: str) -> dict[str, Any]:
+    """The data of an ``attempt.started`` record (for a side effect: the key it takes)."""
+    return {
+        "actor": worker,
+        "attempt": s.attempt,
+        "idempotency_key": s.idempotency_key,
+        "request_hash": s.request_hash,
+        "tool_version": s.tool_version,
+        "started_at": s.started_at,
+        "key_expires_at": s.key_expires_at,
+        "side_effecting": s.side_effecting,
+    }
+
+
+def finished_data(f: AttemptFinish, worker: str) -> dict[str, Any]:
+    """The data of an ``attempt.<status>`` record: the whole outcome, content included."""
+    data = finish_data(f, worker)
+    data["content"] = f.outcome.content
+    data["finished_at"] = f.outcome.finished_at
+    data["idempotency_key"] = f.idempotency_key
+    return data
+
+
+def outcome_from_record(data: Mapping[str, Any], attempt: int | None = None) -> Outcome | None:
+    """The outcome an ``attempt.<status>`` record holds (or, in a ``migrated.call`` record,
+    that of ``attempt``)."""
+    if "attempts" in data:  # migrated.call
+        for a in data.get("attempts") or ():
+            if attempt is None or a.get("attempt") == attempt:
+                found = a.get("outcome")
+                if found:
+                    return _outcome(found)
+        return None
+    return _outcome(data)
+
+
+def _outcome(d: Mapping[str, Any]) -> Outcome:
+    return Outcome(
+        status=str(d.get("status")),
+        content=str(d.get("content") or ""),
+        error=d.get("error"),
+        stage=str(d.get("stage") or "execute"),
+        finished_at=float(d.get("finished_at") or 0.0),
+        reconciled=bool(d.get("reconciled")),
+        transaction_id=d.get("transaction_id"),
+    )
+
+
+def _outcome_dict(o: Outcome) -> dict[str, Any]:
+    return {
+        "status": o.status,
+        "content": o.content,
+        "error": o.error,
+        "stage": o.stage,
+        "finished_at": o.finished_at,
+        "reconciled": o.reconciled,
+        "transaction_id": o.transaction_id,
+    }
+
+
+# -- the fold --------------------------------------------------------------------------------
+
+
+def apply(st: IndexState, rec: AuditRecord) -> str | None:
+    """Change the rows ``rec`` changes; a problem when the record breaks a rule.
+
+    A decision the call's state no longer allows changes nothing and is no
+    problem (a call id that comes back is audited, never re-decided). The
+    problems are what `verify` reports: no ledger writes such a record.
+    """
+    kind = rec.kind
+    data = rec.data
+    if kind.startswith("call."):
+        return _decision(st, rec)
+    if kind == "attempt.started":
+        return _started(st, rec)
+    if kind.startswith("attempt."):
+        return _finished(st, rec)
+    if kind.startswith("idempotency."):
+        return _settled(st, rec)
+    if kind in _APPROVAL_CHANGES:
+        return _approval(st, rec)
+    if kind == MIGRATED:
+        st.reset()
+        return None
+    if kind.startswith("migrated."):
+        return _migrated(st, rec)
+    del data
+    return None
+
+
+def _decision(st: IndexState, rec: AuditRecord) -> str | None:
+    try:
+        state = CallState(rec.kind[5:])
+    except ValueError:
+        return None
+    if state not in _DECISIONS or rec.call_id is None:
+        return None  # an event about a call (call.bad_id, call.renamed)
+    d = rec.data
+    current = st.call(rec.run_id, rec.call_id)
+    if current is not None and not may_decide(current.state, state):
+        return None
+    st.put_call(
+        CallRecord(
+            run_id=rec.run_id,
+            call_id=rec.call_id,
+            tool=str(d.get("tool")),
+            tool_version=d.get("tool_version"),
+            principal=str(d.get("actor")),
+            arguments=str(d.get("arguments")),
+            state=state,
+            stage=str(d.get("stage")),
+            request_hash=d.get("request_hash"),
+            idempotency_key=d.get("idempotency_key"),
+            decided_by=d.get("decided_by"),
+            message=str(d.get("message") or ""),
+            effects=tuple(d.get("effects") or ()),
+            approval_id=d.get("approval_id"),
+            attempts=0,
+            reconciled=False,
+            created_at=float(d.get("created_at") or rec.at),
+            updated_at=float(d.get("updated_at") or rec.at),
+        )
+    )
+    return None
+
+
+def _started(st: IndexState, rec: AuditRecord) -> str | None:
+    d = rec.data
+    assert rec.call_id is not None
+    attempt = int(d.get("attempt") or 1)
+    side = bool(d.get("side_effecting", True))
+    started = float(d.get("started_at") or rec.at)
+    current = st.call(rec.run_id, rec.call_id)
+    problem = None
+    if current is not None and current.state in begin_states(side, attempt):
+        st.put_call(
+            dataclasses.replace(
+                current, state=CallState.RUNNING, attempts=attempt, updated_at=started
+            )
+        )
+    elif current is not None and side:
+        problem = f"starts an attempt of a call that was {current.state.value}"
+    if side:
+        key = str(d.get("idempotency_key"))
+        held = st.key(key)
+        if held is not None and not _claimable(held, started):
+            problem = problem or (
+                f"takes idempotency key {key!r} while the attempt of "
+                f"{held.run_id}/{held.call_id} holds it"
+            )
+        st.put_key(
+            KeyRow(
+                key=key,
+                request_hash=str(d.get("request_hash")),
+                run_id=rec.run_id,
+                call_id=rec.call_id,
+                attempt=attempt,
+                expires_at=float(d.get("key_expires_at") or 0.0),
+            )
+        )
+    return problem
+
+
+def _claimable(key: KeyRow, now: float) -> bool:
+    """Whether a new attempt may take ``key`` (`callgate.ledger.base.claim_for_key`)."""
+    return key.status == "error" or (key.status == "ok" and key.expires_at <= now)
+
+
+def _finished(st: IndexState, rec: AuditRecord) -> str | None:
+    status = rec.kind[8:]
+    if status not in _OUTCOMES or rec.call_id is None:
+        return None
+    d = rec.data
+    reconciled = bool(d.get("reconciled"))
+    finished = float(d.get("finished_at") or rec.at)
+    current = st.call(rec.run_id, rec.call_id)
+    check = Outcome(status=status, content="", reconciled=reconciled)
+    if not may_finish(current.state if current is not None else None, check):
+        state = current.state.value if current is not None else "absent"
+        return f"ends an attempt of a call that was {state}"
+    if current is not None:
+        st.put_call(
+            dataclasses.replace(
+                current,
+                state=CallState(status),
+                stage=str(d.get("stage") or "execute"),
+                reconciled=current.reconciled or reconciled,
+                updated_at=finished,
+            )
+        )
+    key_name = d.get("idempotency_key")
+    key = st.key(key_name) if isinstance(key_name, str) and key_name else None
+    if key is not None and key.run_id == rec.run_id and key.call_id == rec.call_id:
+        st.put_key(dataclasses.replace(key, status=status, outcome_seq=rec.seq))
+    return None
+
+
+def _settled(st: IndexState, rec: AuditRecord) -> str | None:
+    """A key answered for another call: the call settles without running (if admitted)."""
+    d = rec.data
+    settled = d.get("settled")
+    if rec.call_id is None or not isinstance(settled, str):
+        return None
+    current = st.call(rec.run_id, rec.call_id)
+    if current is not None and current.state is CallState.ADMITTED:
+        st.put_call(
+            dataclasses.replace(
+                current,
+                state=CallState(settled),
+                stage=str(d.get("stage") or "execute"),
+                attempts=0,
+                updated_at=float(d.get("started_at") or rec.at),
+            )
+        )
+    return None
+
+
+def _approval(st: IndexState, rec: AuditRecord) -> str | None:
+    d = rec.data
+    approval_id = str(d.get("approval_id"))
+    what = rec.kind[9:]
+    current = st.approval(approval_id)
+    if what == "requested":
+        st.put_approval(
+            ApprovalRequest(
+                id=approval_id,
+                run_id=rec.run_id,
+                call_id=rec.call_id or "",
+                principal=str(d.get("actor")),
+                tool=str(d.get("tool")),
+                arguments_json=str(d.get("arguments")),
+                arguments_hash=str(d.get("arguments_hash")),
+                resource_version=d.get("resource_version"),
+                effects=tuple(d.get("effects") or ()),
+                preview=str(d.get("preview") or ""),
+                policy_version=d.get("policy_version"),
+                created_at=float(d.get("created_at") or rec.at),
+                expires_at=float(d.get("expires_at") or 0.0),
+                resumable=bool(d.get("resumable")),
+            )
+        )
+        return None
+    if current is None:
+        return f"{what} approval {approval_id}, which was never requested"
+    if what in ("approved", "denied"):
+        at = float(d.get("decided_at") or rec.at)
+        if current.status is not ApprovalStatus.PENDING:
+            return f"decides approval {approval_id}, which was {current.status.value}"
+        st.put_approval(
+            dataclasses.replace(
+                current,
+                status=ApprovalStatus(what),
+                decided_by=d.get("actor"),
+                decided_at=at,
+                reason=d.get("reason"),
+                decision_seq=rec.seq,
+            )
+        )
+    elif what == "used":
+        used_at = float(d.get("used_at") or rec.at)
+        if current.status is not ApprovalStatus.APPROVED:
+            return f"uses approval {approval_id}, which was {current.status.value}"
+        if current.expires_at <= used_at:
+            return f"uses approval {approval_id} after it expired"
+        st.put_approval(
+            dataclasses.replace(
+                current, status=ApprovalStatus.USED, used_at=used_at, used_by=d.get("used_by")
+            )
+        )
+    elif what == "released":
+        if current.status is not ApprovalStatus.USED:
+            return f"releases approval {approval_id}, which was {current.status.value}"
+        st.put_approval(
+            dataclasses.replace(current, status=ApprovalStatus.APPROVED, used_at=None, used_by=None)
+        )
+    return None
+
+
+def _migrated(st: IndexState, rec: AuditRecord) -> str | None:
+    d = rec.data
+    if rec.kind == "migrated.call":
+        row = d.get("row") or {}
+        st.put_call(
+            CallRecord(
+                **{
+                    **row,
+                    "state": CallState(row["state"]),
+                    "effects": tuple(row.get("effects") or ()),
+                }
+            )
+        )
+    elif rec.kind == "migrated.key":
+        st.put_key(KeyRow(**{**(d.get("row") or {}), "outcome_seq": d.get("outcome_seq")}))
+    elif rec.kind == "migrated.approval":
+        row = dict(d.get("row") or {})
+        row["status"] = ApprovalStatus(row["status"])
+        row["effects"] = tuple(row.get("effects") or ())
+        if row["status"] in (ApprovalStatus.APPROVED, ApprovalStatus.DENIED, ApprovalStatus.USED):
+            row["decision_seq"] = rec.seq
+        st.put_approval(ApprovalRequest(**row))
+    return None
+
+
+# -- a whole journal ---------------------------------------------------------------------------
+
+
+class Derived:
+    """Rows derived from records in memory: what `derive` returns."""
+
+    def __init__(self) -> None:
+        self.calls: dict[tuple[str, str], CallRecord] = {}
+        self.keys: dict[str, KeyRow] = {}
+        self.approvals: dict[str, ApprovalRequest] = {}
+
+    def call(self, run_id: str, call_id: str) -> CallRecord | None:
+        return self.calls.get((run_id, call_id))
+
+    def put_call(self, row: CallRecord) -> None:
+        self.calls[(row.run_id, row.call_id)] = row
+
+    def key(self, key: str) -> KeyRow | None:
+        return self.keys.get(key)
+
+    def put_key(self, row: KeyRow) -> None:
+        self.keys[row.key] = row
+
+    def approval(self, approval_id: str) -> ApprovalRequest | None:
+        return self.approvals.get(approval_id)
+
+    def put_approval(self, row: ApprovalRequest) -> None:
+        self.approvals[row.id] = row
+
+    def reset(self) -> None:
+        self.calls.clear()
+        self.keys.clear()
+        self.approvals.clear()
+
+
+def derive(records: Iterable[AuditRecord]) -> tuple[Derived, list[str]]:
+    """Replay ``records`` from nothing: the rows they make, and the rule problems found."""
+    state = Derived()
+    problems: list[str] = []
+    for rec in records:
+        problem = apply(state, rec)
+        if problem is not None:
+            problems.append(f"record {rec.seq} ({rec.kind}): {problem}")
+    return state, problems
+
+
+def attempts_from(records: Sequence[AuditRecord], worker: str = "") -> list[AttemptRecord]:
+    """One call's attempts, from its records in order."""
+    found: dict[int, AttemptRecord] = {}
+    for rec in records:
+        d = rec.data
+        if rec.kind == "migrated.call":
+            found = {}
+            for a in d.get("attempts") or ():
+                outcome = a.get("outcome")
+                found[int(a["attempt"])] = AttemptRecord(
+                    run_id=rec.run_id,
+                    call_id=rec.call_id or "",
+                    attempt=int(a["attempt"]),
+                    tool_version=str(a.get("tool_version")),
+                    idempotency_key=str(a.get("idempotency_key")),
+                    request_hash=str(a.get("request_hash")),
+                    started_at=float(a.get("started_at") or 0.0),
+                    worker=str(a.get("worker") or ""),
+                    outcome=_outcome(outcome) if outcome else None,
+                )
+        elif rec.kind == "attempt.started" and "started_at" in d:
+            n = int(d.get("attempt") or 1)
+            if n not in found:
+                found[n] = AttemptRecord(
+                    run_id=rec.run_id,
+                    call_id=rec.call_id or "",
+                    attempt=n,
+                    tool_version=str(d.get("tool_version")),
+                    idempotency_key=str(d.get("idempotency_key")),
+                    request_hash=str(d.get("request_hash")),
+                    started_at=float(d["started_at"]),
+                    worker=str(d.get("actor") or worker),
+                )
+        elif rec.kind[8:] in _OUTCOMES and rec.kind.startswith("attempt.") and "content" in d:
+            n = int(d.get("attempt") or 1)
+            if n in found:
+                found[n] = dataclasses.replace(
+                    found[n], outcome=_outcome({**d, "status": rec.kind[8:]})
+                )
+    return [found[n] for n in sorted(found)]
+
+
+def migrated_call_data(call: CallRecord, attempts: Sequence[AttemptRecord]) -> dict[str, Any]:
+    """The data of a ``migrated.call`` record: the row and the attempts of a v2 ledger."""
+    row = {f.name: getattr(call, f.name) for f in dataclasses.fields(call)}
+    row["state"] = call.state.value
+    row["effects"] = list(call.effects)
+    return {
+        "row": row,
+        "attempts": [
+            {
+                "attempt": a.attempt,
+                "tool_version": a.tool_version,
+                "idempotency_key": a.idempotency_key,
+                "request_hash": a.request_hash,
+                "started_at": a.started_at,
+                "worker": a.worker,
+                "outcome": _outcome_dict(a.outcome) if a.outcome is not None else None,
+            }
+            for a in attempts
+        ],
+    }

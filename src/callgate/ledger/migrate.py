@@ -1,0 +1,192 @@
+"""Moving a schema-2 ledger's rows into its journal (schema migration 3).
+
+Before version 3 the state the gate decided by lived in tables beside the audit
+trail. Migration 3 keeps every old record (the chain still verifies from its
+first record) and appends, after a ``ledger.migrated`` record, one
+``migrated.call`` record per call (with its attempts and outcomes), one
+``migrated.key`` per idempotency key and one ``migrated.approval`` per
+approval request; from then on the rows are derived from the journal like any
+others (`callgate.ledger.journal`).
+
+The old tables could be edited without trace, so the move checks what it can:
+an approval the table says was approved, or used, but whose decision is not in
+the old audit trail is moved as it is only if it was used already (its call ran
+and is history); an approved one that was never decided in the trail is moved
+as **pending**, and named in the ``ledger.migrated`` record, so that a person
+decides it again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from callgate.approvals import ApprovalStatus
+from callgate.ledger.base import AttemptRecord, Outcome
+from callgate.ledger.journal import MIGRATED, migrated_call_data
+from callgate.ledger.sql_schema import Cursor
+from callgate.ledger.sql_statements import HEAD
+from callgate.ledger.sql_writes import _Tx, approval_from_row, call_from_row
+
+__all__ = ["MIGRATION_HOOKS", "journal_from_v2"]
+
+_V2_APPROVAL_COLUMNS = (
+    "id, run_id, call_id, principal, tool, arguments_json, arguments_hash, resource_version, "
+    "effects, preview, policy_version, created_at, expires_at, status, decided_by, decided_at, "
+    "reason, used_at, used_by, resumable"
+)
+_V2_CALL_COLUMNS = (
+    "run_id, call_id, tool, tool_version, principal, arguments, state, stage, request_hash, "
+    "idempotency_key, decided_by, message, effects, approval_id, attempts, reconciled, "
+    "created_at, updated_at"
+)
+
+
+def journal_from_v2(cur: Cursor, sql: Callable[[str], str]) -> None:
+    """The data step of migration 3: the old rows become journal records; ``attempts``
+    is dropped. Runs inside the migration's transaction."""
+    calls = [
+        call_from_row(r)
+        for r in _all(cur, sql, f"SELECT {_V2_CALL_COLUMNS} FROM calls ORDER BY created_at")
+    ]
+    attempts: dict[tuple[str, str], list[AttemptRecord]] = {}
+    for r in _all(
+        cur,
+        sql,
+        "SELECT run_id, call_id, attempt, tool_version, idempotency_key, request_hash, "
+        "started_at, worker, status, content, error, stage, finished_at, reconciled, "
+        "transaction_id FROM attempts ORDER BY run_id, call_id, attempt",
+    ):
+        outcome = (
+            None
+            if r[8] is None
+            else Outcome(
+                status=r[8],
+                content=r[9] or "",
+                error=r[10],
+                stage=r[11] or "execute",
+                finished_at=r[12] or 0.0,
+                reconciled=bool(r[13]),
+                transaction_id=r[14],
+            )
+        )
+        attempts.setdefault((r[0], r[1]), []).append(
+            AttemptRecord(
+                run_id=r[0],
+                call_id=r[1],
+                attempt=r[2],
+                tool_version=r[3],
+                idempotency_key=r[4],
+                request_hash=r[5],
+                started_at=r[6],
+                worker=r[7],
+                outcome=outcome,
+            )
+        )
+    keys = _all(
+        cur,
+        sql,
+        "SELECT k.key, k.request_hash, k.run_id, k.call_id, k.attempt, k.expires_at, a.status "
+        "FROM idempotency_keys k LEFT JOIN attempts a ON a.run_id = k.run_id "
+        "AND a.call_id = k.call_id AND a.attempt = k.attempt ORDER BY k.key",
+    )
+    approvals = [
+        approval_from_row([*r, None])
+        for r in _all(
+            cur, sql, f"SELECT {_V2_APPROVAL_COLUMNS} FROM approvals ORDER BY created_at, id"
+        )
+    ]
+    decided = set()
+    for (text,) in _all(cur, sql, "SELECT data FROM journal WHERE kind = 'approval.approved'"):
+        try:
+            found = json.loads(text).get("approval_id")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(found, str):
+            decided.add(found)
+    if calls or keys or approvals:
+        undecided = [
+            a.id for a in approvals if a.status is ApprovalStatus.APPROVED and a.id not in decided
+        ]
+        tx = _Tx(cur, sql, "migration", HEAD, None)
+        tx.append(
+            MIGRATED,
+            "",
+            None,
+            {
+                "actor": "migration",
+                "from_version": 2,
+                "calls": len(calls),
+                "keys": len(keys),
+                "approvals": len(approvals),
+                "approved_without_decision": undecided,
+            },
+        )
+        holder_seq: dict[tuple[str, str], int] = {}
+        for call in calls:
+            ident = (call.run_id, call.call_id)
+            rec = tx.append(
+                "migrated.call",
+                call.run_id,
+                call.call_id,
+                migrated_call_data(call, attempts.get(ident, [])),
+            )
+            holder_seq[ident] = rec.seq
+        for k in keys:
+            row: dict[str, Any] = {
+                "key": k[0],
+                "request_hash": k[1],
+                "run_id": k[2],
+                "call_id": k[3],
+                "attempt": k[4],
+                "expires_at": k[5],
+                "status": k[6],
+            }
+            seq = holder_seq.get((k[2], k[3])) if k[6] is not None else None
+            tx.append(
+                "migrated.key", k[2], k[3], {"actor": "migration", "row": row, "outcome_seq": seq}
+            )
+        for a in approvals:
+            status = ApprovalStatus.PENDING if a.id in undecided else a.status
+            tx.append(
+                "migrated.approval",
+                a.run_id,
+                a.call_id,
+                {
+                    "actor": "migration",
+                    "row": {
+                        "id": a.id,
+                        "run_id": a.run_id,
+                        "call_id": a.call_id,
+                        "principal": a.principal,
+                        "tool": a.tool,
+                        "arguments_json": a.arguments_json,
+                        "arguments_hash": a.arguments_hash,
+                        "resource_version": a.resource_version,
+                        "effects": list(a.effects),
+                        "preview": a.preview,
+                        "policy_version": a.policy_version,
+                        "created_at": a.created_at,
+                        "expires_at": a.expires_at,
+                        "status": status.value,
+                        "decided_by": None if status is ApprovalStatus.PENDING else a.decided_by,
+                        "decided_at": None if status is ApprovalStatus.PENDING else a.decided_at,
+                        "reason": a.reason,
+                        "used_at": a.used_at,
+                        "used_by": a.used_by,
+                        "resumable": a.resumable,
+                    },
+                },
+            )
+        tx.write()
+    cur.execute(sql("DROP TABLE attempts"))
+
+
+def _all(cur: Cursor, sql: Callable[[str], str], statement: str) -> list[Any]:
+    cur.execute(sql(statement))
+    return list(cur.fetchall())
+
+
+MIGRATION_HOOKS = {3: journal_from_v2}
+"""The data steps of the migrations that move data (`apply_migrations`)."""
