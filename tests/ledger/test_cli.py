@@ -152,7 +152,9 @@ def test_verify_passes_an_intact_ledger(db: Path) -> None:
 TAMPERING = {
     "edited": "UPDATE journal SET data = replace(data, 'alice', 'mallory') WHERE seq = 2",
     "deleted": "DELETE FROM journal WHERE seq = 3",
-    "truncated": "DELETE FROM journal WHERE seq = (SELECT max(seq) FROM journal WHERE kind != '@head')",
+    "truncated": (
+        "DELETE FROM journal WHERE seq = (SELECT max(seq) FROM journal WHERE kind != '@head')"
+    ),
 }
 
 
