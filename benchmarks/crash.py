@@ -466,7 +466,9 @@ class Scenario:
         charges = service.get("/charges")
         requests = service.get("/requests")
         by_op: Counter[str] = Counter(c["operation_id"] for c in charges)
-        charge_of = {c["operation_id"]: c["charge_id"] for c in charges}
+        made: dict[str, set[str | None]] = {}
+        for c in charges:
+            made.setdefault(c["operation_id"], set()).add(c["charge_id"])
         fig.duplicates = sorted(op for op, n in by_op.items() if n > 1)
         fig.unrequested = sorted(set(by_op) - requested)
         handler = Counter(r["key"] for r in requests if r["source"] == "handler")
@@ -491,10 +493,10 @@ class Scenario:
                 fig.failed_honestly.append(op)
             else:
                 fig.lost.append(op)
-        for op, charge in sorted(charge_of.items()):
-            if outcomes.get(op, set()) != {charge}:
+        for op, by_service in sorted(made.items()):
+            if outcomes.get(op, set()) != by_service:
                 fig.ledger_mismatches.append(op)
-            if not self.told.get(op, set()) <= {charge}:
+            if not self.told.get(op, set()) <= by_service:
                 fig.told_mismatches.append(op)
         check = ledger.verify()
         fig.audit_ok, fig.audit_records, fig.audit_problems = (
