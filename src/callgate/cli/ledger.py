@@ -288,7 +288,7 @@ def show(
     with _open(db, dsn) as ledger:
         call = _find(ledger, call_id, run)
         attempts = ledger.attempts(call.run_id, call.call_id)
-        audit = [r for r in ledger.audit() if r.run_id == call.run_id and r.call_id == call.call_id]
+        audit = ledger.records(run_id=call.run_id, call_id=call.call_id)
         if as_json:
             _print_json(
                 {
@@ -431,6 +431,73 @@ def verify(
         line = Text("TAMPERED", style="red")
         line.append(f": {len(problems)} problem(s)")
         err.print(line, soft_wrap=True)
+        for problem in problems:
+            err.print(cell(f"  - {problem}"), soft_wrap=True)
+    raise typer.Exit(OK if ok else PROBLEM)
+
+
+@app.command()
+def migrate(
+    db: DbOption = Path(DEFAULT_PATH),
+    dsn: DsnOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Bring a ledger written by an older callgate to this version's schema, then verify it.
+
+    One transaction: the old rows move into the journal (nothing is dropped from the
+    audit trail). Exit 1 if the migrated ledger does not verify.
+    """
+    from callgate.ledger.upgrade import migrate_postgres, migrate_sqlite
+
+    try:
+        done = migrate_postgres(dsn) if dsn else migrate_sqlite(db)
+    except LedgerError as exc:
+        if exc.__cause__ is not None:
+            raise _unreadable(None if dsn else db, exc) from None
+        raise _fail(str(exc)) from None
+    except _read_errors() as exc:
+        raise _unreadable(None if dsn else db, exc) from None
+    ok = done.check is None or done.check.ok
+    problems = list(done.check.problems) if done.check is not None else []
+    if as_json:
+        _print_json(
+            {
+                "from_version": done.from_version,
+                "to_version": done.to_version,
+                "calls": done.calls,
+                "keys": done.keys,
+                "approvals": done.approvals,
+                "approved_without_decision": list(done.approved_without_decision),
+                "verified": ok,
+                "problems": problems,
+            }
+        )
+    elif done.from_version >= done.to_version:
+        console().print(
+            plain(f"already at schema version {done.to_version}: nothing to migrate"),
+            soft_wrap=True,
+        )
+    else:
+        console().print(
+            plain(
+                f"migrated from schema version {done.from_version} to {done.to_version}: "
+                f"{done.calls} call(s), {done.keys} idempotency key(s) and {done.approvals} "
+                "approval(s) moved into the journal"
+            ),
+            soft_wrap=True,
+        )
+        for approval_id in done.approved_without_decision:
+            console().print(
+                cell(
+                    f"  approval {approval_id} was approved in the old table but its decision "
+                    "is not in the old audit trail: it is pending again; decide it with "
+                    "'callgate approvals approve/deny'"
+                ),
+                soft_wrap=True,
+            )
+    if not ok:
+        err = console(stderr=True)
+        err.print(Text("TAMPERED", style="red"), plain(": the migrated ledger does not verify"))
         for problem in problems:
             err.print(cell(f"  - {problem}"), soft_wrap=True)
     raise typer.Exit(OK if ok else PROBLEM)

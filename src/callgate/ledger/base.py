@@ -477,6 +477,33 @@ class Ledger(abc.ABC):
         """``(seq, hash)`` of the last audit record as the ledger recorded it separately."""
         return None
 
+    def records(
+        self,
+        *,
+        run_id: str | None = None,
+        call_id: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        after: int = 0,
+        limit: int | None = None,
+    ) -> Sequence[AuditRecord]:
+        """Journal records, oldest first: those of one run or call, those whose time is in
+        ``[since, until)``, after record number ``after``, at most ``limit``.
+
+        The SQL ledgers answer from indexes (by run and call) in time proportional to
+        the answer; this default filters `audit`.
+        """
+        found = [
+            r
+            for r in self.audit()
+            if r.seq > after
+            and (run_id is None or r.run_id == run_id)
+            and (call_id is None or r.call_id == call_id)
+            and (since is None or r.at >= since)
+            and (until is None or r.at < until)
+        ]
+        return found[:limit] if limit is not None else found
+
     async def abegin_attempt(self, start: AttemptStart) -> Claim:
         """`begin_attempt` for async callers; backends may share commits between callers."""
         return self.begin_attempt(start)

@@ -484,7 +484,12 @@ def derive(records: Iterable[AuditRecord]) -> tuple[Derived, list[str]]:
     """Replay ``records`` from nothing: the rows they make, and the rule problems found."""
     state = Derived()
     problems: list[str] = []
-    for rec in records:
+    replayed = list(records)
+    for i in range(len(replayed) - 1, -1, -1):
+        if replayed[i].kind == MIGRATED:  # what came before is an older ledger's history
+            replayed = replayed[i:]
+            break
+    for rec in replayed:
         problem = apply(state, rec)
         if problem is not None:
             problems.append(f"record {rec.seq} ({rec.kind}): {problem}")
@@ -539,6 +544,7 @@ def migrated_call_data(call: CallRecord, attempts: Sequence[AttemptRecord]) -> d
     row["state"] = call.state.value
     row["effects"] = list(call.effects)
     return {
+        "actor": "migration",
         "row": row,
         "attempts": [
             {

@@ -137,6 +137,8 @@ class PostgresLedger(SqlLedger):
             database = conn.execute("SELECT current_database()").fetchone()
             name = f"the PostgreSQL database '{database[0] if database else '?'}'"
             missing = [str(r[0]) for r in conn.execute(_MISSING_TABLES, (list(_TABLES),))]
+            if missing and not {"schema_version", "calls"} & set(missing):
+                missing = []  # an older callgate's ledger: its version says so below
             if missing:
                 tables = [str(r[0]) for r in conn.execute(_USER_TABLES)]
                 if not tables:
@@ -158,8 +160,9 @@ class PostgresLedger(SqlLedger):
         if version < SCHEMA_VERSION:
             raise LedgerError(
                 f"the ledger in {name} has schema version {version}, older than this "
-                f"callgate's ({SCHEMA_VERSION}), and reading never migrates it; open it once "
-                "for writing (PostgresLedger(dsn), or a command that writes) to migrate it"
+                f"callgate's ({SCHEMA_VERSION}), and reading never migrates it; migrate it "
+                "with 'callgate ledger migrate --dsn DSN' (or open it for writing: "
+                "PostgresLedger(dsn))"
             )
 
     def _migrate(self) -> None:

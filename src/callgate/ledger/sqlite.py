@@ -151,6 +151,8 @@ class SQLiteLedger(SqlLedger):
                 f"(expected {_EXPECTED})"
             ) from None
         missing = [t for t in _TABLES if t not in tables]
+        if missing and "schema_version" in tables and "calls" in tables:
+            self._check_version()  # an older callgate's ledger: say so
         if missing:
             if not tables:
                 found = "it is empty" if os.path.getsize(self.path) == 0 else "it has no tables"
@@ -160,6 +162,9 @@ class SQLiteLedger(SqlLedger):
             raise LedgerError(
                 f"{self.path} is not a callgate ledger: {found} (expected {_EXPECTED})"
             )
+        self._check_version()
+
+    def _check_version(self) -> None:
         row = self._cur.execute("SELECT max(version) FROM schema_version").fetchone()
         version = int(row[0]) if row and row[0] is not None else 0
         if version > SCHEMA_VERSION:
@@ -170,8 +175,9 @@ class SQLiteLedger(SqlLedger):
         if version < SCHEMA_VERSION:
             raise LedgerError(
                 f"the ledger at {self.path} has schema version {version}, older than this "
-                f"callgate's ({SCHEMA_VERSION}), and reading never migrates it; open it once "
-                "for writing (SQLiteLedger(path), or a command that writes) to migrate it"
+                f"callgate's ({SCHEMA_VERSION}), and reading never migrates it; migrate it "
+                f"with 'callgate ledger migrate --db {self.path}' (or open it for writing: "
+                "SQLiteLedger(path))"
             )
 
     def _open(self, timeout: float) -> None:
