@@ -102,11 +102,16 @@ class KeyRow:
 
 
 class IndexState(Protocol):
-    """The rows `apply` reads and writes: a dictionary (`Derived`) or a SQL transaction."""
+    """The rows `apply` reads and writes: a dictionary (`Derived`) or a SQL transaction.
+
+    `apply` changes a call row in place (and hands it to `put_call`): an owner that
+    keeps rows across transactions must drop them when one fails (`RowCache`)."""
 
     def call(self, run_id: str, call_id: str) -> CallRecord | None: ...
 
-    def put_call(self, row: CallRecord) -> None: ...
+    def put_call(self, row: CallRecord, *, status_only: bool = False) -> None:
+        """Store ``row``; ``status_only``: only its state, stage, attempts, reconciled
+        flag and time changed (a cheaper write)."""
 
     def key(self, key: str) -> KeyRow | None: ...
 
@@ -273,15 +278,14 @@ def _started(st: IndexState, rec: AuditRecord) -> str | None:
     assert rec.call_id is not None
     attempt = int(d.get("attempt") or 1)
     side = bool(d.get("side_effecting", True))
-    started = float(d.get("started_at") or rec.at)
+    started = _time(d, "started_at", rec.at)
     current = st.call(rec.run_id, rec.call_id)
     problem = None
     if current is not None and current.state in begin_states(side, attempt):
-        st.put_call(
-            dataclasses.replace(
-                current, state=CallState.RUNNING, attempts=attempt, updated_at=started
-            )
-        )
+        current.state = CallState.RUNNING
+        current.attempts = attempt
+        current.updated_at = started
+        st.put_call(current, status_only=True)
     elif current is not None and side:
         problem = f"starts an attempt of a call that was {current.state.value}"
     if side:
@@ -305,6 +309,11 @@ def _started(st: IndexState, rec: AuditRecord) -> str | None:
     return problem
 
 
+def _time(d: Mapping[str, Any], name: str, default: float) -> float:
+    value = d.get(name)
+    return float(value) if isinstance(value, int | float) else default
+
+
 def _claimable(key: KeyRow, now: float) -> bool:
     """Whether a new attempt may take ``key`` (`callgate.ledger.base.claim_for_key`)."""
     return key.status == "error" or (key.status == "ok" and key.expires_at <= now)
@@ -316,26 +325,33 @@ def _finished(st: IndexState, rec: AuditRecord) -> str | None:
         return None
     d = rec.data
     reconciled = bool(d.get("reconciled"))
-    finished = float(d.get("finished_at") or rec.at)
+    finished = _time(d, "finished_at", rec.at)
     current = st.call(rec.run_id, rec.call_id)
     check = Outcome(status=status, content="", reconciled=reconciled)
     if not may_finish(current.state if current is not None else None, check):
         state = current.state.value if current is not None else "absent"
         return f"ends an attempt of a call that was {state}"
     if current is not None:
-        st.put_call(
-            dataclasses.replace(
-                current,
-                state=CallState(status),
-                stage=str(d.get("stage") or "execute"),
-                reconciled=current.reconciled or reconciled,
-                updated_at=finished,
-            )
-        )
+        current.state = CallState(status)
+        current.stage = str(d.get("stage") or "execute")
+        current.reconciled = current.reconciled or reconciled
+        current.updated_at = finished
+        st.put_call(current, status_only=True)
     key_name = d.get("idempotency_key")
     key = st.key(key_name) if isinstance(key_name, str) and key_name else None
     if key is not None and key.run_id == rec.run_id and key.call_id == rec.call_id:
-        st.put_key(dataclasses.replace(key, status=status, outcome_seq=rec.seq))
+        st.put_key(
+            KeyRow(
+                key=key.key,
+                request_hash=key.request_hash,
+                run_id=key.run_id,
+                call_id=key.call_id,
+                attempt=key.attempt,
+                expires_at=key.expires_at,
+                status=status,
+                outcome_seq=rec.seq,
+            )
+        )
     return None
 
 
@@ -347,15 +363,11 @@ def _settled(st: IndexState, rec: AuditRecord) -> str | None:
         return None
     current = st.call(rec.run_id, rec.call_id)
     if current is not None and current.state is CallState.ADMITTED:
-        st.put_call(
-            dataclasses.replace(
-                current,
-                state=CallState(settled),
-                stage=str(d.get("stage") or "execute"),
-                attempts=0,
-                updated_at=float(d.get("started_at") or rec.at),
-            )
-        )
+        current.state = CallState(settled)
+        current.stage = str(d.get("stage") or "execute")
+        current.attempts = 0
+        current.updated_at = _time(d, "started_at", rec.at)
+        st.put_call(current, status_only=True)
     return None
 
 
@@ -459,7 +471,7 @@ class Derived:
     def call(self, run_id: str, call_id: str) -> CallRecord | None:
         return self.calls.get((run_id, call_id))
 
-    def put_call(self, row: CallRecord) -> None:
+    def put_call(self, row: CallRecord, *, status_only: bool = False) -> None:
         self.calls[(row.run_id, row.call_id)] = row
 
     def key(self, key: str) -> KeyRow | None:

@@ -186,6 +186,7 @@ class PostgresLedger(SqlLedger):
                     results = run_items(tx, [*deferred, *items])
                 tx.committed()
             except BaseException as exc:
+                self._rows.clear()  # rows changed in place by a transaction that failed
                 # As in SQLiteLedger: retry deferred writes only after a passing failure.
                 if (
                     isinstance(exc, self._transient)

@@ -67,6 +67,10 @@ def insert_journal(rows: int) -> str:
     return f"INSERT INTO journal ({JOURNAL_COLUMNS}) VALUES {values(8, rows)}"
 
 
+UPDATE_CALL_STATUS = (
+    "UPDATE calls SET state = ?, stage = ?, attempts = ?, reconciled = ?, updated_at = ? "
+    "WHERE run_id = ? AND call_id = ?"
+)
 SELECT_CALL = f"SELECT {CALL_COLUMNS} FROM calls WHERE run_id = ? AND call_id = ?"
 SELECT_KEY = f"SELECT {KEY_COLUMNS} FROM idempotency_keys WHERE key = ?"
 SELECT_APPROVAL = f"SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = ?"

@@ -63,6 +63,7 @@ from callgate.ledger.sql_statements import (
     SELECT_KEY,
     SELECT_RECORD,
     SET_HEAD,
+    UPDATE_CALL_STATUS,
     insert_journal,
     upsert_approvals,
     upsert_calls,
@@ -297,6 +298,7 @@ class _Tx:
         "_head",
         "_keys",
         "_records",
+        "_status_calls",
         "cur",
         "prev",
         "seq",
@@ -329,6 +331,7 @@ class _Tx:
         self._keys: dict[str, KeyRow | None] = {}
         self._approvals: dict[str, ApprovalRequest | None] = {}
         self._dirty_calls: dict[tuple[str, str], CallRecord] = {}
+        self._status_calls: dict[tuple[str, str], CallRecord] = {}
         self._dirty_keys: dict[str, KeyRow] = {}
         self._dirty_approvals: dict[str, ApprovalRequest] = {}
         self._records: list[tuple[Any, ...]] = []
@@ -353,10 +356,14 @@ class _Tx:
         result: CallRecord | None = found
         return result
 
-    def put_call(self, row: CallRecord) -> None:
+    def put_call(self, row: CallRecord, *, status_only: bool = False) -> None:
         ident = (row.run_id, row.call_id)
         self._calls[ident] = row
-        self._dirty_calls[ident] = row
+        if status_only and ident not in self._dirty_calls:
+            self._status_calls[ident] = row
+        else:
+            self._dirty_calls[ident] = row
+            self._status_calls.pop(ident, None)
 
     def key(self, key: str) -> KeyRow | None:
         found = self._keys.get(key, _MISSING)
@@ -396,7 +403,12 @@ class _Tx:
             self.x(statement)
         for rows in (self._calls, self._keys, self._approvals):
             rows.clear()
-        for dirty in (self._dirty_calls, self._dirty_keys, self._dirty_approvals):
+        for dirty in (
+            self._dirty_calls,
+            self._status_calls,
+            self._dirty_keys,
+            self._dirty_approvals,
+        ):
             dirty.clear()
         if self._cache is not None:
             self._cache.clear()
@@ -442,6 +454,23 @@ class _Tx:
             self._rows(insert_journal(len(chunk)), chunk)
         if self._dirty_calls:
             self._upsert(upsert_calls, [call_row(r) for r in self._dirty_calls.values()])
+        if self._status_calls:
+            rows = [
+                (
+                    c.state.value,
+                    c.stage,
+                    c.attempts,
+                    int(c.reconciled),
+                    c.updated_at,
+                    c.run_id,
+                    c.call_id,
+                )
+                for c in self._status_calls.values()
+            ]
+            if len(rows) == 1:
+                self.x(UPDATE_CALL_STATUS, rows[0])
+            else:
+                self.cur.executemany(self.sql(UPDATE_CALL_STATUS), rows)
         if self._dirty_keys:
             self._upsert(upsert_keys, [key_row(r) for r in self._dirty_keys.values()])
         if self._dirty_approvals:

@@ -219,6 +219,7 @@ class SQLiteLedger(SqlLedger):
                 cur.execute("COMMIT")
                 tx.committed()
             except BaseException as exc:
+                self._rows.clear()  # rows changed in place by a transaction that failed
                 if self._conn.in_transaction:
                     cur.execute("ROLLBACK")
                 # Other calls' deferred decisions must not vanish with a transaction that
