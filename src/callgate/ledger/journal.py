@@ -141,7 +141,7 @@ def decision_data(r: CallRecord, at: float) -> dict[str, Any]:
         "message": r.message,
         "request_hash": r.request_hash,
         "idempotency_key": r.idempotency_key,
-        "created_at": r.created_at or at,
+        "created_at": r.created_at,
         "updated_at": r.updated_at or at,
     }
 
@@ -266,8 +266,8 @@ def _decision(st: IndexState, rec: AuditRecord) -> str | None:
             approval_id=d.get("approval_id"),
             attempts=0,
             reconciled=False,
-            created_at=float(d.get("created_at") or rec.at),
-            updated_at=float(d.get("updated_at") or rec.at),
+            created_at=_time(d, "created_at", rec.at),
+            updated_at=_time(d, "updated_at", rec.at),
         )
     )
     return None

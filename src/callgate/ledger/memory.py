@@ -22,6 +22,7 @@ from callgate.ledger.base import (
     AttemptFinish,
     AttemptRecord,
     AttemptStart,
+    AuditCheck,
     AuditRecord,
     CallRecord,
     CallState,
@@ -34,11 +35,12 @@ from callgate.ledger.base import (
     begin_states,
     claim_for_key,
     default_worker,
-    finish_data,
     may_decide,
     may_finish,
     settled_state,
+    verify_chain,
 )
+from callgate.ledger.journal import derive, finished_data
 
 __all__ = ["MemoryLedger"]
 
@@ -155,13 +157,7 @@ class MemoryLedger(Ledger):
             current = self._status.get(ident)
             applied = current is None or may_decide(_STATES[current[0]], record.state)
             if applied:
-                self._status[ident] = (
-                    state,
-                    record.stage,
-                    record.attempts,
-                    record.reconciled,
-                    updated,
-                )
+                self._status[ident] = (state, record.stage, 0, False, updated)
             self._journal += (
                 "decision",
                 ident[0],
@@ -214,7 +210,14 @@ class MemoryLedger(Ledger):
                 "start",
                 ident[0],
                 ident[1],
-                (start.attempt, start.idempotency_key, start.request_hash, start.tool_version),
+                (
+                    start.attempt,
+                    start.idempotency_key,
+                    start.request_hash,
+                    start.tool_version,
+                    start.side_effecting,
+                    start.key_expires_at,
+                ),
                 start.started_at,
             )
             return _RUN
@@ -223,10 +226,11 @@ class MemoryLedger(Ledger):
         """Move a call that will not run to its final state, and audit why."""
         status = self._status.get(ident)
         state, stage = settled_state(claim)
-        if status is not None and status[0] == "admitted":
-            self._status[ident] = (state.value, stage, status[2], status[3], now)
         holder = list(claim.holder) if claim.holder else None
-        data = {"actor": self.worker, "holder": holder}
+        data: dict[str, Any] = {"actor": self.worker, "holder": holder}
+        if status is not None and status[0] == "admitted":
+            self._status[ident] = (state.value, stage, 0, status[3], now)
+            data.update(settled=state.value, stage=stage, started_at=now)
         kind = f"idempotency.{claim.kind.value}"
         self._journal += (kind, ident[0], ident[1], data, time.time())
 
@@ -253,7 +257,7 @@ class MemoryLedger(Ledger):
                 "finish",
                 ident[0],
                 ident[1],
-                (finish.attempt, finish.actor, finish.note, row),
+                (finish.attempt, finish.actor, finish.note, row, finish.idempotency_key),
                 outcome.finished_at or time.time(),
             )
             return True
@@ -275,7 +279,7 @@ class MemoryLedger(Ledger):
                 if payload[3]:
                     self._decisions[(run_id, call_id)] = payload[0]
             elif kind == "start":
-                attempt, key, request_hash, tool_version = payload
+                attempt, key, request_hash, tool_version = payload[:4]
                 row = (attempt, tool_version, key, request_hash, journal[i + 4], None)
                 self._attempts.setdefault((run_id, call_id), []).append(row)
             elif kind == "finish":
@@ -331,6 +335,28 @@ class MemoryLedger(Ledger):
             for a in rows
         ]
 
+    def verify(self) -> AuditCheck:
+        """Verify the chain, and that every call's state is what its records make of it
+        (the same fold the SQL ledgers' rows are derived by)."""
+        records = self.audit()
+        checked = verify_chain(records, self.audit_head())
+        derived, problems = derive(records)
+        for call in self.calls():
+            want = derived.calls.get((call.run_id, call.call_id))
+            if want != call:
+                problems.append(
+                    f"call {call.run_id}/{call.call_id}: its state differs from its records"
+                )
+        if not problems:
+            return checked
+        return AuditCheck(
+            ok=False,
+            records=checked.records,
+            head=checked.head,
+            problems=(*checked.problems, *problems),
+            first_bad_seq=checked.first_bad_seq,
+        )
+
     def audit(self) -> Sequence[AuditRecord]:
         with self._lock:
             self._chain()
@@ -363,10 +389,14 @@ class MemoryLedger(Ledger):
                         "effects": list(d[10]),
                         "approval_id": d[11],
                         "message": d[9],
+                        "request_hash": d[6],
+                        "idempotency_key": d[7],
+                        "created_at": d[12],
+                        "updated_at": at,
                     },
                 )
             elif kind == "start":
-                attempt, key, request_hash, tool_version = payload
+                attempt, key, request_hash, tool_version, side, expires = payload
                 self._append(
                     "attempt.started",
                     run_id,
@@ -378,21 +408,25 @@ class MemoryLedger(Ledger):
                         "idempotency_key": key,
                         "request_hash": request_hash,
                         "tool_version": tool_version,
+                        "started_at": at,
+                        "key_expires_at": expires,
+                        "side_effecting": side,
                     },
                 )
             elif kind == "finish":
-                attempt, actor, note, outcome = payload
+                attempt, actor, note, outcome, key = payload
                 finish = AttemptFinish(
                     run_id=run_id,
                     call_id=call_id,
                     attempt=attempt,
-                    idempotency_key="",
+                    idempotency_key=key,
                     outcome=_outcome(outcome),
                     actor=actor,
                     note=note,
                 )
-                data = finish_data(finish, self.worker)
-                self._append(f"attempt.{outcome[0]}", run_id, call_id, at, data)
+                self._append(
+                    f"attempt.{outcome[0]}", run_id, call_id, at, finished_data(finish, self.worker)
+                )
             else:
                 self._append(kind, run_id, call_id, at, payload)
         self._audited = len(journal)

@@ -31,6 +31,7 @@ from callgate.approvals import (
     undecidable,
     used_data,
 )
+from callgate.errors import LedgerError
 from callgate.ledger.base import (
     AttemptFinish,
     AttemptStart,
@@ -320,7 +321,10 @@ class _Tx:
         cur.execute(sql(head_sql))
         row = cur.fetchone()
         if row is None:
-            raise RuntimeError("the journal's head row is missing: run `callgate ledger verify`")
+            raise LedgerError(
+                "the journal's head row is missing, so no record can be chained to it: the "
+                "ledger was altered; run 'callgate ledger verify' and restore it from a backup"
+            )
         self._head = (row[0], row[1])
         self.seq = int(row[0])
         self.prev: str = row[1]
