@@ -15,8 +15,9 @@ writer waits up to ``timeout`` seconds for another to finish. A reader never
 waits for a writer (WAL); ``read_only=True`` opens a ledger only to read it.
 
 Checkpoints (copying the WAL back into the database file) are SQLite's own:
-a commit that leaves more than `CHECKPOINT_PAGES` pages in the WAL runs a
-passive checkpoint, whichever process makes it, so no checkpoint depends on a
+a commit that leaves more than `CHECKPOINT_PAGES` pages in the WAL
+(`LIGHT_CHECKPOINT_PAGES` for a commit that does not wait for the disk)
+runs a passive checkpoint, whichever process makes it, so no checkpoint depends on a
 process living long enough (or closing), and after one the WAL file is cut
 back to `WAL_LIMIT_BYTES`. The WAL therefore stays under `WAL_BOUND_BYTES`
 unless a reader keeps a snapshot open for a long time (a checkpoint cannot
@@ -48,11 +49,14 @@ DEFAULT_PATH = "callgate.db"
 
 CHECKPOINT_PAGES = 1000
 """WAL pages after which a commit runs a passive checkpoint (SQLite's ``wal_autocheckpoint``)."""
+LIGHT_CHECKPOINT_PAGES = 3000
+"""The same mark for a commit that does not wait for the disk: in a ledger that also has
+durable commits, those checkpoint first, and reads never sync."""
 WAL_LIMIT_BYTES = 4 * 1024 * 1024
 """What the WAL file is cut back to after a checkpoint (``journal_size_limit``)."""
 WAL_BOUND_BYTES = 16 * 1024 * 1024
-"""The WAL's stated bound: one checkpoint interval (about 4 MiB of 4 KiB pages) plus the
-largest transaction, with room for writers that commit while a checkpoint runs."""
+"""The WAL's stated bound: the higher checkpoint mark (about 12 MiB of 4 KiB pages) plus
+the largest transaction, with room for writers that commit while a checkpoint runs."""
 
 _TYPES = {"real": "REAL", "bigint": "INTEGER", "without_rowid": " WITHOUT ROWID"}
 
@@ -207,8 +211,15 @@ class SQLiteLedger(SqlLedger):
         with self._lock:
             deferred = self._take_deferred()
             if durable is not self._full:
+                # A light commit (a read-only call, a rejection) checkpoints only past a
+                # higher mark, so that where durable commits happen they do the copying
+                # and a read never waits for a sync.
                 self._cur.execute(
                     "PRAGMA synchronous=FULL" if durable else "PRAGMA synchronous=NORMAL"
+                )
+                self._cur.execute(
+                    "PRAGMA wal_autocheckpoint="
+                    + str(CHECKPOINT_PAGES if durable else LIGHT_CHECKPOINT_PAGES)
                 )
                 self._full = durable
             cur = self._cur
