@@ -502,7 +502,10 @@ def derive(records: Iterable[AuditRecord]) -> tuple[Derived, list[str]]:
             replayed = replayed[i:]
             break
     for rec in replayed:
-        problem = apply(state, rec)
+        try:
+            problem = apply(state, rec)
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            problem = f"its data cannot be read as a {rec.kind} record ({type(exc).__name__})"
         if problem is not None:
             problems.append(f"record {rec.seq} ({rec.kind}): {problem}")
     return state, problems
@@ -512,42 +515,53 @@ def attempts_from(records: Sequence[AuditRecord], worker: str = "") -> list[Atte
     """One call's attempts, from its records in order."""
     found: dict[int, AttemptRecord] = {}
     for rec in records:
-        d = rec.data
-        if rec.kind == "migrated.call":
-            found = {}
-            for a in d.get("attempts") or ():
-                outcome = a.get("outcome")
-                found[int(a["attempt"])] = AttemptRecord(
-                    run_id=rec.run_id,
-                    call_id=rec.call_id or "",
-                    attempt=int(a["attempt"]),
-                    tool_version=str(a.get("tool_version")),
-                    idempotency_key=str(a.get("idempotency_key")),
-                    request_hash=str(a.get("request_hash")),
-                    started_at=float(a.get("started_at") or 0.0),
-                    worker=str(a.get("worker") or ""),
-                    outcome=_outcome(outcome) if outcome else None,
-                )
-        elif rec.kind == "attempt.started" and "started_at" in d:
-            n = int(d.get("attempt") or 1)
-            if n not in found:
-                found[n] = AttemptRecord(
-                    run_id=rec.run_id,
-                    call_id=rec.call_id or "",
-                    attempt=n,
-                    tool_version=str(d.get("tool_version")),
-                    idempotency_key=str(d.get("idempotency_key")),
-                    request_hash=str(d.get("request_hash")),
-                    started_at=float(d["started_at"]),
-                    worker=str(d.get("actor") or worker),
-                )
-        elif rec.kind[8:] in _OUTCOMES and rec.kind.startswith("attempt.") and "content" in d:
-            n = int(d.get("attempt") or 1)
-            if n in found:
-                found[n] = dataclasses.replace(
-                    found[n], outcome=_outcome({**d, "status": rec.kind[8:]})
-                )
+        try:
+            found = _attempt_step(found, rec, worker)
+        except (TypeError, ValueError, KeyError, AttributeError):
+            continue  # an unreadable record (verify reports it)
     return [found[n] for n in sorted(found)]
+
+
+def _attempt_step(
+    found: dict[int, AttemptRecord], rec: AuditRecord, worker: str
+) -> dict[int, AttemptRecord]:
+    """One record's change to a call's attempts (`attempts_from`)."""
+    d = rec.data
+    if rec.kind == "migrated.call":
+        found = {}
+        for a in d.get("attempts") or ():
+            outcome = a.get("outcome")
+            found[int(a["attempt"])] = AttemptRecord(
+                run_id=rec.run_id,
+                call_id=rec.call_id or "",
+                attempt=int(a["attempt"]),
+                tool_version=str(a.get("tool_version")),
+                idempotency_key=str(a.get("idempotency_key")),
+                request_hash=str(a.get("request_hash")),
+                started_at=float(a.get("started_at") or 0.0),
+                worker=str(a.get("worker") or ""),
+                outcome=_outcome(outcome) if outcome else None,
+            )
+    elif rec.kind == "attempt.started" and "started_at" in d:
+        n = int(d.get("attempt") or 1)
+        if n not in found:
+            found[n] = AttemptRecord(
+                run_id=rec.run_id,
+                call_id=rec.call_id or "",
+                attempt=n,
+                tool_version=str(d.get("tool_version")),
+                idempotency_key=str(d.get("idempotency_key")),
+                request_hash=str(d.get("request_hash")),
+                started_at=float(d["started_at"]),
+                worker=str(d.get("actor") or worker),
+            )
+    elif rec.kind[8:] in _OUTCOMES and rec.kind.startswith("attempt.") and "content" in d:
+        n = int(d.get("attempt") or 1)
+        if n in found:
+            found[n] = dataclasses.replace(
+                found[n], outcome=_outcome({**d, "status": rec.kind[8:]})
+            )
+    return found
 
 
 def migrated_call_data(call: CallRecord, attempts: Sequence[AttemptRecord]) -> dict[str, Any]:
