@@ -340,7 +340,10 @@ class MemoryApprovals(Approvals):
     def _audit(self, kind: str, request: ApprovalRequest, data: Mapping[str, Any]) -> None:
         ledger = self._ledger()
         if ledger is not None:
-            ledger.record_event(kind, run_id=request.run_id, call_id=request.call_id, data=data)
+            # A memory ledger takes its own store's state changes unchecked; any other
+            # ledger records them through its public API (which may refuse them).
+            record = getattr(ledger, "_record_change", ledger.record_event)
+            record(kind, run_id=request.run_id, call_id=request.call_id, data=data)
 
     def request(self, request: ApprovalRequest) -> ApprovalRequest:
         with self._lock:

@@ -39,6 +39,7 @@ from callgate.ledger.base import (
 )
 
 __all__ = [
+    "FORGED",
     "MIGRATED",
     "Derived",
     "IndexState",
@@ -53,6 +54,8 @@ __all__ = [
     "started_data",
 ]
 
+FORGED = "approval.forged"
+"""The record of an approval row found to differ from its records (and restored)."""
 MIGRATED = "ledger.migrated"
 """The record that opens a migrated journal's state: the ``migrated.*`` records after it
 carry every row of the older ledger; state records before it are history only."""
@@ -81,7 +84,8 @@ def changes_state(kind: str) -> bool:
     return (
         kind in _APPROVAL_CHANGES
         or kind == MIGRATED
-        or kind.startswith(("migrated.", "idempotency."))
+        or kind.startswith("migrated.")
+        or (kind.startswith("idempotency.") and kind != "idempotency.forged")
     )
 
 
@@ -506,6 +510,16 @@ def derive(records: Iterable[AuditRecord]) -> tuple[Derived, list[str]]:
             problem = apply(state, rec)
         except (TypeError, ValueError, KeyError, AttributeError) as exc:
             problem = f"its data cannot be read as a {rec.kind} record ({type(exc).__name__})"
+        if problem is None and rec.kind == FORGED:
+            problem = (
+                f"the ledger found approval {rec.data.get('approval_id')} forged and restored "
+                f"it from the journal ({rec.data.get('problem')}): the database was edited"
+            )
+        elif problem is None and rec.kind == "idempotency.forged":
+            problem = (
+                f"the ledger found idempotency key {rec.data.get('idempotency_key')!r} edited "
+                f"({rec.data.get('problem')}) and answered from the journal"
+            )
         if problem is not None:
             problems.append(f"record {rec.seq} ({rec.kind}): {problem}")
     return state, problems

@@ -17,6 +17,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from callgate.errors import LedgerError
 from callgate.ledger.base import (
     GENESIS,
     AttemptFinish,
@@ -40,7 +41,7 @@ from callgate.ledger.base import (
     settled_state,
     verify_chain,
 )
-from callgate.ledger.journal import derive, finished_data
+from callgate.ledger.journal import changes_state, derive, finished_data
 
 __all__ = ["MemoryLedger"]
 
@@ -55,6 +56,10 @@ _STATES = {s.value: s for s in CallState}
 #   attempt:  attempt, tool_version, idempotency_key, request_hash, started_at, outcome | None
 #   key:      request_hash, holder, expires_at, outcome | None
 Row = tuple[Any, ...]
+
+# The journal's own entries are tagged with these (events carry their kind, a string,
+# so no event can pass for one).
+_DECISION, _START, _FINISH = range(3)
 
 
 def _decision_row(r: CallRecord) -> Row:
@@ -159,7 +164,7 @@ class MemoryLedger(Ledger):
             if applied:
                 self._status[ident] = (state, record.stage, 0, False, updated)
             self._journal += (
-                "decision",
+                _DECISION,
                 ident[0],
                 ident[1],
                 (row, state, record.stage, applied),
@@ -207,7 +212,7 @@ class MemoryLedger(Ledger):
                     start.started_at,
                 )
             self._journal += (
-                "start",
+                _START,
                 ident[0],
                 ident[1],
                 (
@@ -254,7 +259,7 @@ class MemoryLedger(Ledger):
                     outcome.finished_at,
                 )
             self._journal += (
-                "finish",
+                _FINISH,
                 ident[0],
                 ident[1],
                 (finish.attempt, finish.actor, finish.note, row, finish.idempotency_key),
@@ -265,6 +270,17 @@ class MemoryLedger(Ledger):
     def record_event(
         self, kind: str, *, run_id: str, call_id: str | None, data: Mapping[str, Any]
     ) -> None:
+        if not isinstance(kind, str) or changes_state(kind):
+            raise LedgerError(
+                f"{kind!r} records change the ledger's state, so only the ledger writes them; "
+                "record the event under another kind"
+            )
+        self._record_change(kind, run_id=run_id, call_id=call_id, data=data)
+
+    def _record_change(
+        self, kind: str, *, run_id: str, call_id: str | None, data: Mapping[str, Any]
+    ) -> None:
+        """Append a record as given: for this ledger's own approval store."""
         with self._lock:
             self._journal += (kind, run_id, call_id, dict(data), time.time())
 
@@ -275,14 +291,14 @@ class MemoryLedger(Ledger):
         journal = self._journal
         for i in range(self._viewed, len(journal), 5):
             kind, run_id, call_id, payload, _ = journal[i : i + 5]
-            if kind == "decision":
+            if kind is _DECISION:
                 if payload[3]:
                     self._decisions[(run_id, call_id)] = payload[0]
-            elif kind == "start":
+            elif kind is _START:
                 attempt, key, request_hash, tool_version = payload[:4]
                 row = (attempt, tool_version, key, request_hash, journal[i + 4], None)
                 self._attempts.setdefault((run_id, call_id), []).append(row)
-            elif kind == "finish":
+            elif kind is _FINISH:
                 rows = self._attempts.get((run_id, call_id), [])
                 for n, a in enumerate(rows):
                     if a[0] == payload[0]:
@@ -372,7 +388,7 @@ class MemoryLedger(Ledger):
         journal = self._journal
         for i in range(self._audited, len(journal), 5):
             kind, run_id, call_id, payload, at = journal[i : i + 5]
-            if kind == "decision":
+            if kind is _DECISION:
                 d, state, stage, _ = payload
                 self._append(
                     f"call.{state}",
@@ -395,7 +411,7 @@ class MemoryLedger(Ledger):
                         "updated_at": at,
                     },
                 )
-            elif kind == "start":
+            elif kind is _START:
                 attempt, key, request_hash, tool_version, side, expires = payload
                 self._append(
                     "attempt.started",
@@ -413,7 +429,7 @@ class MemoryLedger(Ledger):
                         "side_effecting": side,
                     },
                 )
-            elif kind == "finish":
+            elif kind is _FINISH:
                 attempt, actor, note, outcome, key = payload
                 finish = AttemptFinish(
                     run_id=run_id,

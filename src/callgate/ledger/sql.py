@@ -222,7 +222,7 @@ class SqlLedger(Ledger):
         if changes_state(kind):
             raise LedgerError(
                 f"{kind!r} records change the ledger's state, so only the ledger writes them; "
-                "record the event under another kind (e.g. 'note.{kind}')"
+                f"record the event under another kind (e.g. 'note.{kind}')"
             )
         self._transact(((EVENT, (kind, run_id, call_id, dict(data))),), durable=False)
 

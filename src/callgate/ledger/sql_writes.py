@@ -48,6 +48,7 @@ from callgate.ledger.base import (
 )
 from callgate.ledger.journal import (
     MIGRATED,
+    Derived,
     KeyRow,
     apply,
     decision_data,
@@ -55,9 +56,10 @@ from callgate.ledger.journal import (
     outcome_from_record,
     started_data,
 )
-from callgate.ledger.sql_schema import Cursor
+from callgate.ledger.sql_schema import HEAD_SEQ, Cursor
 from callgate.ledger.sql_statements import (
     CHUNK,
+    JOURNAL_COLUMNS,
     RESET_INDEXES,
     SELECT_APPROVAL,
     SELECT_CALL,
@@ -527,6 +529,10 @@ def _begin(tx: _Tx, s: AttemptStart) -> Claim:
     current = tx.call(s.run_id, s.call_id)
     key = tx.key(s.idempotency_key)
     claim: Claim | None = None
+    if key is not None and (
+        key.status == "error" or (key.status == "ok" and key.expires_at <= s.started_at)
+    ):
+        key = _checked_key(tx, key)  # a key that would let the effect run again: verify it
     if key is not None:
         known = None if key.status is None else Outcome(status=key.status, content="")
         claim = claim_for_key(
@@ -553,6 +559,51 @@ def _begin(tx: _Tx, s: AttemptStart) -> Claim:
         data.update(settled=state.value, stage=stage, started_at=s.started_at)
     tx.append(f"idempotency.{claim.kind.value}", s.run_id, s.call_id, data)
     return claim
+
+
+def _checked_key(tx: _Tx, key: KeyRow) -> KeyRow | None:
+    """The key as its holder's records make it; a row that differs is restored from the
+    journal and the difference recorded (``idempotency.forged``)."""
+    rows = tx.x(
+        f"SELECT {JOURNAL_COLUMNS} FROM journal WHERE run_id = ? AND call_id = ? "
+        f"AND seq < {HEAD_SEQ} ORDER BY seq",
+        (key.run_id, key.call_id),
+    ).fetchall()
+    state = Derived()
+    try:
+        for r in rows:
+            apply(state, record_from_row(r))
+        truth = state.keys.get(key.key)
+    except (TypeError, ValueError, KeyError, AttributeError):
+        truth = None
+    if truth == key:
+        return key
+    tx.append(
+        "idempotency.forged",
+        key.run_id,
+        key.call_id,
+        {
+            "actor": tx.worker,
+            "idempotency_key": key.key,
+            "problem": f"its row says {key.status}, its holder's records "
+            + (f"say {truth.status}" if truth is not None else "do not hold it"),
+        },
+    )
+    if truth is not None:
+        tx.put_key(truth)
+        return truth
+    # The holder's records do not explain the row: hold the key rather than run twice.
+    held = KeyRow(
+        key=key.key,
+        request_hash=key.request_hash,
+        run_id=key.run_id,
+        call_id=key.call_id,
+        attempt=key.attempt,
+        expires_at=key.expires_at,
+        status="unknown",
+        outcome_seq=None,
+    )
+    return held
 
 
 def _key_outcome(tx: _Tx, key: KeyRow) -> Outcome:
@@ -636,6 +687,8 @@ def _decide_approval(
 ) -> ApprovalRequest | str:
     approval_id, approve, by, reason, now = payload
     current = tx.approval(approval_id)
+    if current is not None:
+        current = _checked(tx, current) or tx.approval(approval_id)
     if current is None or current.status is not ApprovalStatus.PENDING or current.expires_at <= now:
         return undecidable(current, approval_id, now)
     status = ApprovalStatus.APPROVED if approve else ApprovalStatus.DENIED
@@ -658,6 +711,9 @@ def _consume(tx: _Tx, c: Consume) -> ApprovalRequest | None:
     ).fetchall()
     for (approval_id,) in rows:
         row = tx.approval(approval_id)
+        if row is None:
+            continue
+        row = _checked(tx, row)
         if (
             row is None
             or row.status is not ApprovalStatus.APPROVED
@@ -671,19 +727,70 @@ def _consume(tx: _Tx, c: Consume) -> ApprovalRequest | None:
             )
         ):
             continue
-        problem = decision_problem(tx, row)
-        if problem is not None:
-            tx.append(
-                "approval.forged",
-                row.run_id,
-                row.call_id,
-                {"actor": tx.worker, "approval_id": approval_id, "problem": problem},
-            )
-            continue
         used = replace(row, status=ApprovalStatus.USED, used_at=c.now, used_by=c.used_by)
         tx.append("approval.used", row.run_id, row.call_id, used_data(used))
         return tx.approval(approval_id)
     return None
+
+
+def _checked(tx: _Tx, row: ApprovalRequest) -> ApprovalRequest | None:
+    """The approval as the journal makes it; a row that differs is restored from the journal,
+    and the difference recorded (``approval.forged``), so a forged row is never spent and a
+    person can still decide the real request."""
+    truth = journal_approval(tx, row)
+    problem = None
+    if truth is None:
+        problem = "no approval.requested record has its id"
+    elif truth != row:
+        problem = _differs(truth, row)
+    elif truth.status is ApprovalStatus.APPROVED:
+        problem = decision_problem(tx, truth)
+    if problem is None:
+        return truth
+    tx.append(
+        "approval.forged",
+        row.run_id,
+        row.call_id,
+        {"actor": tx.worker, "approval_id": row.id, "problem": problem},
+    )
+    if truth is not None and truth != row:
+        tx.put_approval(truth)
+        return truth if truth.status is not ApprovalStatus.APPROVED else None
+    return None
+
+
+def _differs(truth: ApprovalRequest, row: ApprovalRequest) -> str:
+    changed = [
+        name
+        for name in ("status", "decided_by", "decision_seq", "arguments_hash", "expires_at")
+        if getattr(truth, name) != getattr(row, name)
+    ] or ["a field"]
+    return (
+        f"its row differs from its records ({', '.join(changed)}): the row says "
+        f"{row.status.value}, the journal {truth.status.value}"
+    )
+
+
+def journal_approval(tx: _Tx, row: ApprovalRequest) -> ApprovalRequest | None:
+    """Replay one approval's records (found by its run and call) from nothing."""
+    rows = tx.x(
+        f"SELECT {JOURNAL_COLUMNS} FROM journal WHERE run_id = ? AND call_id = ? "
+        f"AND seq < {HEAD_SEQ} ORDER BY seq",
+        (row.run_id, row.call_id),
+    ).fetchall()
+    state = Derived()
+    for r in rows:
+        rec = record_from_row(r)
+        d = rec.data
+        mine = d.get("approval_id") == row.id or (
+            rec.kind == "migrated.approval" and (d.get("row") or {}).get("id") == row.id
+        )
+        if mine and (rec.kind.startswith("approval.") or rec.kind == "migrated.approval"):
+            try:
+                apply(state, rec)
+            except (TypeError, ValueError, KeyError, AttributeError):
+                return None
+    return state.approvals.get(row.id)
 
 
 def decision_problem(tx: _Tx, row: ApprovalRequest) -> str | None:
@@ -735,12 +842,8 @@ def _release(tx: _Tx, payload: tuple[str, str]) -> bool:
     row = tx.approval(approval_id)
     if row is None or row.status is not ApprovalStatus.USED or row.used_by != used_by:
         return False
-    run_id, _, call_id = used_by.partition("/")
     tx.append(
-        "approval.released",
-        run_id,
-        call_id or used_by,
-        {"approval_id": approval_id, "by": used_by},
+        "approval.released", row.run_id, row.call_id, {"approval_id": approval_id, "by": used_by}
     )
     return True
 
