@@ -18,6 +18,7 @@ decides it again.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from typing import Any
@@ -98,13 +99,43 @@ def journal_from_v2(cur: Cursor, sql: Callable[[str], str]) -> None:
         )
     ]
     decided = set()
-    for (text,) in _all(cur, sql, "SELECT data FROM journal WHERE kind = 'approval.approved'"):
+    audited: dict[tuple[str, str, int], str] = {}
+    for kind, run_id, call_id, text in _all(
+        cur,
+        sql,
+        "SELECT kind, run_id, call_id, data FROM journal WHERE kind IN "
+        "('approval.approved', 'attempt.ok', 'attempt.error', 'attempt.unknown') ORDER BY seq",
+    ):
         try:
-            found = json.loads(text).get("approval_id")
-        except (ValueError, AttributeError):
+            data = json.loads(text)
+        except ValueError:
             continue
-        if isinstance(found, str):
-            decided.add(found)
+        if not isinstance(data, dict):
+            continue
+        if kind == "approval.approved" and isinstance(data.get("approval_id"), str):
+            decided.add(data["approval_id"])
+        elif kind != "approval.approved" and isinstance(data.get("attempt"), int):
+            audited[(run_id, call_id, data["attempt"])] = kind[8:]
+    # An outcome the old table holds but the old audit trail does not (an edited row) is
+    # moved as the trail has it, or as unknown: never as a freed key.
+    corrected: list[str] = []
+    for ident, rows in attempts.items():
+        for n, att in enumerate(rows):
+            if att.outcome is None:
+                continue
+            said = audited.get((ident[0], ident[1], att.attempt), "unknown")
+            if said != att.outcome.status:
+                corrected.append(f"{ident[0]}/{ident[1]}#{att.attempt}")
+                rows[n] = dataclasses.replace(
+                    att, outcome=dataclasses.replace(att.outcome, status=said)
+                )
+    status_of = {
+        (att.run_id, att.call_id, att.attempt): att.outcome.status
+        for rows in attempts.values()
+        for att in rows
+        if att.outcome is not None
+    }
+    keys = [(*k[:6], status_of.get((k[2], k[3], k[4]), k[6])) for k in keys]
     if calls or keys or approvals:
         undecided = [
             a.id for a in approvals if a.status is ApprovalStatus.APPROVED and a.id not in decided
@@ -121,6 +152,7 @@ def journal_from_v2(cur: Cursor, sql: Callable[[str], str]) -> None:
                 "keys": len(keys),
                 "approvals": len(approvals),
                 "approved_without_decision": undecided,
+                "outcomes_not_in_trail": corrected,
             },
         )
         holder_seq: dict[tuple[str, str], int] = {}

@@ -11,11 +11,12 @@ import os
 import sqlite3
 import urllib.parse
 from dataclasses import dataclass, field
+from typing import Any
 
-from callgate.ledger.base import AuditCheck, Ledger, LedgerError
+from callgate.ledger.base import AuditCheck, AuditRecord, Ledger, LedgerError, verify_chain
 from callgate.ledger.journal import MIGRATED
 from callgate.ledger.postgres import PostgresLedger
-from callgate.ledger.sql_schema import SCHEMA_VERSION
+from callgate.ledger.sql_schema import HEAD_SEQ, SCHEMA_VERSION
 from callgate.ledger.sqlite import SQLiteLedger
 
 __all__ = ["Migration", "migrate_postgres", "migrate_sqlite"]
@@ -46,14 +47,26 @@ def migrate_sqlite(path: str | os.PathLike[str]) -> Migration:
     try:
         conn = sqlite3.connect(uri, uri=True)
         try:
+            tables = {
+                str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+            }
+            if not tables >= _LEDGER_TABLES or not tables & {"audit", "journal"}:
+                raise LedgerError(
+                    f"{where} is not a callgate ledger: it lacks callgate's tables (expected "
+                    "schema_version, calls, idempotency_keys, approvals and audit or journal); "
+                    "nothing was changed"
+                )
             row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
+            before = int(row[0]) if row and row[0] is not None else 0
+            if 0 < before < SCHEMA_VERSION:
+                _check_old_chain(conn.execute(_OLD_CHAIN).fetchall(), where)
         finally:
             conn.close()
     except sqlite3.Error as exc:
         raise LedgerError(
-            f"{where} is not a callgate ledger (no schema version could be read: {exc})"
+            f"{where} is not a callgate ledger (no schema version could be read: {exc}); "
+            "nothing was changed"
         ) from None
-    before = int(row[0]) if row and row[0] is not None else 0
     with SQLiteLedger(where, worker="callgate-migrate") as ledger:
         return _report(ledger, before)
 
@@ -63,18 +76,57 @@ def migrate_postgres(dsn: str) -> Migration:
     import psycopg
 
     try:
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
+        conn = psycopg.connect(dsn, autocommit=True)
     except psycopg.Error as exc:
-        raise LedgerError(
-            f"the database is not a callgate ledger (no schema version could be read: {exc})"
-        ) from None
-    before = int(row[0]) if row and row[0] is not None else 0
+        raise LedgerError(f"cannot reach the PostgreSQL ledger: {exc}".strip()) from exc
+    with conn:
+        try:
+            row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
+        except psycopg.Error as exc:
+            raise LedgerError(
+                "the database is not a callgate ledger (no schema version could be read: "
+                f"{str(exc).splitlines()[0]}); nothing was changed"
+            ) from None
+        before = int(row[0]) if row and row[0] is not None else 0
+        if 0 < before < SCHEMA_VERSION:
+            _check_old_chain(conn.execute(_OLD_CHAIN).fetchall(), "the PostgreSQL ledger")
     ledger = PostgresLedger(dsn, worker="callgate-migrate")
     try:
         return _report(ledger, before)
     finally:
         ledger.close()
+
+
+_LEDGER_TABLES = {"schema_version", "calls", "idempotency_keys", "approvals"}
+_OLD_CHAIN = "SELECT seq, at, kind, run_id, call_id, data, prev_hash, hash FROM audit ORDER BY seq"
+
+
+def _check_old_chain(rows: list[Any], where: str) -> None:
+    """Refuse to migrate a ledger whose old audit chain is already broken: the migration
+    would carry edited rows into the journal as if they were true."""
+    records = [
+        AuditRecord(
+            seq=r[0],
+            at=r[1],
+            kind=r[2],
+            run_id=r[3],
+            call_id=r[4],
+            prev_hash=r[6],
+            hash=r[7],
+            data_json=r[5],
+        )
+        for r in rows
+        if r[0] != HEAD_SEQ
+    ]
+    head = next(((int(r[5]), r[7]) for r in rows if r[0] == HEAD_SEQ), None)
+    check = verify_chain(records, head)
+    if not check.ok:
+        raise LedgerError(
+            f"{where}'s audit trail does not verify ({check.problems[0]}), so its rows "
+            "cannot be trusted into the journal; nothing was changed. Restore it from a "
+            "backup, or inspect it with 'callgate ledger verify' under the callgate that "
+            "wrote it"
+        )
 
 
 def _report(ledger: Ledger, before: int) -> Migration:
