@@ -157,6 +157,9 @@ class CallRecord:
     reconciled: bool = False
     created_at: float = 0.0
     updated_at: float = 0.0
+    records: tuple[int, ...] = ()
+    """The journal records of this call since its row exists, oldest first (SQL ledgers:
+    how `Ledger.records` finds a call's records without scanning the journal)."""
 
 
 @dataclass(slots=True, kw_only=True)

@@ -125,6 +125,9 @@ class IndexState(Protocol):
 
     def put_approval(self, row: ApprovalRequest) -> None: ...
 
+    def add_orphan(self, run_id: str, call_id: str, seq: int) -> None:
+        """List a record of no call (``call_id`` ""), or of a call with no row yet."""
+
     def reset(self) -> None: ...
 
 
@@ -214,6 +217,26 @@ def _outcome_dict(o: Outcome) -> dict[str, Any]:
 
 
 def apply(st: IndexState, rec: AuditRecord) -> str | None:
+    """`change`, then list the record under its call (`link`)."""
+    problem = change(st, rec)
+    link(st, rec)
+    return problem
+
+
+def link(st: IndexState, rec: AuditRecord) -> None:
+    """List ``rec`` in its call's row, or, for a record of no call or of a call that has no
+    row, among the orphans: how a call's (or a run's) records are found without an index."""
+    if rec.call_id is not None:
+        row = st.call(rec.run_id, rec.call_id)
+        if row is not None:
+            if not row.records or row.records[-1] != rec.seq:
+                row.records = (*row.records, rec.seq)
+            st.put_call(row, status_only=True)
+            return
+    st.add_orphan(rec.run_id, rec.call_id or "", rec.seq)
+
+
+def change(st: IndexState, rec: AuditRecord) -> str | None:
     """Change the rows ``rec`` changes; a problem when the record breaks a rule.
 
     A decision the call's state no longer allows changes nothing and is no
@@ -234,6 +257,8 @@ def apply(st: IndexState, rec: AuditRecord) -> str | None:
         return _approval(st, rec)
     if kind == MIGRATED:
         st.reset()
+        for orphan in data.get("orphans") or ():
+            st.add_orphan(str(orphan[0]), str(orphan[1]), int(orphan[2]))
         return None
     if kind.startswith("migrated."):
         return _migrated(st, rec)
@@ -272,6 +297,7 @@ def _decision(st: IndexState, rec: AuditRecord) -> str | None:
             reconciled=False,
             created_at=_time(d, "created_at", rec.at),
             updated_at=_time(d, "updated_at", rec.at),
+            records=current.records if current is not None else (),
         )
     )
     return None
@@ -446,6 +472,7 @@ def _migrated(st: IndexState, rec: AuditRecord) -> str | None:
                     **row,
                     "state": CallState(row["state"]),
                     "effects": tuple(row.get("effects") or ()),
+                    "records": tuple(int(n) for n in d.get("history") or ()),
                 }
             )
         )
@@ -471,6 +498,7 @@ class Derived:
         self.calls: dict[tuple[str, str], CallRecord] = {}
         self.keys: dict[str, KeyRow] = {}
         self.approvals: dict[str, ApprovalRequest] = {}
+        self.orphans: set[tuple[str, str, int]] = set()
 
     def call(self, run_id: str, call_id: str) -> CallRecord | None:
         return self.calls.get((run_id, call_id))
@@ -490,10 +518,14 @@ class Derived:
     def put_approval(self, row: ApprovalRequest) -> None:
         self.approvals[row.id] = row
 
+    def add_orphan(self, run_id: str, call_id: str, seq: int) -> None:
+        self.orphans.add((run_id, call_id, seq))
+
     def reset(self) -> None:
         self.calls.clear()
         self.keys.clear()
         self.approvals.clear()
+        self.orphans.clear()
 
 
 def derive(records: Iterable[AuditRecord]) -> tuple[Derived, list[str]]:
@@ -578,13 +610,17 @@ def _attempt_step(
     return found
 
 
-def migrated_call_data(call: CallRecord, attempts: Sequence[AttemptRecord]) -> dict[str, Any]:
+def migrated_call_data(
+    call: CallRecord, attempts: Sequence[AttemptRecord], history: Sequence[int] = ()
+) -> dict[str, Any]:
     """The data of a ``migrated.call`` record: the row and the attempts of a v2 ledger."""
     row = {f.name: getattr(call, f.name) for f in dataclasses.fields(call)}
     row["state"] = call.state.value
     row["effects"] = list(call.effects)
+    row.pop("records", None)
     return {
         "actor": "migration",
+        "history": list(history),
         "row": row,
         "attempts": [
             {

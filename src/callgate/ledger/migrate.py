@@ -26,7 +26,7 @@ from typing import Any
 from callgate.approvals import ApprovalStatus
 from callgate.ledger.base import AttemptRecord, Outcome
 from callgate.ledger.journal import MIGRATED, migrated_call_data
-from callgate.ledger.sql_schema import Cursor
+from callgate.ledger.sql_schema import HEAD_SEQ, Cursor
 from callgate.ledger.sql_statements import HEAD
 from callgate.ledger.sql_writes import _Tx, approval_from_row, call_from_row
 
@@ -136,7 +136,17 @@ def journal_from_v2(cur: Cursor, sql: Callable[[str], str]) -> None:
         if att.outcome is not None
     }
     keys = [(*k[:6], status_of.get((k[2], k[3], k[4]), k[6])) for k in keys]
-    if calls or keys or approvals:
+    called = {(c.run_id, c.call_id) for c in calls}
+    history: dict[tuple[str, str], list[int]] = {}
+    orphans: list[list[Any]] = []
+    for seq, run_id, call_id in _all(
+        cur, sql, f"SELECT seq, run_id, call_id FROM journal WHERE seq < {HEAD_SEQ} ORDER BY seq"
+    ):
+        if call_id is not None and (run_id, call_id) in called:
+            history.setdefault((run_id, call_id), []).append(int(seq))
+        else:
+            orphans.append([run_id, call_id or "", int(seq)])
+    if calls or keys or approvals or orphans:
         undecided = [
             a.id for a in approvals if a.status is ApprovalStatus.APPROVED and a.id not in decided
         ]
@@ -153,6 +163,7 @@ def journal_from_v2(cur: Cursor, sql: Callable[[str], str]) -> None:
                 "approvals": len(approvals),
                 "approved_without_decision": undecided,
                 "outcomes_not_in_trail": corrected,
+                "orphans": orphans,
             },
         )
         holder_seq: dict[tuple[str, str], int] = {}
@@ -162,7 +173,7 @@ def journal_from_v2(cur: Cursor, sql: Callable[[str], str]) -> None:
                 "migrated.call",
                 call.run_id,
                 call.call_id,
-                migrated_call_data(call, attempts.get(ident, [])),
+                migrated_call_data(call, attempts.get(ident, []), history.get(ident, [])),
             )
             holder_seq[ident] = rec.seq
         for k in keys:

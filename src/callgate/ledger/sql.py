@@ -76,11 +76,15 @@ from callgate.ledger.sql_writes import (
     call_from_row,
     key_from_row,
     record_from_row,
+    seqs_from,
 )
 from callgate.ledger.storable import is_unstorable, storable_items
 from callgate.ledger.verify import compare_rows
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SqlLedger", "apply_migrations", "pending_migrations"]
+
+_FETCH = 500
+"""Records fetched per statement by number."""
 
 
 # -- the ledger -------------------------------------------------------------------
@@ -334,28 +338,67 @@ class SqlLedger(Ledger):
         after: int = 0,
         limit: int | None = None,
     ) -> Sequence[AuditRecord]:
-        """Journal records, oldest first: those of one run or call (found by index), those
-        whose time is in ``[since, until)``, after record ``after``, at most ``limit``."""
+        """Journal records, oldest first: those of one run or call (listed in the calls'
+        rows, so found without reading the journal), those whose time is in
+        ``[since, until)``, after record ``after``, at most ``limit``."""
         self._flush()
-        where: list[str] = [f"seq > ? AND seq < {HEAD_SEQ}"]
-        params: list[Any] = [after]
+        if run_id is None and call_id is None:
+            where: list[str] = [f"seq > ? AND seq < {HEAD_SEQ}"]
+            params: list[Any] = [after]
+            if since is not None:
+                where.append("at >= ?")
+                params.append(since)
+            if until is not None:
+                where.append("at < ?")
+                params.append(until)
+            tail = f" LIMIT {int(limit)}" if limit is not None else ""
+            rows = self._query(
+                f"SELECT {JOURNAL_COLUMNS} FROM journal WHERE {' AND '.join(where)} "
+                "ORDER BY seq" + tail,
+                params,
+            )
+            return [record_from_row(r) for r in rows]
+        seqs = sorted(n for n in self._record_seqs(run_id, call_id) if n > after)
+        found: list[AuditRecord] = []
+        for i in range(0, len(seqs), _FETCH):
+            chunk = seqs[i : i + _FETCH]
+            rows = self._query(
+                f"SELECT {JOURNAL_COLUMNS} FROM journal WHERE seq IN "
+                f"({', '.join('?' * len(chunk))}) ORDER BY seq",
+                chunk,
+            )
+            for r in rows:
+                rec = record_from_row(r)
+                if (
+                    (run_id is None or rec.run_id == run_id)
+                    and (
+                        call_id is None
+                        or rec.call_id == call_id
+                        or (rec.call_id is None and call_id == "")
+                    )
+                    and (since is None or rec.at >= since)
+                    and (until is None or rec.at < until)
+                ):
+                    found.append(rec)
+            if limit is not None and len(found) >= limit:
+                break
+        return found[:limit] if limit is not None else found
+
+    def _record_seqs(self, run_id: str | None, call_id: str | None) -> set[int]:
+        """The numbers of the records of a run or call: listed in the calls' rows, and
+        among the orphans (records of no call, or written before their call's row)."""
+        where, params = [], []
         for column, value in (("run_id", run_id), ("call_id", call_id)):
             if value is not None:
                 where.append(f"{column} = ?")
                 params.append(value)
-        if since is not None:
-            where.append("at >= ?")
-            params.append(since)
-        if until is not None:
-            where.append("at < ?")
-            params.append(until)
-        tail = f" LIMIT {int(limit)}" if limit is not None else ""
-        rows = self._query(
-            f"SELECT {JOURNAL_COLUMNS} FROM journal WHERE {' AND '.join(where)} ORDER BY seq"
-            + tail,
-            params,
-        )
-        return [record_from_row(r) for r in rows]
+        clause = " AND ".join(where)
+        seqs: set[int] = set()
+        for (text,) in self._query(f"SELECT records FROM calls WHERE {clause}", params):
+            seqs.update(seqs_from(text))
+        for (seq,) in self._query(f"SELECT seq FROM journal_orphans WHERE {clause}", params):
+            seqs.add(int(seq))
+        return seqs
 
     def audit(self) -> Sequence[AuditRecord]:
         return self.records()
@@ -395,6 +438,10 @@ class SqlLedger(Ledger):
             approvals=[
                 approval_from_row(r)
                 for r in self._query(f"SELECT {APPROVAL_COLUMNS} FROM approvals")
+            ],
+            orphans=[
+                (str(r[0]), str(r[1]), int(r[2]))
+                for r in self._query("SELECT run_id, call_id, seq FROM journal_orphans")
             ],
         )
         if not problems:

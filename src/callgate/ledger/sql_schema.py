@@ -143,12 +143,21 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX approvals_status ON approvals (status, created_at)",
     ),
     # 3: the journal is the truth (callgate.ledger.journal). The audit trail becomes the
-    # journal, its records are found by call, a key and an approval say which record
+    # journal, a call lists its records, a key and an approval say which record
     # holds their outcome or decision, and attempts are read from the journal: the
     # `MIGRATION_HOOKS` entry for 3 moves the old rows into records, then drops them.
     (
         "ALTER TABLE audit RENAME TO journal",
-        "CREATE INDEX journal_call ON journal (run_id, call_id, seq)",
+        # A call's records: listed in its row (no index on the journal, which would cost
+        # every commit a page); records of no call, or written before the call's row
+        # existed, are listed here.
+        "ALTER TABLE calls ADD COLUMN records TEXT NOT NULL DEFAULT ''",
+        """CREATE TABLE journal_orphans (
+            run_id TEXT NOT NULL,
+            call_id TEXT NOT NULL,
+            seq {bigint} NOT NULL,
+            PRIMARY KEY (run_id, call_id, seq)
+        ){without_rowid}""",
         "ALTER TABLE idempotency_keys ADD COLUMN status TEXT",
         "ALTER TABLE idempotency_keys ADD COLUMN outcome_seq {bigint}",
         "ALTER TABLE approvals ADD COLUMN decision_seq {bigint}",

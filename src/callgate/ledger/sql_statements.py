@@ -16,7 +16,7 @@ from callgate.ledger.sql_schema import HEAD_SEQ
 CALL_COLUMNS = (
     "run_id, call_id, tool, tool_version, principal, arguments, state, stage, request_hash, "
     "idempotency_key, decided_by, message, effects, approval_id, attempts, reconciled, "
-    "created_at, updated_at"
+    "created_at, updated_at, records"
 )
 KEY_COLUMNS = "key, request_hash, run_id, call_id, attempt, expires_at, status, outcome_seq"
 APPROVAL_COLUMNS = (
@@ -68,13 +68,27 @@ def insert_journal(rows: int) -> str:
 
 
 UPDATE_CALL_STATUS = (
-    "UPDATE calls SET state = ?, stage = ?, attempts = ?, reconciled = ?, updated_at = ? "
-    "WHERE run_id = ? AND call_id = ?"
+    "UPDATE calls SET state = ?, stage = ?, attempts = ?, reconciled = ?, updated_at = ?, "
+    "records = ? WHERE run_id = ? AND call_id = ?"
 )
+
+
+@functools.cache
+def insert_orphans(rows: int) -> str:
+    return f"INSERT INTO journal_orphans (run_id, call_id, seq) VALUES {values(3, rows)}"
+
+
+ORPHANS_OF_CALL = "SELECT seq FROM journal_orphans WHERE run_id = ? AND call_id = ?"
+ORPHANS_OF_RUN = "SELECT seq FROM journal_orphans WHERE run_id = ?"
 SELECT_CALL = f"SELECT {CALL_COLUMNS} FROM calls WHERE run_id = ? AND call_id = ?"
 SELECT_KEY = f"SELECT {KEY_COLUMNS} FROM idempotency_keys WHERE key = ?"
 SELECT_APPROVAL = f"SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = ?"
 SELECT_RECORD = f"SELECT {JOURNAL_COLUMNS} FROM journal WHERE seq = ?"
 HEAD = f"SELECT data, hash FROM journal WHERE seq = {HEAD_SEQ}"
 SET_HEAD = f"UPDATE journal SET data = ?, hash = ? WHERE seq = {HEAD_SEQ}"
-RESET_INDEXES = ("DELETE FROM calls", "DELETE FROM idempotency_keys", "DELETE FROM approvals")
+RESET_INDEXES = (
+    "DELETE FROM calls",
+    "DELETE FROM idempotency_keys",
+    "DELETE FROM approvals",
+    "DELETE FROM journal_orphans",
+)

@@ -56,10 +56,11 @@ from callgate.ledger.journal import (
     outcome_from_record,
     started_data,
 )
-from callgate.ledger.sql_schema import HEAD_SEQ, Cursor
+from callgate.ledger.sql_schema import Cursor
 from callgate.ledger.sql_statements import (
     CHUNK,
     JOURNAL_COLUMNS,
+    ORPHANS_OF_CALL,
     RESET_INDEXES,
     SELECT_APPROVAL,
     SELECT_CALL,
@@ -68,6 +69,7 @@ from callgate.ledger.sql_statements import (
     SET_HEAD,
     UPDATE_CALL_STATUS,
     insert_journal,
+    insert_orphans,
     upsert_approvals,
     upsert_calls,
     upsert_keys,
@@ -137,6 +139,7 @@ def call_from_row(r: Sequence[Any]) -> CallRecord:
         reconciled=bool(r[15]),
         created_at=r[16],
         updated_at=r[17],
+        records=seqs_from(r[18]) if len(r) > 18 else (),
     )
 
 
@@ -160,7 +163,21 @@ def call_row(c: CallRecord) -> tuple[Any, ...]:
         int(c.reconciled),
         c.created_at,
         c.updated_at,
+        seqs_text(c.records),
     )
+
+
+def seqs_text(seqs: tuple[int, ...]) -> str:
+    """A call's record numbers as stored: ``1,2,5``."""
+    return ",".join(map(str, seqs))
+
+
+def seqs_from(text: str | None) -> tuple[int, ...]:
+    """A call's record numbers from their stored text; a malformed entry is skipped (an edit
+    `verify` reports)."""
+    if not text:
+        return ()
+    return tuple(int(x) for x in text.split(",") if x.isdigit())
 
 
 def key_from_row(r: Sequence[Any]) -> KeyRow:
@@ -300,6 +317,7 @@ class _Tx:
         "_dirty_keys",
         "_head",
         "_keys",
+        "_orphans",
         "_records",
         "_status_calls",
         "cur",
@@ -307,6 +325,7 @@ class _Tx:
         "seq",
         "sql",
         "worker",
+        "written",
     )
 
     def __init__(
@@ -329,6 +348,7 @@ class _Tx:
             )
         self._head = (row[0], row[1])
         self.seq = int(row[0])
+        self.written = self.seq
         self.prev: str = row[1]
         if cache is not None and cache.head != self._head:
             cache.clear()
@@ -341,6 +361,7 @@ class _Tx:
         self._dirty_keys: dict[str, KeyRow] = {}
         self._dirty_approvals: dict[str, ApprovalRequest] = {}
         self._records: list[tuple[Any, ...]] = []
+        self._orphans: list[tuple[str, str, int]] = []
 
     def x(self, statement: str, params: Sequence[Any] = ()) -> Cursor:
         """Execute one statement (written with ``?`` placeholders)."""
@@ -403,12 +424,16 @@ class _Tx:
         self._approvals[row.id] = row
         self._dirty_approvals[row.id] = row
 
+    def add_orphan(self, run_id: str, call_id: str, seq: int) -> None:
+        self._orphans.append((run_id, call_id, seq))
+
     def reset(self) -> None:
         """Forget every row: a migrated journal's rows follow (`MIGRATED`)."""
         for statement in RESET_INDEXES:
             self.x(statement)
         for rows in (self._calls, self._keys, self._approvals):
             rows.clear()
+        self._orphans.clear()
         for dirty in (
             self._dirty_calls,
             self._status_calls,
@@ -468,6 +493,7 @@ class _Tx:
                     c.attempts,
                     int(c.reconciled),
                     c.updated_at,
+                    seqs_text(c.records),
                     c.run_id,
                     c.call_id,
                 )
@@ -477,6 +503,8 @@ class _Tx:
                 self.x(UPDATE_CALL_STATUS, rows[0])
             else:
                 self.cur.executemany(self.sql(UPDATE_CALL_STATUS), rows)
+        if self._orphans:
+            self._upsert(insert_orphans, self._orphans)
         if self._dirty_keys:
             self._upsert(upsert_keys, [key_row(r) for r in self._dirty_keys.values()])
         if self._dirty_approvals:
@@ -564,15 +592,10 @@ def _begin(tx: _Tx, s: AttemptStart) -> Claim:
 def _checked_key(tx: _Tx, key: KeyRow) -> KeyRow | None:
     """The key as its holder's records make it; a row that differs is restored from the
     journal and the difference recorded (``idempotency.forged``)."""
-    rows = tx.x(
-        f"SELECT {JOURNAL_COLUMNS} FROM journal WHERE run_id = ? AND call_id = ? "
-        f"AND seq < {HEAD_SEQ} ORDER BY seq",
-        (key.run_id, key.call_id),
-    ).fetchall()
     state = Derived()
     try:
-        for r in rows:
-            apply(state, record_from_row(r))
+        for rec in call_records(tx, key.run_id, key.call_id):
+            apply(state, rec)
         truth = state.keys.get(key.key)
     except (TypeError, ValueError, KeyError, AttributeError):
         truth = None
@@ -771,16 +794,29 @@ def _differs(truth: ApprovalRequest, row: ApprovalRequest) -> str:
     )
 
 
+def call_records(tx: _Tx, run_id: str, call_id: str) -> list[AuditRecord]:
+    """The written records of one call: those its row lists and its orphans."""
+    row = tx.call(run_id, call_id)
+    seqs = set(row.records) if row is not None else set()
+    seqs.update(int(r[0]) for r in tx.x(ORPHANS_OF_CALL, (run_id, call_id)).fetchall())
+    seqs = {n for n in seqs if n <= tx.written}
+    found: list[AuditRecord] = []
+    ordered = sorted(seqs)
+    for i in range(0, len(ordered), 500):
+        chunk = ordered[i : i + 500]
+        rows = tx.x(
+            f"SELECT {JOURNAL_COLUMNS} FROM journal WHERE seq IN ({', '.join('?' * len(chunk))}) "
+            "ORDER BY seq",
+            chunk,
+        ).fetchall()
+        found.extend(record_from_row(r) for r in rows)
+    return [r for r in found if r.run_id == run_id and r.call_id == call_id]
+
+
 def journal_approval(tx: _Tx, row: ApprovalRequest) -> ApprovalRequest | None:
     """Replay one approval's records (found by its run and call) from nothing."""
-    rows = tx.x(
-        f"SELECT {JOURNAL_COLUMNS} FROM journal WHERE run_id = ? AND call_id = ? "
-        f"AND seq < {HEAD_SEQ} ORDER BY seq",
-        (row.run_id, row.call_id),
-    ).fetchall()
     state = Derived()
-    for r in rows:
-        rec = record_from_row(r)
+    for rec in call_records(tx, row.run_id, row.call_id):
         d = rec.data
         mine = d.get("approval_id") == row.id or (
             rec.kind == "migrated.approval" and (d.get("row") or {}).get("id") == row.id

@@ -30,6 +30,7 @@ def compare_rows(
     calls: Iterable[CallRecord],
     keys: Iterable[KeyRow],
     approvals: Iterable[ApprovalRequest],
+    orphans: Iterable[tuple[str, str, int]] = (),
 ) -> list[str]:
     """Every difference between the stored rows and the rows ``records`` make, and every
     record that breaks a rule (`callgate.ledger.journal.apply`)."""
@@ -44,6 +45,16 @@ def compare_rows(
     )
     problems += _compare("idempotency key", derived.keys, keys, lambda k: k.key, repr)
     problems += _compare("approval", derived.approvals, approvals, lambda a: a.id, str)
+    stored = set(orphans)
+    for run_id, call_id, seq in sorted(stored - derived.orphans)[:MAX_REPORTED]:
+        problems.append(
+            f"orphan list: record {seq} of {run_id}/{call_id} is listed but the journal does "
+            "not put it there (inserted)"
+        )
+    for run_id, call_id, seq in sorted(derived.orphans - stored)[:MAX_REPORTED]:
+        problems.append(
+            f"orphan list: record {seq} of {run_id}/{call_id} is missing from it (deleted)"
+        )
     return problems
 
 
