@@ -489,17 +489,25 @@ class Ledger(abc.ABC):
         until: float | None = None,
         after: int = 0,
         limit: int | None = None,
+        key: str | None = None,
     ) -> Sequence[AuditRecord]:
-        """Journal records, oldest first: those of one run or call, those whose time is in
-        ``[since, until)``, after record number ``after``, at most ``limit``.
+        """Journal records, oldest first: those of one run or call, or of the calls that
+        used idempotency ``key``; those whose time is in ``[since, until)``, after record
+        number ``after``, at most ``limit``.
 
-        The SQL ledgers answer from indexes (by run and call) in time proportional to
-        the answer; this default filters `audit`.
+        The SQL ledgers find a run's, a call's or a key's records through the calls'
+        rows, in time proportional to the answer; this default filters `audit`.
         """
+        keyed = (
+            None
+            if key is None
+            else {(c.run_id, c.call_id) for c in self.calls() if c.idempotency_key == key}
+        )
         found = [
             r
             for r in self.audit()
             if r.seq > after
+            and (keyed is None or (r.run_id, r.call_id) in keyed)
             and (run_id is None or r.run_id == run_id)
             and (call_id is None or r.call_id == call_id)
             and (since is None or r.at >= since)

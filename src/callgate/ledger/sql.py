@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import abc
 import threading
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -113,6 +113,25 @@ class _Group:
         self.queue: list[_Waiter] = []
         self.done: anyio.Event | None = None
         self.leading = False
+
+
+_Row = TypeVar("_Row")
+
+
+def _readable(
+    rows: Sequence[Any], convert: Callable[[Any], _Row], what: str, problems: list[str]
+) -> list[_Row]:
+    """Rows converted; one that cannot be read (a state no ledger writes, effects that are
+    not a list) is a problem named by its key, not a damaged database."""
+    found: list[_Row] = []
+    for r in rows:
+        try:
+            found.append(convert(r))
+        except (ValueError, TypeError, IndexError) as exc:
+            problems.append(
+                f"{what} {'/'.join(map(str, r[:2]))}: its row cannot be read ({exc}) (edited)"
+            )
+    return found
 
 
 def _head_problem(records: Sequence[AuditRecord], problem: str) -> AuditCheck:
@@ -337,11 +356,22 @@ class SqlLedger(Ledger):
         until: float | None = None,
         after: int = 0,
         limit: int | None = None,
+        key: str | None = None,
     ) -> Sequence[AuditRecord]:
-        """Journal records, oldest first: those of one run or call (listed in the calls'
-        rows, so found without reading the journal), those whose time is in
-        ``[since, until)``, after record ``after``, at most ``limit``."""
+        """Journal records, oldest first: those of one run or call, or of the calls that
+        used idempotency ``key`` (listed in the calls' rows, so found without reading the
+        journal), those whose time is in ``[since, until)``, after record ``after``, at
+        most ``limit``. Without a run, call or key, a time range is a scan of the journal
+        in the database."""
         self._flush()
+        if key is not None:
+            seqs = set()
+            for r in self._query(
+                "SELECT run_id, call_id FROM calls WHERE idempotency_key = ?", (key,)
+            ):
+                if (run_id is None or r[0] == run_id) and (call_id is None or r[1] == call_id):
+                    seqs.update(self._record_seqs(r[0], r[1]))
+            return self._fetch(seqs, None, None, since, until, after, limit)
         if run_id is None and call_id is None:
             where: list[str] = [f"seq > ? AND seq < {HEAD_SEQ}"]
             params: list[Any] = [after]
@@ -358,7 +388,22 @@ class SqlLedger(Ledger):
                 params,
             )
             return [record_from_row(r) for r in rows]
-        seqs = sorted(n for n in self._record_seqs(run_id, call_id) if n > after)
+        return self._fetch(
+            self._record_seqs(run_id, call_id), run_id, call_id, since, until, after, limit
+        )
+
+    def _fetch(
+        self,
+        numbers: set[int],
+        run_id: str | None,
+        call_id: str | None,
+        since: float | None,
+        until: float | None,
+        after: int,
+        limit: int | None,
+    ) -> list[AuditRecord]:
+        """The records numbered ``numbers`` that pass the filters, oldest first."""
+        seqs = sorted(n for n in numbers if n > after)
         found: list[AuditRecord] = []
         for i in range(0, len(seqs), _FETCH):
             chunk = seqs[i : i + _FETCH]
@@ -429,21 +474,30 @@ class SqlLedger(Ledger):
                 "of it) was deleted",
             )
         checked = verify_chain(records, head)
+        unreadable: list[str] = []
         problems = compare_rows(
             records,
-            calls=[call_from_row(r) for r in self._query(f"SELECT {CALL_COLUMNS} FROM calls")],
-            keys=[
-                key_from_row(r) for r in self._query(f"SELECT {KEY_COLUMNS} FROM idempotency_keys")
-            ],
-            approvals=[
-                approval_from_row(r)
-                for r in self._query(f"SELECT {APPROVAL_COLUMNS} FROM approvals")
-            ],
+            calls=_readable(
+                self._query(f"SELECT {CALL_COLUMNS} FROM calls"), call_from_row, "call", unreadable
+            ),
+            keys=_readable(
+                self._query(f"SELECT {KEY_COLUMNS} FROM idempotency_keys"),
+                key_from_row,
+                "idempotency key",
+                unreadable,
+            ),
+            approvals=_readable(
+                self._query(f"SELECT {APPROVAL_COLUMNS} FROM approvals"),
+                approval_from_row,
+                "approval",
+                unreadable,
+            ),
             orphans=[
                 (str(r[0]), str(r[1]), int(r[2]))
                 for r in self._query("SELECT run_id, call_id, seq FROM journal_orphans")
             ],
         )
+        problems = unreadable + problems
         if not problems:
             return checked
         return AuditCheck(
