@@ -313,6 +313,8 @@ KEY_FREEING = {
         f"UPDATE idempotency_keys SET expires_at = 0 WHERE key = '{RUN}/c1'",
         "c1",
     ),
+    "unknown deleted": (f"DELETE FROM idempotency_keys WHERE key = '{RUN}/c2'", "c2"),
+    "ok deleted": (f"DELETE FROM idempotency_keys WHERE key = '{RUN}/c1'", "c1"),
 }
 
 

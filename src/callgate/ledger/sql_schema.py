@@ -152,6 +152,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # every commit a page); records of no call, or written before the call's row
         # existed, are listed here.
         "ALTER TABLE calls ADD COLUMN records TEXT NOT NULL DEFAULT ''",
+        # A key's calls: a key whose row is missing is checked against them.
+        "CREATE INDEX calls_key ON calls (idempotency_key)",
         """CREATE TABLE journal_orphans (
             run_id TEXT NOT NULL,
             call_id TEXT NOT NULL,

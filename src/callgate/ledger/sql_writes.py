@@ -557,9 +557,9 @@ def _begin(tx: _Tx, s: AttemptStart) -> Claim:
     current = tx.call(s.run_id, s.call_id)
     key = tx.key(s.idempotency_key)
     claim: Claim | None = None
-    if key is not None and (
-        key.status == "error" or (key.status == "ok" and key.expires_at <= s.started_at)
-    ):
+    if key is None:
+        key = _missing_key(tx, s)  # absent: unless its row was deleted
+    elif key.status == "error" or (key.status == "ok" and key.expires_at <= s.started_at):
         key = _checked_key(tx, key)  # a key that would let the effect run again: verify it
     if key is not None:
         known = None if key.status is None else Outcome(status=key.status, content="")
@@ -587,6 +587,49 @@ def _begin(tx: _Tx, s: AttemptStart) -> Claim:
         data.update(settled=state.value, stage=stage, started_at=s.started_at)
     tx.append(f"idempotency.{claim.kind.value}", s.run_id, s.call_id, data)
     return claim
+
+
+def _missing_key(tx: _Tx, s: AttemptStart) -> KeyRow | None:
+    """A key with no row is free, unless a call that used it holds it by its records (the
+    row was deleted): then the row is restored from the journal (``idempotency.forged``).
+
+    Costs one indexed look-up (calls by key), which finds nothing for a new key."""
+    found: tuple[int, KeyRow] | None = None
+    for run_id, call_id in tx.x(
+        "SELECT run_id, call_id FROM calls WHERE idempotency_key = ? LIMIT 16",
+        (s.idempotency_key,),
+    ).fetchall():
+        if (run_id, call_id) == (s.run_id, s.call_id):
+            continue
+        state = Derived()
+        last = 0
+        try:
+            for rec in call_records(tx, run_id, call_id):
+                apply(state, rec)
+                if rec.kind == "attempt.started" and rec.data.get("idempotency_key") == (
+                    s.idempotency_key
+                ):
+                    last = rec.seq
+        except (TypeError, ValueError, KeyError, AttributeError):
+            continue
+        truth = state.keys.get(s.idempotency_key)
+        if truth is not None and (found is None or last > found[0]):
+            found = (last, truth)
+    if found is None:
+        return None
+    truth = found[1]
+    tx.append(
+        "idempotency.forged",
+        truth.run_id,
+        truth.call_id,
+        {
+            "actor": tx.worker,
+            "idempotency_key": truth.key,
+            "problem": f"its row is missing; its holder's records say {truth.status or 'running'}",
+        },
+    )
+    tx.put_key(truth)
+    return truth
 
 
 def _checked_key(tx: _Tx, key: KeyRow) -> KeyRow | None:

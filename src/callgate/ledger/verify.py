@@ -9,6 +9,7 @@ approved, a deleted key, an inserted call, each is reported by name.
 from __future__ import annotations
 
 import dataclasses
+import enum
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, TypeVar
 
@@ -96,5 +97,5 @@ def _differences(want: Any, got: Any) -> str:
 
 
 def _short(value: Any) -> str:
-    text = repr(value.value if hasattr(value, "value") and not isinstance(value, str) else value)
+    text = repr(value.value if isinstance(value, enum.Enum) else value)
     return text if len(text) <= 60 else text[:57] + "..."
