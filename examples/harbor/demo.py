@@ -41,7 +41,7 @@ from rich.text import Text
 
 from callgate import Agent, ApprovalRequest, Authority, Gate, Policy
 from callgate.agent import AgentResult, Budgets
-from callgate.agent_transcript import TranscriptEntry
+from callgate.agent.transcript import TranscriptEntry
 from callgate.cli.plain import cell, plain
 from callgate.ledger.sqlite import SQLiteLedger
 from callgate.models import Model, ScriptedModel

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from callgate import Agent, Authority, Gate, MemoryLedger, Policy, Registry, allow, deny
-from callgate.agent_exposure import exposed_tools, globs_intersect, template_glob
+from callgate.agent.exposure import exposed_tools, globs_intersect, template_glob
 from callgate.models import ScriptedModel, answer
 
 from .support import Shop, authority, shop_gate, shop_registry

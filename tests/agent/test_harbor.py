@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from callgate.agent_transcript import replay
+from callgate.agent.transcript import replay
 from callgate.ledger.base import CallState
 from callgate.ledger.sqlite import SQLiteLedger
 
@@ -203,7 +203,7 @@ class _NoRecords:
 def hostile_entries(text: str, content: str) -> list[Any]:
     """One transcript entry of every kind the demo prints, ``text`` where the model or the
     ledger speaks and ``content`` where a tool does."""
-    from callgate.agent_transcript import TranscriptEntry
+    from callgate.agent.transcript import TranscriptEntry
 
     def entry(kind: str, **data: Any) -> TranscriptEntry:
         return TranscriptEntry(kind=kind, run_id=f"run-{text}", data=data)

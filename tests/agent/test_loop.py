@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from callgate import Agent, Budgets, Status, StopReason
-from callgate.agent_transcript import replay
+from callgate.agent.transcript import replay
 from callgate.errors import DefinitionError
 from callgate.ledger.sqlite import SQLiteLedger
 from callgate.models import (

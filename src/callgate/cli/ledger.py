@@ -358,6 +358,17 @@ def export(
     \\uXXXX escapes: each line decodes to exactly the stored record.
     """
     with _open(db, dsn) as ledger:
+        records = ledger.audit()
+        head = ledger.audit_head()
+        whole = [r.seq for r in records] == list(range(1, len(records) + 1)) and (
+            head is None or head[0] == len(records)
+        )
+        if not whole and isinstance(ledger, SQLiteLedger):
+            # Fewer records than the head says: a damaged page can end a scan early without
+            # an error, so ask SQLite; a damaged file is exit 3, never a silent short export.
+            found = [str(row[0]) for row in ledger._query_once("PRAGMA quick_check")]
+            if found != ["ok"]:
+                raise _unreadable(db, LedgerError("; ".join(found[:3])))
         lines = [
             plain_json(
                 {
@@ -372,7 +383,7 @@ def export(
                 }
             )
             + "\n"
-            for r in ledger.audit()
+            for r in records
         ]
     if output is None:
         sys.stdout.writelines(lines)

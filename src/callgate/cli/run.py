@@ -38,7 +38,7 @@ from rich.text import Text
 from typer.core import TyperGroup
 
 from callgate.agent import Agent, AgentResult, Budgets
-from callgate.agent_transcript import TranscriptEntry, replay
+from callgate.agent.transcript import TranscriptEntry, replay
 from callgate.cli.plain import cell, console, fail, plain, plain_json
 from callgate.errors import DefinitionError
 from callgate.gate import Gate

@@ -10,13 +10,13 @@ print(result.reason, result.answer)
 ```
 
 Each step shows the model only the tools this run's authority could use
-(`callgate.agent_exposure`), calls it, extracts the calls in its provider
+(`callgate.agent.exposure`), calls it, extracts the calls in its provider
 format, submits them through the run (`Run.asubmit`), bounds each result
-(`callgate.agent_paging`), decides in trusted code what happens next
-(`callgate.agent_triage`), and sends the observations back, until the model
+(`callgate.agent.paging`), decides in trusted code what happens next
+(`callgate.agent.triage`), and sends the observations back, until the model
 answers without calls or a budget ends the run. Every step is recorded in
-the ledger under the run id (`callgate.agent_transcript`); the run's records
-are in `callgate.agent_state`. The loop is written once, async; ``run`` and
+the ledger under the run id (`callgate.agent.transcript`); the run's records
+are in `callgate.agent.state`. The loop is written once, async; ``run`` and
 ``resume`` drive it with ``anyio.run`` (in async code, use ``arun`` and
 ``aresume``).
 """
@@ -33,8 +33,8 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from callgate.agent_exposure import exposed_tools
-from callgate.agent_paging import (
+from callgate.agent.exposure import exposed_tools
+from callgate.agent.paging import (
     READ_RESULT,
     READ_RESULT_EFFECT,
     READ_RESULT_SPEC,
@@ -42,9 +42,9 @@ from callgate.agent_paging import (
     paging_registry,
     store_context,
 )
-from callgate.agent_state import AgentResult, Budgets, HeldBatch, RunState, StopReason
-from callgate.agent_transcript import Recorder, TranscriptEntry
-from callgate.agent_triage import Oscillation, boundary_rule
+from callgate.agent.state import AgentResult, Budgets, HeldBatch, RunState, StopReason
+from callgate.agent.transcript import Recorder, TranscriptEntry
+from callgate.agent.triage import Oscillation, boundary_rule
 from callgate.calls import Observation, Provenance, Status, ToolCall
 from callgate.errors import DefinitionError
 from callgate.gate import Gate

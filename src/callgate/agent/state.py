@@ -11,9 +11,9 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from callgate.agent_paging import ResultStore
-from callgate.agent_transcript import Recorder
-from callgate.agent_triage import Oscillation
+from callgate.agent.paging import ResultStore
+from callgate.agent.transcript import Recorder
+from callgate.agent.triage import Oscillation
 from callgate.calls import Observation, ToolCall
 from callgate.errors import DefinitionError
 from callgate.gate import Run
