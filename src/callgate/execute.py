@@ -49,6 +49,7 @@ __all__ = [
     "ExecutionSettings",
     "execute_async",
     "execute_sync",
+    "may_retry",
     "reconcile_sync",
     "result_text",
 ]
@@ -185,7 +186,7 @@ _STATUS = {s.value: s for s in Status}
 _STAGE = {s.value: s for s in Stage}
 
 
-def _retryable(spec: ToolSpec, status: Status) -> bool:
+def may_retry(spec: ToolSpec, status: Status) -> bool:
     if status is Status.ERROR or status is Status.REJECTED:
         return True
     if status is Status.PENDING:
@@ -474,7 +475,7 @@ def _observation(item: Admitted, outcome: Outcome, attempts: int, result: Any) -
         status=status,
         stage=Stage.EXECUTE if outcome.stage == "execute" else _STAGE[outcome.stage],
         content=content,
-        retryable=_retryable(spec, status) if retryable is None else retryable,
+        retryable=may_retry(spec, status) if retryable is None else retryable,
         provenance=provenance,
         result=result,
         tool_version=spec.version,

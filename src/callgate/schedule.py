@@ -42,7 +42,7 @@ import anyio
 import anyio.abc
 
 from callgate.calls import Observation, Stage, Status, ToolCall
-from callgate.execute import Admitted, _retryable
+from callgate.execute import Admitted, may_retry
 from callgate.messages import Problem, Rejection
 from callgate.sync_loop import run_sync
 
@@ -362,7 +362,7 @@ def cancelled_at_deadline(item: Admitted, deadline: float) -> Observation:
         stage=Stage.EXECUTE,
         content=f"the batch deadline of {deadline:g} s passed while this call was running, "
         f"so it was cancelled. {tail}",
-        retryable=_retryable(spec, Status.UNKNOWN),
+        retryable=may_retry(spec, Status.UNKNOWN),
         tool_version=spec.version,
         repaired=item.call.repaired,
         details=({"rule": "batch_deadline", "deadline": deadline},),

@@ -39,10 +39,10 @@ from callgate.cli.ledger import (
     DbOption,
     DsnOption,
     JsonOption,
-    _fail,
-    _open,
-    _print_json,
-    _when,
+    bad_usage,
+    format_when,
+    open_ledger,
+    print_json,
 )
 from callgate.cli.plain import cell, console, plain
 from callgate.errors import ApprovalError
@@ -91,12 +91,12 @@ def _styled(status: ApprovalStatus) -> Text:
 def _expiry(request: ApprovalRequest, now: float) -> str:
     left = request.expires_at - now
     if left <= 0:
-        return f"{_when(request.expires_at)} (expired)"
+        return f"{format_when(request.expires_at)} (expired)"
     try:
         hours, rest = divmod(int(left), 3600)
     except (TypeError, ValueError, OverflowError):
-        return _when(request.expires_at)
-    return f"{_when(request.expires_at)} (in {hours}h{rest // 60:02d}m)"
+        return format_when(request.expires_at)
+    return f"{format_when(request.expires_at)} (in {hours}h{rest // 60:02d}m)"
 
 
 def _as_dict(request: ApprovalRequest, now: float) -> dict[str, Any]:
@@ -111,7 +111,7 @@ def _as_dict(request: ApprovalRequest, now: float) -> dict[str, Any]:
 def _person(by: str | None) -> str:
     person = by or os.environ.get("USER") or os.environ.get("LOGNAME") or ""
     if not person.strip():
-        raise _fail("say who decides: --by NAME")
+        raise bad_usage("say who decides: --by NAME")
     return person
 
 
@@ -126,11 +126,11 @@ def list_requests(
     as_json: JsonOption = False,
 ) -> None:
     """List approval requests, oldest first: preview, effects, expiry, provenance."""
-    with _open(db, dsn) as ledger:
+    with open_ledger(db, dsn) as ledger:
         requests = list(ledger.approvals().list(status))
         now = time.time()
         if as_json:
-            _print_json([_as_dict(r, now) for r in requests])
+            print_json([_as_dict(r, now) for r in requests])
             return
         table = Table(title=f"{len(requests)} approval request(s)", title_justify="left")
         table.add_column("id", no_wrap=True)
@@ -158,10 +158,10 @@ def show(
     as_json: JsonOption = False,
 ) -> None:
     """Show one request: the exact call it covers, its decision, its use and its audit."""
-    with _open(db, dsn) as ledger:
+    with open_ledger(db, dsn) as ledger:
         request = ledger.approvals().get(approval_id)
         if request is None:
-            raise _fail(f"no approval '{approval_id}'; see 'callgate approvals list'")
+            raise bad_usage(f"no approval '{approval_id}'; see 'callgate approvals list'")
         audit = [
             r
             for r in ledger.audit()
@@ -169,7 +169,7 @@ def show(
         ]
         now = time.time()
         if as_json:
-            _print_json(
+            print_json(
                 {
                     "approval": _as_dict(request, now),
                     "audit": [{**asdict(r), "data": dict(r.data)} for r in audit],
@@ -186,11 +186,11 @@ def _print_request(request: ApprovalRequest, audit: Any, now: float) -> None:
     head.add_column(overflow="fold")
     decided = ""
     if request.decided_by:
-        when = _when(request.decided_at) if request.decided_at else ""
+        when = format_when(request.decided_at) if request.decided_at else ""
         decided = f"{request.decided_by} at {when}" + (
             f": {request.reason}" if request.reason else ""
         )
-    used = f"{request.used_by} at {_when(request.used_at)}" if request.used_at else ""
+    used = f"{request.used_by} at {format_when(request.used_at)}" if request.used_at else ""
     for label, value in (
         ("approval", cell(request.id)),
         ("status", _styled(request.state(now))),
@@ -204,7 +204,7 @@ def _print_request(request: ApprovalRequest, audit: Any, now: float) -> None:
         ("resource version", cell(request.resource_version or "")),
         ("policy version", cell(request.policy_version or "")),
         ("call", cell(f"{request.call_id}  (run {request.run_id})")),
-        ("requested (UTC)", cell(_when(request.created_at))),
+        ("requested (UTC)", cell(format_when(request.created_at))),
         ("expires (UTC)", cell(_expiry(request, now))),
         ("decided", cell(decided)),
         ("used by", cell(used)),
@@ -217,7 +217,7 @@ def _print_request(request: ApprovalRequest, audit: Any, now: float) -> None:
     for column in ("seq", "at (UTC)", "kind", "actor"):
         trail.add_column(column)
     for r in audit:
-        trail.add_row(cell(r.seq), _when(r.at), cell(r.kind), cell(r.data.get("actor", "")))
+        trail.add_row(cell(r.seq), format_when(r.at), cell(r.kind), cell(r.data.get("actor", "")))
     out.print(trail)
 
 
@@ -231,14 +231,14 @@ def _decide(
     dsn: str | None,
 ) -> ApprovalRequest:
     person = _person(by)
-    with _open(db, dsn, write=True) as ledger:
+    with open_ledger(db, dsn, write=True) as ledger:
         store = ledger.approvals()
         if store.get(approval_id) is None:
-            raise _fail(f"no approval '{approval_id}'; see 'callgate approvals list'")
+            raise bad_usage(f"no approval '{approval_id}'; see 'callgate approvals list'")
         try:
             return store.decide(approval_id, approve=approve, by=person, reason=reason)
         except ApprovalError as exc:
-            raise _fail(str(exc), PROBLEM) from None
+            raise bad_usage(str(exc), PROBLEM) from None
 
 
 @app.command()
@@ -252,7 +252,7 @@ def approve(
     """Approve a pending request: it releases exactly that call, once, when its run resumes."""
     decided = _decide(approval_id, approve=True, by=by, reason=None, db=db, dsn=dsn)
     if as_json:
-        _print_json(_as_dict(decided, time.time()))
+        print_json(_as_dict(decided, time.time()))
         return
     preview, _ = _split(decided.preview)
     line = Text("approved", style="green")
@@ -276,10 +276,10 @@ def deny(
 ) -> None:
     """Deny a pending request; the call is rejected when its run resumes."""
     if not reason.strip():
-        raise _fail("say why the call is denied: --reason TEXT")
+        raise bad_usage("say why the call is denied: --reason TEXT")
     decided = _decide(approval_id, approve=False, by=by, reason=reason, db=db, dsn=dsn)
     if as_json:
-        _print_json(_as_dict(decided, time.time()))
+        print_json(_as_dict(decided, time.time()))
         return
     preview, _ = _split(decided.preview)
     line = Text("denied", style="yellow")

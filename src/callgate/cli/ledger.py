@@ -97,7 +97,7 @@ class ExportFormat(StrEnum):
     jsonl = "jsonl"
 
 
-def _fail(message: str, code: int = USAGE) -> typer.Exit:
+def bad_usage(message: str, code: int = USAGE) -> typer.Exit:
     return fail(message, code)
 
 
@@ -125,7 +125,7 @@ def _unreadable(db: Path | None, exc: BaseException) -> typer.Exit:
     else:
         where = f"the ledger at {db}"
         advice = f"check it with: sqlite3 {db} 'PRAGMA integrity_check', or restore a backup"
-    return _fail(
+    return bad_usage(
         f"cannot read {where}: it is damaged or the database failed ({cause}); {advice}",
         UNREADABLE,
     )
@@ -158,17 +158,19 @@ def check_ledger(db: Path, *, missing_ok: bool = False, dsn_hint: bool = True) -
         return
     if not db.is_file():
         hint = ", or --dsn for PostgreSQL" if dsn_hint else ""
-        raise _fail(f"no ledger at {db}; pass --db PATH (or set CALLGATE_DB){hint}")
+        raise bad_usage(f"no ledger at {db}; pass --db PATH (or set CALLGATE_DB){hint}")
     try:
         SQLiteLedger(db, read_only=True).close()
     except LedgerError as exc:
         if exc.__cause__ is not None:  # the database failed, not the file's kind
             raise _unreadable(db, exc) from None
-        raise _fail(f"{exc}; pass --db PATH of a callgate ledger (or set CALLGATE_DB)") from None
+        raise bad_usage(
+            f"{exc}; pass --db PATH of a callgate ledger (or set CALLGATE_DB)"
+        ) from None
 
 
 @contextmanager
-def _open(
+def open_ledger(
     db: Path, dsn: str | None, *, write: bool = False, dsn_hint: bool = True
 ) -> Iterator[Ledger]:
     """The ledger named on the command line; an existing one only (never a new, empty
@@ -179,7 +181,7 @@ def _open(
     except LedgerError as exc:
         if exc.__cause__ is not None:  # the database failed, not the file's kind
             raise _unreadable(where, exc) from None
-        raise _fail(str(exc)) from None
+        raise bad_usage(str(exc)) from None
     errors = _read_errors()
     try:
         yield ledger
@@ -197,18 +199,18 @@ def _find(ledger: Ledger, call_id: str, run_id: str | None) -> CallRecord:
     if run_id is not None:
         found = ledger.get_call(run_id, call_id)
         if found is None:
-            raise _fail(f"no call '{call_id}' in run '{run_id}'; see 'callgate ledger list'")
+            raise bad_usage(f"no call '{call_id}' in run '{run_id}'; see 'callgate ledger list'")
         return found
     matches = ledger.calls(call_id=call_id)
     if not matches:
-        raise _fail(f"no call '{call_id}' in the ledger; see 'callgate ledger list'")
+        raise bad_usage(f"no call '{call_id}' in the ledger; see 'callgate ledger list'")
     if len(matches) > 1:
         runs = ", ".join(c.run_id for c in matches[:5])
-        raise _fail(f"call id '{call_id}' is in several runs ({runs}); pass --run RUN_ID")
+        raise bad_usage(f"call id '{call_id}' is in several runs ({runs}); pass --run RUN_ID")
     return matches[0]
 
 
-def _when(at: float) -> str:
+def format_when(at: float) -> str:
     try:
         return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S")
     except (TypeError, ValueError, OverflowError, OSError):
@@ -222,7 +224,7 @@ def _call_dict(call: CallRecord) -> dict[str, Any]:
     return data
 
 
-def _print_json(value: Any) -> None:
+def print_json(value: Any) -> None:
     sys.stdout.write(plain_json(value, indent=2) + "\n")
 
 
@@ -248,10 +250,10 @@ def list_calls(
     as_json: JsonOption = False,
 ) -> None:
     """List calls, newest last: state, tool, who decided, attempts."""
-    with _open(db, dsn) as ledger:
+    with open_ledger(db, dsn) as ledger:
         calls = list(ledger.calls(run_id=run, state=state))[-limit:]
         if as_json:
-            _print_json([_call_dict(c) for c in calls])
+            print_json([_call_dict(c) for c in calls])
             return
         table = Table(title=f"{len(calls)} call(s)", title_justify="left")
         for column in (
@@ -260,7 +262,7 @@ def list_calls(
             table.add_column(column, overflow="fold")
         for c in calls:
             table.add_row(
-                _when(c.updated_at),
+                format_when(c.updated_at),
                 cell(c.run_id),
                 cell(c.call_id),
                 cell(c.tool),
@@ -285,12 +287,12 @@ def show(
     as_json: JsonOption = False,
 ) -> None:
     """Show one call: its decision, every attempt, and its audit records."""
-    with _open(db, dsn) as ledger:
+    with open_ledger(db, dsn) as ledger:
         call = _find(ledger, call_id, run)
         attempts = ledger.attempts(call.run_id, call.call_id)
         audit = ledger.records(run_id=call.run_id, call_id=call.call_id)
         if as_json:
-            _print_json(
+            print_json(
                 {
                     "call": _call_dict(call),
                     "attempts": [asdict(a) for a in attempts],
@@ -327,7 +329,7 @@ def _print_call(call: CallRecord, attempts: Any, audit: Any) -> None:
         o = a.outcome
         tries.add_row(
             cell(a.attempt),
-            _when(a.started_at),
+            format_when(a.started_at),
             cell(a.worker),
             cell((o.status + (" (reconciled)" if o.reconciled else "")) if o else "running"),
             cell((o.error or "") if o else "", multiline=True),
@@ -337,7 +339,7 @@ def _print_call(call: CallRecord, attempts: Any, audit: Any) -> None:
     for column in ("seq", "at (UTC)", "kind", "actor"):
         trail.add_column(column)
     for r in audit:
-        trail.add_row(cell(r.seq), _when(r.at), cell(r.kind), cell(r.data.get("actor", "")))
+        trail.add_row(cell(r.seq), format_when(r.at), cell(r.kind), cell(r.data.get("actor", "")))
     out.print(trail)
 
 
@@ -357,7 +359,7 @@ def export(
     Control and other invisible characters in stored strings are written as
     \\uXXXX escapes: each line decodes to exactly the stored record.
     """
-    with _open(db, dsn) as ledger:
+    with open_ledger(db, dsn) as ledger:
         records = ledger.audit()
         head = ledger.audit_head()
         whole = [r.seq for r in records] == list(range(1, len(records) + 1)) and (
@@ -407,7 +409,7 @@ def verify(
     as_json: JsonOption = False,
 ) -> None:
     """Check the audit chain: exit 1 if a record was edited, deleted or cut off."""
-    with _open(db, dsn) as ledger:
+    with open_ledger(db, dsn) as ledger:
         check = ledger.verify()
         known = expect_head is None or any(r.hash == expect_head for r in ledger.audit())
         if isinstance(ledger, SQLiteLedger):
@@ -424,7 +426,7 @@ def verify(
         )
     ok = not problems
     if as_json:
-        _print_json(
+        print_json(
             {
                 "ok": ok,
                 "records": check.records,
@@ -465,13 +467,13 @@ def migrate(
     except LedgerError as exc:
         if exc.__cause__ is not None:
             raise _unreadable(None if dsn else db, exc) from None
-        raise _fail(str(exc)) from None
+        raise bad_usage(str(exc)) from None
     except _read_errors() as exc:
         raise _unreadable(None if dsn else db, exc) from None
     ok = done.check is None or done.check.ok
     problems = list(done.check.problems) if done.check is not None else []
     if as_json:
-        _print_json(
+        print_json(
             {
                 "from_version": done.from_version,
                 "to_version": done.to_version,
@@ -535,19 +537,19 @@ def resolve(
     """Settle an unknown call as ok or error after checking the real record; audited."""
     person = by or os.environ.get("USER") or os.environ.get("LOGNAME") or ""
     if not person.strip():
-        raise _fail("say who resolves the call: --by NAME")
+        raise bad_usage("say who resolves the call: --by NAME")
     if not note.strip():
-        raise _fail("say how you know the outcome: --note 'the record you checked'")
-    with _open(db, dsn, write=True) as ledger:
+        raise bad_usage("say how you know the outcome: --note 'the record you checked'")
+    with open_ledger(db, dsn, write=True) as ledger:
         call = _find(ledger, call_id, run)
         try:
             settled = ledger.resolve(
                 call.run_id, call.call_id, status=as_.value, by=person, note=note
             )
         except LedgerError as exc:
-            raise _fail(str(exc), PROBLEM) from None
+            raise bad_usage(str(exc), PROBLEM) from None
     if as_json:
-        _print_json(_call_dict(settled))
+        print_json(_call_dict(settled))
     else:
         line = cell(f"resolved {settled.call_id} (run {settled.run_id}) as ")
         line.append(settled.state.value, style="bold")

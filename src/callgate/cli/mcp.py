@@ -124,7 +124,7 @@ PinsOption = Annotated[
 ]
 
 
-def _fail(message: str, code: int = 2) -> typer.Exit:
+def bad_usage(message: str, code: int = 2) -> typer.Exit:
     return fail(message, code)
 
 
@@ -137,7 +137,7 @@ def _require_sdk() -> None:
     try:
         import mcp  # noqa: F401
     except ImportError as exc:
-        raise _fail("the MCP SDK is not installed: pip install 'callgate[mcp]'") from exc
+        raise bad_usage("the MCP SDK is not installed: pip install 'callgate[mcp]'") from exc
 
 
 def _pairs(values: Sequence[str] | None, option: str) -> list[tuple[str, str]]:
@@ -145,7 +145,7 @@ def _pairs(values: Sequence[str] | None, option: str) -> list[tuple[str, str]]:
     for value in values or ():
         key, sep, rest = value.partition("=")
         if not sep or not key or not rest:
-            raise _fail(f"{option} expects NAME=ENVVAR, got {value!r}")
+            raise bad_usage(f"{option} expects NAME=ENVVAR, got {value!r}")
         out.append((key, rest))
     return out
 
@@ -155,7 +155,7 @@ def _from_env(values: Sequence[str] | None, option: str) -> dict[str, str]:
     for key, variable in _pairs(values, option):
         value = os.environ.get(variable)
         if value is None:
-            raise _fail(
+            raise bad_usage(
                 f"{option} {key}={variable}: the environment variable {variable} is not set"
             )
         found[key] = value
@@ -175,7 +175,7 @@ def _policy(path: Path | None) -> Policy | None:
     try:
         return load_policy_file(path)
     except PolicyFileError as exc:
-        raise _fail(str(exc)) from exc
+        raise bad_usage(str(exc)) from exc
 
 
 def _ledger(path: Path | None) -> Ledger:
@@ -203,7 +203,7 @@ def _load_target(target: str) -> Registry | Gate:
 
     location, _, attribute = target.rpartition(":")
     if not location or not attribute:
-        raise _fail(f"TARGET must be module:attribute or file.py:attribute, got {target!r}")
+        raise bad_usage(f"TARGET must be module:attribute or file.py:attribute, got {target!r}")
     try:
         if location.endswith(".py") or os.sep in location:
             spec = importlib.util.spec_from_file_location(Path(location).stem, location)
@@ -217,18 +217,18 @@ def _load_target(target: str) -> Registry | Gate:
                 sys.path.insert(0, "")
             module = importlib.import_module(location)
     except (ImportError, OSError) as exc:
-        raise _fail(f"cannot import {location!r}: {exc}") from exc
+        raise bad_usage(f"cannot import {location!r}: {exc}") from exc
     found = getattr(module, attribute, None)
     if not isinstance(found, Registry | Gate):
-        raise _fail(f"{target} is {type(found).__name__}, not a callgate Registry or Gate")
+        raise bad_usage(f"{target} is {type(found).__name__}, not a callgate Registry or Gate")
     return found
 
 
 def _check_transport(transport: str, token: Sequence[str] | None) -> None:
     if transport not in ("stdio", "http"):
-        raise _fail(f"--transport must be 'stdio' or 'http', got {transport!r}")
+        raise bad_usage(f"--transport must be 'stdio' or 'http', got {transport!r}")
     if token and transport != "http":
-        raise _fail("--token applies to --transport http only")
+        raise bad_usage("--token applies to --transport http only")
 
 
 async def _serve(server: Any, transport: str, host: str, port: int, tokens: dict[str, str]) -> None:
@@ -288,11 +288,11 @@ def serve(
     tokens = _tokens(token)
     if isinstance(loaded, Gate):
         if rules is not None or ledger is not None:
-            raise _fail("TARGET is a Gate: configure its policy and ledger in code, not here")
+            raise bad_usage("TARGET is a Gate: configure its policy and ledger in code, not here")
         gate = loaded
     else:
         if rules is None:
-            raise _fail("--policy is required: which calls may run is never left to a default")
+            raise bad_usage("--policy is required: which calls may run is never left to a default")
         gate = Gate(
             loaded,
             policy=rules,
@@ -338,26 +338,28 @@ def _tool_configs(path: Path | None) -> dict[str, ToolConfig]:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise _fail(f"{path}: cannot read the tool configuration: {exc}") from exc
+        raise bad_usage(f"{path}: cannot read the tool configuration: {exc}") from exc
     unknown = set(data) - {"tools"}
     if unknown:
-        raise _fail(f"{path}: unknown top-level key(s) {sorted(unknown)}; use [tools.NAME] tables")
+        raise bad_usage(
+            f"{path}: unknown top-level key(s) {sorted(unknown)}; use [tools.NAME] tables"
+        )
     configs = {}
     for tool, raw in data.get("tools", {}).items():
         if not isinstance(raw, dict):
-            raise _fail(f"{path}: [tools.{tool}] must be a table")
+            raise bad_usage(f"{path}: [tools.{tool}] must be a table")
         if "risk" in raw and raw["risk"] not in _RISKS:
-            raise _fail(f"{path}: [tools.{tool}]: risk must be one of {sorted(_RISKS)}")
+            raise bad_usage(f"{path}: [tools.{tool}]: risk must be one of {sorted(_RISKS)}")
         bad = set(raw) - _TOOL_KEYS
         if bad:
-            raise _fail(
+            raise bad_usage(
                 f"{path}: [tools.{tool}]: unknown key(s) {sorted(bad)}; "
                 f"allowed: {sorted(_TOOL_KEYS)}"
             )
         try:
             configs[tool] = ToolConfig(**raw)
         except TypeError as exc:
-            raise _fail(f"{path}: [tools.{tool}]: {exc}") from exc
+            raise bad_usage(f"{path}: [tools.{tool}]: {exc}") from exc
     return configs
 
 
@@ -465,10 +467,10 @@ def proxy(
     _check_transport(transport, token)
     command = list(command or [])
     if bool(command) == bool(upstream_url):
-        raise _fail("give either the upstream command after `--` or --upstream-url, not both")
+        raise bad_usage("give either the upstream command after `--` or --upstream-url, not both")
     rules = _policy(policy)
     if rules is None:
-        raise _fail("--policy is required: which calls may run is never left to a default")
+        raise bad_usage("--policy is required: which calls may run is never left to a default")
     name = server_name or _default_name(command, upstream_url)
     configs = _tool_configs(tools)
     tokens = _tokens(token)
@@ -483,7 +485,7 @@ def proxy(
     try:
         store = PinStore(pins, trust_new=trust_new_tools)
     except PinError as exc:
-        raise _fail(str(exc)) from exc
+        raise bad_usage(str(exc)) from exc
     upstream = _upstream(command, upstream_url, headers)
 
     async def run() -> None:
@@ -515,9 +517,9 @@ def proxy(
     except Exception as exc:
         leaf = _leaf(exc)
         if isinstance(leaf, DefinitionError):
-            raise _fail(f"--tools: {leaf}") from exc
+            raise bad_usage(f"--tools: {leaf}") from exc
         if isinstance(leaf, OSError | ConnectionError):
-            raise _fail(f"cannot reach the upstream MCP server: {leaf}", 1) from exc
+            raise bad_usage(f"cannot reach the upstream MCP server: {leaf}", 1) from exc
         raise
 
 
@@ -594,14 +596,16 @@ def _store(path: Path) -> PinStore:
     from callgate.mcp.pins import PinError, PinStore
 
     if not path.exists():
-        raise _fail(f"{path}: no pin file (it is written the first time a proxy or import runs)")
+        raise bad_usage(
+            f"{path}: no pin file (it is written the first time a proxy or import runs)"
+        )
     try:
         return PinStore(path)
     except PinError as exc:
-        raise _fail(str(exc)) from exc
+        raise bad_usage(str(exc)) from exc
 
 
-def _when(stamp: float | None) -> str:
+def format_when(stamp: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(stamp)) if stamp else ""
 
 
@@ -640,7 +644,7 @@ def pins_list(
                 cell(e.tool),
                 cell(e.state, style=color),
                 cell(e.approved_by or ""),
-                cell(_when(e.approved_at)),
+                cell(format_when(e.approved_at)),
             )
         console().print(table)
     raise typer.Exit(1 if any(e.state != "pinned" for e in entries) else 0)
@@ -658,9 +662,9 @@ def pins_show(
     try:
         found = [e for e in _store(pins).entries(server) if e.tool == tool]
     except PinError as exc:
-        raise _fail(str(exc)) from exc
+        raise bad_usage(str(exc)) from exc
     if not found:
-        raise _fail(f"server '{server}' has no pinned tool '{tool}'")
+        raise bad_usage(f"server '{server}' has no pinned tool '{tool}'")
     entry = found[0]
     out = console()
     head = cell(f"{server} / {tool}", style="bold")
@@ -710,13 +714,13 @@ def pins_approve(
     from callgate.mcp.pins import PinError
 
     if (tool is None) != approve_all:
-        raise _fail("name one TOOL, or pass --all (not both)")
+        raise bad_usage("name one TOOL, or pass --all (not both)")
     store = _store(pins)
     who = by or _user()
     try:
         done = store.approve(server, tool, by=who)
     except PinError as exc:
-        raise _fail(str(exc)) from exc
+        raise bad_usage(str(exc)) from exc
     if not done:
         _print(f"nothing to approve for {server}" + (f" / {tool}" if tool else ""))
         raise typer.Exit(1)
@@ -738,7 +742,7 @@ def pins_forget(
     try:
         removed = _store(pins).forget(server, tool)
     except PinError as exc:
-        raise _fail(str(exc)) from exc
+        raise bad_usage(str(exc)) from exc
     _print(f"forgot {len(removed)} pin(s) of {server}: {', '.join(removed)}")
 
 

@@ -102,7 +102,7 @@ DbOption = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 
 
-def _fail(message: str, code: int = USAGE) -> typer.Exit:
+def bad_usage(message: str, code: int = USAGE) -> typer.Exit:
     return fail(message, code)
 
 
@@ -115,7 +115,7 @@ def load_model(spec: str) -> Model:
     try:
         return model_from_spec(spec)
     except DefinitionError as exc:
-        raise _fail(str(exc)) from None
+        raise bad_usage(str(exc)) from None
 
 
 def _context(pairs: list[str]) -> dict[str, str]:
@@ -123,7 +123,7 @@ def _context(pairs: list[str]) -> dict[str, str]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise _fail(f"--context takes KEY=VALUE, got '{pair}'")
+            raise bad_usage(f"--context takes KEY=VALUE, got '{pair}'")
         out[key] = value
     return out
 
@@ -198,7 +198,7 @@ def start(
         try:
             loaded = Policy.from_file(policy)
         except DefinitionError as exc:
-            raise _fail(str(exc)) from None
+            raise bad_usage(str(exc)) from None
     chosen = load_model(model)
     try:
         authority = Authority(
@@ -208,13 +208,13 @@ def start(
             steps=max_steps, tool_calls=max_tool_calls, seconds=max_seconds, tokens=max_tokens
         )
     except DefinitionError as exc:
-        raise _fail(str(exc)) from None
+        raise bad_usage(str(exc)) from None
     mode = approve or (ApproveMode.prompt if sys.stdin.isatty() else ApproveMode.deny)
     check_ledger(db, missing_ok=True)  # never inside another application's database
     try:
         ledger = SQLiteLedger(db, worker="callgate-run")
     except LedgerError as exc:
-        raise _fail(str(exc)) from None
+        raise bad_usage(str(exc)) from None
     try:
         gate = Gate(registry, policy=loaded, ledger=ledger)
         progress = _Progress(quiet=as_json)
@@ -358,12 +358,12 @@ def replay_command(
     as_json: JsonOption = False,
 ) -> None:
     """Show a recorded run (the help text is `REPLAY_HELP`)."""
-    from callgate.cli.ledger import _open
+    from callgate.cli.ledger import open_ledger
 
-    with _open(db, None, dsn_hint=False) as ledger:
+    with open_ledger(db, None, dsn_hint=False) as ledger:
         transcript = replay(ledger, run_id)
         if not transcript.entries:
-            raise _fail(f"the ledger has no run '{run_id}'", STOPPED)
+            raise bad_usage(f"the ledger has no run '{run_id}'", STOPPED)
         if as_json:
             entries = [
                 {"seq": e.seq, "at": e.at, "kind": e.kind, "call_id": e.call_id, "data": e.data}

@@ -23,11 +23,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from callgate.approvals import ApprovalRequest, Approvals, ApprovalStatus, check_decider
 from callgate.errors import ApprovalError
-from callgate.ledger.sql import SqlLedger
 from callgate.ledger.sql_statements import APPROVAL_COLUMNS
 from callgate.ledger.sql_writes import (
     CONSUME,
@@ -37,6 +36,9 @@ from callgate.ledger.sql_writes import (
     Consume,
     approval_from_row,
 )
+
+if TYPE_CHECKING:  # the ledger builds its store; the store only calls back into it
+    from callgate.ledger.sql import SqlLedger
 
 __all__ = ["SqlApprovals"]
 

@@ -46,7 +46,7 @@ from callgate.ledger.journal import changes_state, derive, finished_data
 
 __all__ = ["MemoryLedger"]
 
-_RUN = Claim(kind=ClaimKind.RUN)
+RUN = Claim(kind=ClaimKind.RUN)
 _STATES = {s.value: s for s in CallState}
 
 # Row layouts (plain tuples):
@@ -226,7 +226,7 @@ class MemoryLedger(Ledger):
                 ),
                 start.started_at,
             )
-            return _RUN
+            return RUN
 
     def _settle_without_running(self, ident: tuple[str, str], claim: Claim, now: float) -> None:
         """Move a call that will not run to its final state, and audit why."""

@@ -28,7 +28,7 @@ from callgate.ledger.base import AttemptRecord, Outcome
 from callgate.ledger.journal import MIGRATED, migrated_call_data
 from callgate.ledger.sql_schema import HEAD_SEQ, Cursor
 from callgate.ledger.sql_statements import HEAD
-from callgate.ledger.sql_writes import _Tx, approval_from_row, call_from_row
+from callgate.ledger.sql_writes import Transaction, approval_from_row, call_from_row
 
 __all__ = ["MIGRATION_HOOKS", "journal_from_v2"]
 
@@ -150,7 +150,7 @@ def journal_from_v2(cur: Cursor, sql: Callable[[str], str]) -> None:
         undecided = [
             a.id for a in approvals if a.status is ApprovalStatus.APPROVED and a.id not in decided
         ]
-        tx = _Tx(cur, sql, "migration", HEAD, None)
+        tx = Transaction(cur, sql, "migration", HEAD, None)
         tx.append(
             MIGRATED,
             "",

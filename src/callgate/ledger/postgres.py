@@ -33,7 +33,7 @@ from callgate.ledger.base import LedgerError
 from callgate.ledger.migrate import MIGRATION_HOOKS
 from callgate.ledger.sql import SqlLedger
 from callgate.ledger.sql_schema import HEAD_QUERY, SCHEMA_VERSION, apply_migrations
-from callgate.ledger.sql_writes import Item, _Tx, run_items
+from callgate.ledger.sql_writes import Item, Transaction, run_items
 from callgate.ledger.storable import is_unstorable
 
 if TYPE_CHECKING:
@@ -182,7 +182,7 @@ class PostgresLedger(SqlLedger):
                     cur = conn.cursor()
                     if not durable:
                         cur.execute("SET LOCAL synchronous_commit TO OFF")
-                    tx = _Tx(cur, _pg, self.worker, _HEAD_FOR_UPDATE, self._rows)
+                    tx = Transaction(cur, _pg, self.worker, _HEAD_FOR_UPDATE, self._rows)
                     results = run_items(tx, [*deferred, *items])
                 tx.committed()
             except BaseException as exc:

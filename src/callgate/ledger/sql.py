@@ -35,6 +35,7 @@ import anyio
 import anyio.to_thread
 
 from callgate.approvals import Approvals
+from callgate.ledger.approvals_sql import SqlApprovals
 from callgate.ledger.base import (
     AttemptFinish,
     AttemptRecord,
@@ -65,11 +66,11 @@ from callgate.ledger.sql_statements import (
     KEY_COLUMNS,
 )
 from callgate.ledger.sql_writes import (
-    _RUN,
     BEGIN,
     DECIDE,
     EVENT,
     FINISH,
+    RUN,
     Item,
     RowCache,
     approval_from_row,
@@ -231,7 +232,7 @@ class SqlLedger(Ledger):
     def begin_attempt(self, start: AttemptStart) -> Claim:
         if not start.side_effecting:
             self._defer((BEGIN, start))
-            return _RUN
+            return RUN
         result: Claim = self._transact(((BEGIN, start),), durable=True)[0]
         return result
 
@@ -513,6 +514,4 @@ class SqlLedger(Ledger):
     def approvals(self) -> Approvals:
         """Approval requests in this database: they survive a restart and are shared by
         every process that opens it (`callgate.ledger.approvals_sql`)."""
-        from callgate.ledger.approvals_sql import SqlApprovals
-
         return SqlApprovals(self)

@@ -1,6 +1,6 @@
 """The SQL ledgers' writer: every change is a journal record, and the rows follow from it.
 
-`run_items` applies a transaction's items in order over an open `_Tx`. Each
+`run_items` applies a transaction's items in order over an open `Transaction`. Each
 item reads the rows it decides by (the call, the key, the approval), appends
 the records that say what happened, and `callgate.ledger.journal.apply` turns
 each record into the rows it changes; at the end of the transaction the new
@@ -84,9 +84,11 @@ __all__ = [
     "FINISH",
     "RELEASE",
     "REQUEST",
+    "RUN",
     "Consume",
     "Item",
     "RowCache",
+    "Transaction",
     "approval_from_row",
     "call_from_row",
     "key_from_row",
@@ -288,7 +290,7 @@ CACHE_ROWS = 20_000
 
 class RowCache:
     """The rows as this process's last transaction left them, valid while the journal's
-    head is the one it left (`_Tx`)."""
+    head is the one it left (`Transaction`)."""
 
     __slots__ = ("approvals", "calls", "head", "keys")
 
@@ -305,7 +307,7 @@ class RowCache:
         self.approvals.clear()
 
 
-class _Tx:
+class Transaction:
     """One open transaction: the rows it read and changed, and the records it appends."""
 
     __slots__ = (
@@ -542,18 +544,19 @@ def _chunks(rows: Sequence[Any]) -> list[Sequence[Any]]:
 
 # -- the items ------------------------------------------------------------------------------
 
-_RUN = Claim(kind=ClaimKind.RUN)
+RUN = Claim(kind=ClaimKind.RUN)
+"""The claim of an attempt that may run."""
 
 
-def _decide(tx: _Tx, r: CallRecord) -> None:
+def _decide(tx: Transaction, r: CallRecord) -> None:
     tx.append(f"call.{r.state.value}", r.run_id, r.call_id, decision_data(r, time.time()))
 
 
-def _begin(tx: _Tx, s: AttemptStart) -> Claim:
+def _begin(tx: Transaction, s: AttemptStart) -> Claim:
     """Take the key and start the attempt, or say why it may not run (the call settles)."""
     if not s.side_effecting:
         tx.append("attempt.started", s.run_id, s.call_id, started_data(s, tx.worker))
-        return _RUN
+        return RUN
     current = tx.call(s.run_id, s.call_id)
     key = tx.key(s.idempotency_key)
     claim: Claim | None = None
@@ -577,7 +580,7 @@ def _begin(tx: _Tx, s: AttemptStart) -> Claim:
         claim = Claim(kind=ClaimKind.IN_PROGRESS, holder=(s.run_id, s.call_id))
     if claim is None:
         tx.append("attempt.started", s.run_id, s.call_id, started_data(s, tx.worker))
-        return _RUN
+        return RUN
     data: dict[str, Any] = {
         "actor": tx.worker,
         "holder": list(claim.holder) if claim.holder else None,
@@ -589,7 +592,7 @@ def _begin(tx: _Tx, s: AttemptStart) -> Claim:
     return claim
 
 
-def _missing_key(tx: _Tx, s: AttemptStart) -> KeyRow | None:
+def _missing_key(tx: Transaction, s: AttemptStart) -> KeyRow | None:
     """A key with no row is free, unless a call that used it holds it by its records (the
     row was deleted): then the row is restored from the journal (``idempotency.forged``).
 
@@ -632,7 +635,7 @@ def _missing_key(tx: _Tx, s: AttemptStart) -> KeyRow | None:
     return truth
 
 
-def _checked_key(tx: _Tx, key: KeyRow) -> KeyRow | None:
+def _checked_key(tx: Transaction, key: KeyRow) -> KeyRow | None:
     """The key as its holder's records make it; a row that differs is restored from the
     journal and the difference recorded (``idempotency.forged``)."""
     state = Derived()
@@ -672,7 +675,7 @@ def _checked_key(tx: _Tx, key: KeyRow) -> KeyRow | None:
     return held
 
 
-def _key_outcome(tx: _Tx, key: KeyRow) -> Outcome:
+def _key_outcome(tx: Transaction, key: KeyRow) -> Outcome:
     """The outcome a key replays, read from the record that holds it."""
     if key.outcome_seq is not None:
         rec = tx.record(key.outcome_seq)
@@ -683,7 +686,7 @@ def _key_outcome(tx: _Tx, key: KeyRow) -> Outcome:
     return Outcome(status=str(key.status), content="")
 
 
-def _finish(tx: _Tx, f: AttemptFinish) -> bool:
+def _finish(tx: Transaction, f: AttemptFinish) -> bool:
     current = tx.call(f.run_id, f.call_id)
     if not may_finish(current.state if current is not None else None, f.outcome):
         return False
@@ -712,7 +715,7 @@ def _effect_params(
     return params
 
 
-def _request(tx: _Tx, request: ApprovalRequest) -> ApprovalRequest:
+def _request(tx: Transaction, request: ApprovalRequest) -> ApprovalRequest:
     """Store a request, or return the open one already bound to the same effect."""
     params = _effect_params(
         request.principal,
@@ -749,7 +752,7 @@ def _request(tx: _Tx, request: ApprovalRequest) -> ApprovalRequest:
 
 
 def _decide_approval(
-    tx: _Tx, payload: tuple[str, bool, str, str | None, float]
+    tx: Transaction, payload: tuple[str, bool, str, str | None, float]
 ) -> ApprovalRequest | str:
     approval_id, approve, by, reason, now = payload
     current = tx.approval(approval_id)
@@ -765,7 +768,7 @@ def _decide_approval(
     return stored
 
 
-def _consume(tx: _Tx, c: Consume) -> ApprovalRequest | None:
+def _consume(tx: Transaction, c: Consume) -> ApprovalRequest | None:
     """Use the oldest approval bound to the effect whose decision is in the journal."""
     rows = tx.x(
         f"SELECT id FROM approvals WHERE {_effect(c.resource_version)} "
@@ -799,7 +802,7 @@ def _consume(tx: _Tx, c: Consume) -> ApprovalRequest | None:
     return None
 
 
-def _checked(tx: _Tx, row: ApprovalRequest) -> ApprovalRequest | None:
+def _checked(tx: Transaction, row: ApprovalRequest) -> ApprovalRequest | None:
     """The approval as the journal makes it; a row that differs is restored from the journal,
     and the difference recorded (``approval.forged``), so a forged row is never spent and a
     person can still decide the real request."""
@@ -837,7 +840,7 @@ def _differs(truth: ApprovalRequest, row: ApprovalRequest) -> str:
     )
 
 
-def call_records(tx: _Tx, run_id: str, call_id: str) -> list[AuditRecord]:
+def call_records(tx: Transaction, run_id: str, call_id: str) -> list[AuditRecord]:
     """The written records of one call: those its row lists and its orphans."""
     row = tx.call(run_id, call_id)
     seqs = set(row.records) if row is not None else set()
@@ -856,7 +859,7 @@ def call_records(tx: _Tx, run_id: str, call_id: str) -> list[AuditRecord]:
     return [r for r in found if r.run_id == run_id and r.call_id == call_id]
 
 
-def journal_approval(tx: _Tx, row: ApprovalRequest) -> ApprovalRequest | None:
+def journal_approval(tx: Transaction, row: ApprovalRequest) -> ApprovalRequest | None:
     """Replay one approval's records (found by its run and call) from nothing."""
     state = Derived()
     for rec in call_records(tx, row.run_id, row.call_id):
@@ -872,7 +875,7 @@ def journal_approval(tx: _Tx, row: ApprovalRequest) -> ApprovalRequest | None:
     return state.approvals.get(row.id)
 
 
-def decision_problem(tx: _Tx, row: ApprovalRequest) -> str | None:
+def decision_problem(tx: Transaction, row: ApprovalRequest) -> str | None:
     """Why the journal does not show ``row`` approved (None: it does).
 
     The decision record must be an approval of exactly this request (its id, run,
@@ -916,7 +919,7 @@ def decision_problem(tx: _Tx, row: ApprovalRequest) -> str | None:
     return None
 
 
-def _release(tx: _Tx, payload: tuple[str, str]) -> bool:
+def _release(tx: Transaction, payload: tuple[str, str]) -> bool:
     approval_id, used_by = payload
     row = tx.approval(approval_id)
     if row is None or row.status is not ApprovalStatus.USED or row.used_by != used_by:
@@ -930,7 +933,7 @@ def _release(tx: _Tx, payload: tuple[str, str]) -> bool:
 # -- a transaction ------------------------------------------------------------------------------
 
 
-def run_items(tx: _Tx, items: Sequence[Item]) -> list[Any]:
+def run_items(tx: Transaction, items: Sequence[Item]) -> list[Any]:
     """Apply every item in order, then write what they appended and changed."""
     results: list[Any] = []
     for kind, payload in items:
@@ -959,6 +962,6 @@ def run_items(tx: _Tx, items: Sequence[Item]) -> list[Any]:
     return results
 
 
-def migrated_marker(tx: _Tx, data: Mapping[str, Any]) -> None:
+def migrated_marker(tx: Transaction, data: Mapping[str, Any]) -> None:
     """Open a migrated journal's state (`callgate.ledger.journal.MIGRATED`)."""
     tx.append(MIGRATED, "", None, data)

@@ -39,7 +39,7 @@ from callgate.ledger.base import LedgerError
 from callgate.ledger.migrate import MIGRATION_HOOKS
 from callgate.ledger.sql import SqlLedger
 from callgate.ledger.sql_schema import HEAD_QUERY, SCHEMA_VERSION, apply_migrations
-from callgate.ledger.sql_writes import Item, _Tx, run_items
+from callgate.ledger.sql_writes import Item, Transaction, run_items
 from callgate.ledger.storable import is_unstorable
 
 __all__ = ["DEFAULT_PATH", "SQLiteLedger"]
@@ -225,7 +225,7 @@ class SQLiteLedger(SqlLedger):
             cur = self._cur
             try:
                 cur.execute("BEGIN IMMEDIATE")
-                tx = _Tx(cur, _same, self.worker, HEAD_QUERY, self._rows)
+                tx = Transaction(cur, _same, self.worker, HEAD_QUERY, self._rows)
                 results = run_items(tx, [*deferred, *items])
                 cur.execute("COMMIT")
                 tx.committed()

@@ -146,7 +146,7 @@ class _Upstream(Protocol):
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult: ...
 
 
-class _SessionUpstream:
+class SessionUpstream:
     """Calls share one connected `ClientSession` (use it on that session's event loop)."""
 
     def __init__(self, session: ClientSession) -> None:
@@ -169,7 +169,7 @@ class _SessionUpstream:
         return await self.session.call_tool(name, arguments)
 
 
-class _ClientUpstream:
+class ClientUpstream:
     """Calls share one entered `mcp.Client` (use it on that client's event loop)."""
 
     def __init__(self, client: Client) -> None:
@@ -276,7 +276,7 @@ class _ConnectEachTime:
 
     async def list_tools(self) -> list[mcp_types.Tool]:
         async with Client(connectable(self.target)) as client:
-            return await _ClientUpstream(client).list_tools()
+            return await ClientUpstream(client).list_tools()
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
         async with Client(connectable(self.target)) as client:
@@ -285,10 +285,10 @@ class _ConnectEachTime:
 
 def _upstream(source: UpstreamSource) -> _Upstream:
     if isinstance(source, ClientSession):
-        return _SessionUpstream(source)
+        return SessionUpstream(source)
     if isinstance(source, Client):
-        return _ClientUpstream(source)
-    if isinstance(source, _SessionUpstream | _ClientUpstream | _ConnectEachTime):
+        return ClientUpstream(source)
+    if isinstance(source, SessionUpstream | ClientUpstream | _ConnectEachTime):
         return source
     return _ConnectEachTime(source)
 

@@ -30,11 +30,11 @@ from callgate.gate import Gate
 from callgate.ledger.base import Ledger
 from callgate.mcp.client import (
     DEFAULT_TIMEOUT,
+    ClientUpstream,
     RemoteToolset,
+    SessionUpstream,
     ToolConfig,
     UpstreamSource,
-    _ClientUpstream,
-    _SessionUpstream,
     connectable,
     suggested_rules,
 )
@@ -135,14 +135,14 @@ async def proxy(
                 await catalog_box[0].on_message(message)
 
         if isinstance(upstream, ClientSession):
-            connection: Any = _SessionUpstream(upstream)
+            connection: Any = SessionUpstream(upstream)
         elif isinstance(upstream, Client):
-            connection = _ClientUpstream(upstream)
+            connection = ClientUpstream(upstream)
         else:
             client = await stack.enter_async_context(
                 Client(connectable(upstream), message_handler=on_message)
             )
-            connection = _ClientUpstream(client)
+            connection = ClientUpstream(client)
         toolset = RemoteToolset(
             upstream=connection,
             server_name=server_name,
