@@ -30,6 +30,7 @@ typecheck: $(STAMP)
 
 test: lint typecheck
 	$(BIN)/pytest
+	CALLGATE_DRIVER=async $(BIN)/pytest tests/core
 
 format: $(STAMP)
 	$(BIN)/ruff format src tests benchmarks examples

@@ -216,6 +216,20 @@ class Gate:
         return run
 
 
+@dataclasses.dataclass(slots=True)
+class _Work:
+    """What `Run._prepare` decided for a batch, for either driver to carry out."""
+
+    staged: list[Observation | Admitted] | None
+    """Every call's admission in proposal order (None: a lone call)."""
+    admitted: list[Admitted]
+    rejected: Observation | None
+    """A lone call's rejection."""
+    batch: Batch | None
+    """The batch graph, when several calls (or a deadline) need the scheduler."""
+    limit: float | None
+
+
 class Run(Admission):
     """One agent run: its authority, its evidence, and the calls it submits."""
 
@@ -253,35 +267,22 @@ class Run(Admission):
         docs/schedule.md. A lone call runs in the calling thread. ``deadline``
         (seconds; default the gate's ``batch_deadline``) bounds the batch.
         """
-        self.gate._check_open()
-        limit = self._deadline(deadline)  # a bad deadline fails before anything is decided
-        gate = self.gate
-        lone = self._lone(calls) if limit is None else None
-        if lone is not None:  # the common case: one call, run here, in this thread
-            if not isinstance(lone, Admitted):
-                return [lone]
-            one = execute_sync(lone, gate.ledger, self.evidence, gate.redactor, gate.settings)
-            if one.status is not Status.OK or lone.answer_id is not None:
-                self._settled([lone], [one])
-            return [one]
-        staged = self._admit_batch(calls)
-        admitted = [s for s in staged if isinstance(s, Admitted)]
-        if not admitted:
-            return self._merge(staged, [])
-        if len(admitted) == 1 and limit is None:
-            item = admitted[0]
-            one = execute_sync(item, gate.ledger, self.evidence, gate.redactor, gate.settings)
-            self._settled(admitted, [one])
-            return self._merge(staged, [one])
-        done = run_batch_sync(
-            self._plan(admitted, limit),
-            self._execute,
-            max_concurrency=gate.max_concurrency,
-            deadline=limit,
-            on_skipped=self._skipped,
-        )
-        self._settled(admitted, done)
-        return self._merge(staged, done)
+        work = self._prepare(calls, deadline)
+        if work.batch is not None:
+            done = run_batch_sync(
+                work.batch,
+                self._execute,
+                max_concurrency=self.gate.max_concurrency,
+                deadline=work.limit,
+                on_skipped=self._skipped,
+            )
+        elif work.admitted:  # one call, run here, in this thread
+            gate = self.gate
+            item = work.admitted[0]
+            done = [execute_sync(item, gate.ledger, self.evidence, gate.redactor, gate.settings)]
+        else:
+            done = []
+        return self._conclude(work, done)
 
     async def asubmit(
         self, calls: Iterable[ToolCall], *, deadline: float | None = None
@@ -292,37 +293,58 @@ class Run(Admission):
         rejected (never started), running calls as ``unknown``, and the
         cancellation propagates.
         """
+        work = self._prepare(calls, deadline)
+        if work.batch is not None:
+            done = await run_batch_async(
+                work.batch,
+                self._execute,
+                max_concurrency=self.gate.max_concurrency,
+                deadline=work.limit,
+                on_skipped=self._skipped,
+            )
+        elif work.admitted:  # one call, awaited here
+            item = work.admitted[0]
+            item.offload = True  # a sync handler never blocks the caller's event loop
+            done = [await self._execute(item)]
+        else:
+            done = []
+        return self._conclude(work, done)
+
+    def _prepare(self, calls: Iterable[ToolCall], deadline: float | None) -> _Work:
+        """Everything before execution, for both drivers: admit the calls and record them,
+        and say what runs: nothing, one call in place, or a batch (several calls, or a
+        deadline to keep)."""
         self.gate._check_open()
         limit = self._deadline(deadline)  # a bad deadline fails before anything is decided
         lone = self._lone(calls) if limit is None else None
-        if lone is not None:  # the common case: one call, awaited here
-            if not isinstance(lone, Admitted):
-                return [lone]
-            lone.offload = True  # a sync handler never blocks the caller's event loop
-            gate = self.gate
-            one = await execute_async(
-                lone, gate.ledger, self.evidence, gate.redactor, gate.settings
+        if lone is not None:  # the common case: one plain call
+            return _Work(
+                staged=None,
+                admitted=[lone] if isinstance(lone, Admitted) else [],
+                rejected=None if isinstance(lone, Admitted) else lone,
+                batch=None,
+                limit=None,
             )
-            if one.status is not Status.OK or lone.answer_id is not None:
-                self._settled([lone], [one])
-            return [one]
         staged = self._admit_batch(calls)
         admitted = [s for s in staged if isinstance(s, Admitted)]
-        if not admitted:
-            return self._merge(staged, [])
-        if len(staged) == 1 and limit is None:
-            admitted[0].offload = True  # a sync handler never blocks the caller's event loop
-            done = [await self._execute(admitted[0])]
-        else:
-            done = await run_batch_async(
-                self._plan(admitted, limit),
-                self._execute,
-                max_concurrency=self.gate.max_concurrency,
-                deadline=limit,
-                on_skipped=self._skipped,
-            )
-        self._settled(admitted, done)
-        return self._merge(staged, done)
+        batch = None
+        if len(admitted) > 1 or (admitted and limit is not None):
+            batch = self._plan(admitted, limit)
+        return _Work(staged=staged, admitted=admitted, rejected=None, batch=batch, limit=limit)
+
+    def _conclude(self, work: _Work, done: list[Observation]) -> list[Observation]:
+        """Everything after execution, for both drivers: settle what ran (restore the
+        model's ids, give back unused approvals) and answer in proposal order."""
+        if work.staged is None:  # a lone call
+            if work.rejected is not None:
+                return [work.rejected]
+            item, one = work.admitted[0], done[0]
+            if one.status is not Status.OK or item.answer_id is not None:
+                self._settled(work.admitted, done)  # an ok call with its own id: nothing to do
+            return done
+        if work.admitted:
+            self._settled(work.admitted, done)
+        return self._merge(work.staged, done)
 
     def _settled(self, admitted: Sequence[Admitted], results: Sequence[Observation]) -> None:
         """After execution: answer each call under the id the model sent (`Admitted.answer_id`),

@@ -765,6 +765,7 @@ def test_secrets_in_a_result_never_reach_the_model() -> None:
     assert "hunter2-long" in obs.result
 
 
+@pytest.mark.sync_driver
 def test_a_handler_that_could_not_start_in_time_never_runs_later() -> None:
     """When every worker thread is held by hung handlers, a call whose timeout passes
     before it starts is a known failure (nothing happened), and it never runs later
@@ -800,6 +801,7 @@ def test_a_handler_that_could_not_start_in_time_never_runs_later() -> None:
     assert ran == []
 
 
+@pytest.mark.sync_driver
 def test_async_tool_under_sync_submit_keeps_its_event_loop_between_calls() -> None:
     """A sync ``submit`` of async tools runs them on one loop per thread, so a client
     the tool keeps between calls (bound to the loop it was made on) still works."""
