@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 import anyio
@@ -41,9 +41,8 @@ def _through_asubmit(
 
 
 @pytest.fixture(autouse=True)
-def _driver(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _driver(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     if os.environ.get("CALLGATE_DRIVER") == "async":
         if request.node.get_closest_marker("sync_driver") is not None:
             pytest.skip("tests the sync driver itself")
         monkeypatch.setattr(Run, "submit", _through_asubmit)
-    yield

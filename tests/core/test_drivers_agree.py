@@ -124,10 +124,7 @@ def play(batches: list[list[ToolCall]], driver: str) -> tuple[Any, ...]:
     run = Gate(registry(), policy=POLICY, ledger=ledger).run(authority=AUTHORITY, run_id="r")
     seen = []
     for batch in batches:
-        if driver == "sync":
-            result = run.submit(batch)
-        else:
-            result = anyio.run(run.asubmit, batch)
+        result = run.submit(batch) if driver == "sync" else anyio.run(run.asubmit, batch)
         seen.append([observed(o) for o in result])
     rows = sorted(
         (c.call_id, c.tool, c.state, c.stage, c.attempts, c.reconciled, c.decided_by, c.message)
