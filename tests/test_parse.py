@@ -337,12 +337,14 @@ def test_an_integer_beyond_pythons_digit_limit_is_a_parse_rejection(digits: int)
 
 
 def test_an_integer_of_4300_digits_is_still_decoded() -> None:
+    """A 4,300-digit integer in argument text decodes to that exact int."""
     parsed = parse_arguments('{"limit": ' + "7" * 4300 + "}")
     assert isinstance(parsed, ParsedArguments)
     assert parsed.value["limit"] == int("7" * 4300)
 
 
 def test_a_decoded_mapping_with_a_huge_integer_is_rejected() -> None:
+    """A 5,001-digit int inside a decoded mapping is a json_number rejection naming outer.limit."""
     rejection = parse_arguments({"outer": {"limit": 10**5000}})
     assert isinstance(rejection, Rejection)
     assert rejection.problems[0].rule == "json_number"
@@ -437,12 +439,14 @@ def test_a_number_that_is_not_finite_never_reaches_a_handler(arguments: Any) -> 
 
 
 def test_a_decoded_mapping_nested_thousands_deep_is_rejected_without_recursion() -> None:
+    """A mapping nested 50,000 deep is a json_depth rejection, not a RecursionError."""
     rejection = parse_arguments({"data": _nested(50_000)})
     assert isinstance(rejection, Rejection)
     assert rejection.problems[0].rule == "json_depth"
 
 
 def test_argument_text_over_the_size_bound_is_refused_unread() -> None:
+    """Text longer than MAX_ARGUMENT_CHARS is an arguments_size rejection stating its length."""
     text = '{"q": "' + "x" * MAX_ARGUMENT_CHARS + '"}'
     rejection = parse_arguments(text)
     assert isinstance(rejection, Rejection)
@@ -459,6 +463,7 @@ def test_argument_text_over_the_size_bound_is_refused_unread() -> None:
     ],
 )
 def test_a_lone_surrogate_in_a_value_is_a_parse_rejection(arguments: Any, field: str) -> None:
+    """A lone surrogate in a value (text or decoded) is invalid_text naming the field."""
     rejection = parse_arguments(arguments)
     assert isinstance(rejection, Rejection)
     problem = rejection.problems[0]
@@ -469,6 +474,7 @@ def test_a_lone_surrogate_in_a_value_is_a_parse_rejection(arguments: Any, field:
 
 
 def test_a_lone_surrogate_in_a_key_is_a_parse_rejection() -> None:
+    """A lone surrogate in a key is an invalid_text rejection naming that key."""
     rejection = parse_arguments('{"q\\ud800": 1}')
     assert isinstance(rejection, Rejection)
     assert rejection.problems[0].rule == "invalid_text"
@@ -476,6 +482,7 @@ def test_a_lone_surrogate_in_a_key_is_a_parse_rejection() -> None:
 
 
 def test_a_surrogate_pair_is_a_character_and_is_kept() -> None:
+    """An escaped surrogate pair decodes to its one astral character."""
     parsed = parse_arguments('{"q": "\\ud83d\\ude00"}')
     assert isinstance(parsed, ParsedArguments)
     assert parsed.value == {"q": "\U0001f600"}

@@ -308,6 +308,7 @@ def test_a_read_and_a_write_of_one_resource_run_in_proposal_order() -> None:
 
 
 def test_writes_of_different_resources_run_together() -> None:
+    """Writes of two different resources overlap in time."""
     _, timeline, _ = submit_virtual([call("a", res="cart:1"), call("b", res="cart:2")])
     assert timeline.overlap("a", "b")
 
@@ -369,6 +370,7 @@ def test_ordered_tool_runs_in_proposal_order() -> None:
 
 
 def test_ordered_tool_failure_fails_the_later_calls() -> None:
+    """A failed ordered call rejects the later ones (naming it); other calls still run."""
     observations, timeline, _ = submit_virtual(
         [call("s1", "step", fail=True), call("s2", "step"), call("w", res="x")]
     )
@@ -428,6 +430,7 @@ def test_observations_come_back_in_proposal_order_whatever_the_completion_order(
 
 
 def test_cycle_rejects_the_whole_batch_and_runs_nothing() -> None:
+    """A dependency cycle rejects every call of the batch at schedule, names it, runs none."""
     calls = [
         call("a", res="1", after=["b"]),
         call("b", res="2", after=["a"]),
@@ -444,6 +447,7 @@ def test_cycle_rejects_the_whole_batch_and_runs_nothing() -> None:
 
 
 def test_call_after_itself_is_a_cycle() -> None:
+    """A call after itself is a one-call cycle: rejected, named 'a -> a', not run."""
     assert find_cycle([ToolCall(id="a", name="t", after=("a",))]) == ["a"]
     observations, timeline, _ = submit_virtual([call("a", res="x", after=["a"])])
     assert observations[0].status is Status.REJECTED
@@ -452,6 +456,7 @@ def test_call_after_itself_is_a_cycle() -> None:
 
 
 def test_find_cycle_handles_long_chains_without_recursion() -> None:
+    """find_cycle walks a 5,000-call chain without recursion and finds the 5,001-call cycle."""
     chain = [ToolCall(id=f"c{i}", name="t", after=(f"c{i + 1}",)) for i in range(5000)]
     assert find_cycle(chain) == []
     chain.append(ToolCall(id="c5000", name="t", after=("c0",)))
@@ -459,6 +464,7 @@ def test_find_cycle_handles_long_chains_without_recursion() -> None:
 
 
 def test_excess_calls_are_rejected_with_a_clear_message_not_dropped() -> None:
+    """Calls past max_batch_calls and their dependants are rejected with a message, not dropped."""
     calls = [call(f"c{i}", res=f"r{i}") for i in range(5)]
     calls[1] = call("c1", res="r1", after=["c4"])
     observations, timeline, gate = submit_virtual(calls, gate_options={"max_batch_calls": 3})
@@ -485,6 +491,7 @@ def test_excess_calls_are_rejected_with_a_clear_message_not_dropped() -> None:
 
 
 def test_global_concurrency_is_never_exceeded() -> None:
+    """max_concurrency=3 caps 10 one-second calls at 3 at once: 4 seconds in all."""
     calls = [call(f"c{i}", res=f"r{i}") for i in range(10)]
     _, timeline, _ = submit_virtual(calls, gate_options={"max_concurrency": 3})
     assert timeline.peak["*"] == 3
@@ -525,6 +532,7 @@ def test_per_tool_concurrency_with_sync_tools_in_threads() -> None:
 
 @pytest.mark.parametrize("value", [0, -1, 1.5, True])
 def test_tool_max_concurrency_must_be_a_positive_integer(value: Any) -> None:
+    """@tool(max_concurrency=...) of 0, -1, 1.5 or True is a DefinitionError."""
     with pytest.raises(DefinitionError, match="max_concurrency"):
 
         @tool(max_concurrency=value)
@@ -537,11 +545,13 @@ def test_tool_max_concurrency_must_be_a_positive_integer(value: Any) -> None:
     [{"max_concurrency": 0}, {"max_batch_calls": 0}, {"batch_deadline": 0}, {"batch_deadline": -1}],
 )
 def test_gate_bounds_must_be_positive(options: dict[str, Any]) -> None:
+    """Gate refuses a zero max_concurrency or max_batch_calls and a non-positive batch_deadline."""
     with pytest.raises(DefinitionError):
         Gate(Registry(), **options)
 
 
 def test_submit_deadline_must_be_positive() -> None:
+    """submit(deadline=0) raises ValueError naming the deadline."""
     run = Gate(make_registry(Timeline())).run(authority=AUTH)
     with pytest.raises(ValueError, match="deadline"):
         run.submit([call("a")], deadline=0)
@@ -591,6 +601,7 @@ def test_deadline_cancels_running_calls_as_unknown_and_rejects_the_rest() -> Non
 
 
 def test_gate_batch_deadline_applies_and_submit_can_override_it() -> None:
+    """Gate(batch_deadline=1) times a batch out; submit(deadline=10) overrides it."""
     calls = [call("A", d=2, res="a"), call("B", d=2, res="b", after=["A"])]
     observations, _, _ = submit_virtual(calls, gate_options={"batch_deadline": 1})
     assert [o.status for o in observations] == [Status.UNKNOWN, Status.REJECTED]
@@ -599,6 +610,7 @@ def test_gate_batch_deadline_applies_and_submit_can_override_it() -> None:
 
 
 def test_deadline_applies_to_a_lone_async_call() -> None:
+    """A lone async call past the deadline ends unknown, in the observation and the ledger."""
     observations, _, gate = submit_virtual([call("A", d=5, res="a")], deadline=1)
     assert observations[0].status is Status.UNKNOWN
     record = gate.ledger.get_call("r", "A")
@@ -692,6 +704,7 @@ def test_lone_sync_call_runs_in_the_calling_thread_under_submit_only() -> None:
 
 
 def test_several_sync_calls_run_concurrently_in_worker_threads() -> None:
+    """A batch of sync calls runs its handlers on worker threads, none on the caller's."""
     run = Gate(_thread_registry()).run(authority=AUTH)
     observations = run.submit([ToolCall(id=k, name="where", arguments={"k": "x"}) for k in "abcd"])
     assert threading.get_ident() not in {o.result for o in observations}
@@ -727,6 +740,7 @@ def test_plan_keeps_edges_linear_for_many_writes_of_one_resource() -> None:
 
 
 def test_plan_waits_for_all_readers_since_the_last_write() -> None:
+    """A write waits for every read since the previous write; a read only for that write."""
     gate = Gate(make_registry(Timeline()))
     calls = [
         call("w0", res="x"),

@@ -73,6 +73,7 @@ def run_args(shop: Path, script: Path, tmp_path: Path, *extra: str) -> list[str]
 
 
 def test_demo_json_reports_every_check(tmp_path: Path) -> None:
+    """demo --json exits 0 with passed, reason answered, one refund and one email to Dana."""
     result = runner.invoke(app, ["demo", "--json", "--workdir", str(tmp_path)])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
@@ -93,6 +94,7 @@ def test_demo_names_the_ledger_it_wrote(tmp_path: Path) -> None:
 def test_demo_with_a_real_model_and_no_key_is_a_usage_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """demo with an OpenAI model and no OPENAI_API_KEY exits 2, naming it, and writes no ledger."""
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     result = runner.invoke(app, ["demo", "--model", "openai:gpt-4.1", "--workdir", str(tmp_path)])
     assert result.exit_code == 2
@@ -101,6 +103,7 @@ def test_demo_with_a_real_model_and_no_key_is_a_usage_error(
 
 
 def test_run_answers_on_stdout_and_replays_from_the_ledger(shop: Path, tmp_path: Path) -> None:
+    """run --json prints the answer and observations; run replay shows the run from its events."""
     turn = render_turn(calls(("get_order_status", {"order_id": "H-1042"})), "openai_chat", 1)
     script = script_file(tmp_path, turn, chat_answer("H-1042 was delivered."))
     result = runner.invoke(app, run_args(shop, script, tmp_path, "--json"))
@@ -159,6 +162,7 @@ def test_run_denies_approvals_when_not_interactive(shop: Path, tmp_path: Path) -
 
 
 def test_a_run_stopped_by_a_budget_exits_1(shop: Path, tmp_path: Path) -> None:
+    """A run stopped by --max-steps 1 exits 1 and names max_steps."""
     turn = render_turn(calls(("get_order_status", {"order_id": "H-1042"})), "openai_chat", 1)
     script = script_file(tmp_path, turn, turn)
     result = runner.invoke(app, run_args(shop, script, tmp_path, "--max-steps", "1"))
@@ -175,12 +179,14 @@ def test_a_run_stopped_by_a_budget_exits_1(shop: Path, tmp_path: Path) -> None:
     ],
 )
 def test_bad_usage_exits_2(args: list[str], needle: str, shop: Path) -> None:
+    """An unimportable registry, a bad model spec or a missing ledger file exits 2 and says so."""
     result = runner.invoke(app, args)
     assert result.exit_code == 2
     assert needle in result.output
 
 
 def test_replaying_an_unknown_run_exits_1(shop: Path, tmp_path: Path) -> None:
+    """run replay of a run id the ledger lacks exits 1 with "no run"."""
     script = script_file(tmp_path, chat_answer("hi"))
     assert runner.invoke(app, run_args(shop, script, tmp_path)).exit_code == 0
     result = runner.invoke(
@@ -191,6 +197,7 @@ def test_replaying_an_unknown_run_exits_1(shop: Path, tmp_path: Path) -> None:
 
 
 def test_help_teaches_the_commands_and_exit_codes() -> None:
+    """run --help names replay, MODULE:ATTR and the exit codes; demo --help names --model."""
     result = runner.invoke(app, ["run", "--help"])
     assert result.exit_code == 0
     for word in ("replay", "MODULE:ATTR", "Exit codes"):

@@ -41,6 +41,7 @@ def names(*grants: str, policy: Policy | None = None) -> list[str]:
 def test_a_tool_is_shown_when_every_effect_it_declares_could_be_granted(
     grants: tuple[str, ...], shown: list[str]
 ) -> None:
+    """A tool is offered exactly when each effect it declares could meet one of the grants."""
     assert names(*grants) == shown
 
 
@@ -55,11 +56,13 @@ def test_a_tool_the_policy_always_denies_is_not_shown() -> None:
 
 
 def test_with_rules_and_no_preset_a_tool_no_rule_names_is_not_shown() -> None:
+    """With policy rules and no preset, a tool that no rule names is not offered."""
     policy = Policy([allow("get_*")])
     assert names("read:*", policy=policy) == ["get_order"]
 
 
 def test_the_agent_offers_exactly_the_exposed_tools_and_the_paging_tool() -> None:
+    """The model's request lists exactly the exposed tools plus read_result, as tools_for says."""
     model = ScriptedModel([answer("hi")], keep_requests=True)
     agent = Agent(model, shop_gate(Shop()))
     agent.run("hi", authority=authority("read:orders"))
@@ -80,6 +83,7 @@ def test_a_hidden_tool_called_by_name_is_still_checked_by_the_gate() -> None:
 
 
 def test_a_templated_effect_is_read_as_a_glob() -> None:
+    """spend:{currency}={amount} reads as the glob spend:*, so spend:EUR<=5 exposes the tool."""
     registry = Registry()
 
     @registry.tool(effects="spend:{currency}={amount}")
@@ -108,6 +112,7 @@ def test_a_templated_effect_is_read_as_a_glob() -> None:
     ],
 )
 def test_glob_intersection_cases(a: str, b: str, meet: bool) -> None:
+    """globs_intersect answers whether two globs share a text, the same both ways round."""
     assert globs_intersect(a, b) is meet
     assert globs_intersect(b, a) is meet
 

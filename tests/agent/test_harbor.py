@@ -148,6 +148,7 @@ def test_the_transcript_replays_from_the_ledger_file(scenario: Any) -> None:
 def test_the_scenario_holds_in_every_provider_format(
     harbor: dict[str, ModuleType], format: str, tmp_path: Path
 ) -> None:
+    """The harbor scenario passes every check, one refund, in each of four provider formats."""
     from callgate.models import ScriptedModel
 
     model = ScriptedModel(harbor["script"].HarborScript(), format=format)

@@ -106,6 +106,7 @@ def forever(request: ModelRequest) -> Any:
 
 
 def test_the_step_budget_ends_a_run_that_never_answers() -> None:
+    """Budgets(steps=4) stops a model that never answers after 4 steps and 4 tool runs."""
     shop = Shop()
     agent, model = agent_for(shop, forever, budgets=Budgets(steps=4))
     result = agent.run("loop", authority=authority())
@@ -129,6 +130,7 @@ def test_a_batch_beyond_the_tool_call_budget_is_not_run() -> None:
 
 
 def test_the_token_budget_counts_reported_usage() -> None:
+    """Reported usage counts: 800 tokens a step passes a 2,000 budget at step 3 (MAX_TOKENS)."""
     used = Usage(input_tokens=700, output_tokens=100)
     agent, model = agent_for(
         Shop(),
@@ -154,6 +156,7 @@ class SlowModel(Model):
 
 
 def test_the_time_budget_bounds_a_model_call_in_flight() -> None:
+    """A 0.2 s time budget ends the run (MAX_SECONDS) without waiting for a 5 s model call."""
     agent = Agent(SlowModel(5.0), shop_gate(Shop()), budgets=Budgets(seconds=0.2))
     result = agent.run("x", authority=authority())
     assert result.reason is StopReason.MAX_SECONDS  # the 5 s model call was not waited for
@@ -177,6 +180,7 @@ def test_the_time_budget_bounds_a_batch_of_tool_calls_in_flight() -> None:
 
 
 def test_budgets_must_be_positive() -> None:
+    """Budgets(steps=0) and Budgets(seconds=0) raise DefinitionError naming the budget."""
     with pytest.raises(DefinitionError, match="steps"):
         Budgets(steps=0)
     with pytest.raises(DefinitionError, match="seconds"):
@@ -203,12 +207,14 @@ def test_the_same_failing_call_three_times_ends_the_run() -> None:
 
 
 def test_different_failing_calls_are_not_an_oscillation() -> None:
+    """Four failing calls with different arguments do not stop the run as an oscillation."""
     script = [calls(("get_order", {"order_id": str(i)})) for i in range(4)] + [answer("done")]
     agent, _ = agent_for(Shop(), script)
     assert agent.run("x", authority=authority()).reason is StopReason.ANSWERED
 
 
 def test_the_repeat_limit_is_configurable() -> None:
+    """repeat_limit=2 stops the run as an oscillation at the second same failing call."""
     bad = calls(("get_order", {"order_id": "1"}))
     agent, model = agent_for(Shop(), [bad, bad, answer("x")], repeat_limit=2)
     assert agent.run("x", authority=authority()).reason is StopReason.OSCILLATION
@@ -216,6 +222,7 @@ def test_the_repeat_limit_is_configurable() -> None:
 
 
 def test_a_repeated_successful_call_is_not_an_oscillation() -> None:
+    """The same successful call four times over is not an oscillation: the run answers."""
     good = calls(("get_order", {"order_id": "o-1"}))
     agent, _ = agent_for(Shop(), [good, good, good, good, answer("x")])
     assert agent.run("x", authority=authority()).reason is StopReason.ANSWERED
@@ -257,6 +264,7 @@ def test_a_long_result_is_cut_with_a_handle_and_paged_in_full() -> None:
 
 
 def test_read_result_only_reads_cut_results_of_its_own_run() -> None:
+    """read_result of an id with no cut result in this run is an error saying so."""
     agent, _ = agent_for(
         Shop(), [calls(("read_result", {"observation_id": "call_9_9"})), answer("x")]
     )
@@ -267,6 +275,7 @@ def test_read_result_only_reads_cut_results_of_its_own_run() -> None:
 
 
 def test_a_registry_tool_named_read_result_is_a_definition_error() -> None:
+    """A tool named read_result is a DefinitionError with paging on, and allowed with it off."""
     from callgate import Gate, MemoryLedger, Registry
 
     registry = Registry()
@@ -316,6 +325,7 @@ def test_a_pending_approval_pauses_and_resume_runs_each_call_once() -> None:
 
 
 def test_resume_before_a_decision_stays_paused_without_asking_the_model() -> None:
+    """resume before any approval decision stays paused: no model request, no tool run."""
     shop = Shop()
     agent, model = agent_for(shop, [calls(REFUND_80), answer("x")])
     paused = agent.run("refund", authority=authority())
@@ -326,6 +336,7 @@ def test_resume_before_a_decision_stays_paused_without_asking_the_model() -> Non
 
 
 def test_a_denied_approval_goes_back_to_the_model_as_a_rejection() -> None:
+    """A denied approval reaches the model as an error result with the reason; nothing runs."""
     shop = Shop()
     agent, model = agent_for(shop, [calls(REFUND_80), answer("sorry")])
     paused = agent.run("refund", authority=authority())
@@ -339,6 +350,7 @@ def test_a_denied_approval_goes_back_to_the_model_as_a_rejection() -> None:
 
 
 def test_arun_and_aresume_run_on_the_callers_event_loop() -> None:
+    """arun then aresume after an approval, in one event loop, carry out the refund and answer."""
     shop = Shop()
     agent, _ = agent_for(shop, [calls(REFUND_80), answer("done")])
 
@@ -369,6 +381,7 @@ def test_an_ungranted_effect_after_untrusted_content_is_a_security_event() -> No
 
 
 def test_the_same_denial_before_reading_untrusted_content_is_no_security_event() -> None:
+    """A policy denial with no untrusted content read records no security.* event."""
     big = ("refund", {"order_id": "o-2", "amount": 900, "currency": "USD", "operation_id": "op-9"})
     agent, _ = agent_for(Shop(), [calls(big), answer("no")])
     result = agent.run("refund 900", authority=authority())
@@ -412,6 +425,7 @@ def test_an_unknown_outcome_that_cannot_be_reconciled_ends_the_run() -> None:
 
 
 def test_a_model_error_ends_the_run_and_keeps_the_exception() -> None:
+    """A model that raises ends the run with MODEL_ERROR, its exception kept and described."""
     agent, _ = agent_for(Shop(), [])
     result = agent.run("x", authority=authority())
     assert result.reason is StopReason.MODEL_ERROR
@@ -443,6 +457,7 @@ def test_a_call_id_reused_across_steps_is_a_new_call() -> None:
 def test_the_transcript_is_in_the_ledger_and_replays_the_conversation(
     backend: str, tmp_path: Any
 ) -> None:
+    """replay() rebuilds the messages and events of a run from the memory or SQLite ledger."""
     shop = Shop()
     ledger = SQLiteLedger(tmp_path / "l.db") if backend == "sqlite" else None
     gate = shop_gate(shop, ledger=ledger)
@@ -467,6 +482,7 @@ def test_the_transcript_is_in_the_ledger_and_replays_the_conversation(
 
 
 def test_secret_arguments_never_reach_the_transcript() -> None:
+    """A secret field's value never appears in the run's audit records; [redacted] does."""
     from callgate import Gate, MemoryLedger, Registry
 
     registry = Registry()

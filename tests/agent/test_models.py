@@ -165,6 +165,7 @@ def test_an_openai_compatible_server_needs_no_key(
 
 
 def test_a_failing_model_server_ends_the_run_with_model_error(server: RecordedServer) -> None:
+    """A model server's HTTP 500 ends the run with MODEL_ERROR, an error and the step named."""
     server.queue = [(500, {"error": {"message": "overloaded", "type": "server_error"}})]
     model = OpenAIModel("gpt-4.1", base_url=server.url + "/v1", api_key="sk-t", max_retries=0)
     result = Agent(model, shop_gate(Shop())).run("hi", authority=authority())
@@ -184,12 +185,14 @@ def test_a_failing_model_server_ends_the_run_with_model_error(server: RecordedSe
 def test_a_missing_api_key_is_a_clear_error(
     spec: str, variable: str, message: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A model spec whose API key variable is unset raises DefinitionError naming the variable."""
     monkeypatch.delenv(variable, raising=False)
     with pytest.raises(DefinitionError, match=message):
         model_from_spec(spec)
 
 
 def test_keys_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """model_from_spec takes OpenAI and Anthropic keys from the environment, format per kind."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-from-env")
     openai = model_from_spec("openai:gpt-4.1")
@@ -202,11 +205,13 @@ def test_keys_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None
 
 @pytest.mark.parametrize("spec", ["gpt-4.1", "openai:", "mistral:large", "openai-compatible:nope"])
 def test_a_malformed_model_spec_names_the_accepted_forms(spec: str) -> None:
+    """A malformed or unknown model spec raises DefinitionError listing the accepted forms."""
     with pytest.raises(DefinitionError, match="openai"):
         model_from_spec(spec)
 
 
 def test_a_scripted_spec_replays_recorded_responses(tmp_path: Path) -> None:
+    """scripted:FILE replays recorded Anthropic responses to an answer, with their token usage."""
     script = tmp_path / "script.json"
     script.write_text(
         json.dumps(

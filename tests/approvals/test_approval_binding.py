@@ -20,6 +20,7 @@ def _tenant(name: str) -> Authority:
 def test_one_tenants_approval_does_not_release_anothers_identical_call(
     make_ledger: Callable[..., Ledger],
 ) -> None:
+    """Tenant A's approval releases only A's call; B's identical call stays pending, unrun."""
     ledger = make_ledger()
     closed: list[tuple[str, str]] = []
     registry = Registry()

@@ -51,6 +51,7 @@ def pending(
 def test_list_shows_pending_requests_with_preview_effects_and_expiry(
     make_ledger: Callable[..., Ledger], tmp_path: Path
 ) -> None:
+    """approvals list shows a pending request's id, preview, effects and status."""
     _, approval_id = pending(make_ledger, tmp_path)
     code, out = cli(make_ledger, "list")
     assert code == 0, out
@@ -61,6 +62,7 @@ def test_list_shows_pending_requests_with_preview_effects_and_expiry(
 
 
 def test_list_json_filters_by_status(make_ledger: Callable[..., Ledger], tmp_path: Path) -> None:
+    """list --status --json lists only requests in that status, with effects and decider."""
     _, twenty = pending(make_ledger, tmp_path, 20)
     _, thirty = pending(make_ledger, tmp_path, 30)
     assert cli(make_ledger, "approve", twenty, "--by", "maria")[0] == 0
@@ -77,6 +79,7 @@ def test_list_json_filters_by_status(make_ledger: Callable[..., Ledger], tmp_pat
 
 
 def test_list_shows_expired_requests(make_ledger: Callable[..., Ledger], tmp_path: Path) -> None:
+    """A request past its ttl is listed as expired, no longer as pending."""
     _, approval_id = pending(make_ledger, tmp_path, ttl=0.05)
     time.sleep(0.1)
     rows = json.loads(cli(make_ledger, "list", "--status", "expired", "--json")[1])
@@ -87,6 +90,7 @@ def test_list_shows_expired_requests(make_ledger: Callable[..., Ledger], tmp_pat
 def test_show_prints_the_exact_call_and_its_audit(
     make_ledger: Callable[..., Ledger], tmp_path: Path
 ) -> None:
+    """approvals show prints the call's arguments, run, decider and audit (text and --json)."""
     run_id, approval_id = pending(make_ledger, tmp_path)
     cli(make_ledger, "approve", approval_id, "--by", "maria")
 
@@ -110,6 +114,7 @@ def test_show_prints_the_exact_call_and_its_audit(
 def test_approve_defaults_to_the_user_and_releases_the_call_once(
     make_ledger: Callable[..., Ledger], tmp_path: Path
 ) -> None:
+    """approve without --by records $USER, runs nothing itself; the resumed run runs it once."""
     run_id, approval_id = pending(make_ledger, tmp_path)
 
     code, out = cli(make_ledger, "approve", approval_id, env={"USER": "maria"})
@@ -128,6 +133,7 @@ def test_approve_defaults_to_the_user_and_releases_the_call_once(
 def test_deny_needs_a_reason_and_records_it(
     make_ledger: Callable[..., Ledger], tmp_path: Path
 ) -> None:
+    """deny without --reason exits 2; with one, the request is denied with that reason."""
     _, approval_id = pending(make_ledger, tmp_path)
     assert cli(make_ledger, "deny", approval_id, "--by", "maria")[0] == 2  # --reason missing
     code, out = cli(make_ledger, "deny", approval_id, "--by", "maria", "--reason", "not eligible")
@@ -141,6 +147,7 @@ def test_deny_needs_a_reason_and_records_it(
 def test_an_approval_id_that_does_not_exist_exits_2(
     make_ledger: Callable[..., Ledger], tmp_path: Path, command: str
 ) -> None:
+    """approve, deny or show of an unknown approval id exits 2 naming it."""
     pending(make_ledger, tmp_path)
     extra = ["--reason", "x"] if command == "deny" else []
     code, out = (
@@ -165,6 +172,7 @@ def test_an_approval_id_that_does_not_exist_exits_2(
 def test_a_request_that_cannot_be_decided_exits_1_and_nothing_changes(
     make_ledger: Callable[..., Ledger], tmp_path: Path, state: str, message: str, command: str
 ) -> None:
+    """Deciding an approved, denied, used or expired request exits 1 and changes nothing."""
     run_id, approval_id = pending(make_ledger, tmp_path, ttl=0.05 if state == "expired" else 3600)
     if state in ("approved", "used"):
         cli(make_ledger, "approve", approval_id, "--by", "maria")
@@ -188,6 +196,7 @@ def test_a_request_that_cannot_be_decided_exits_1_and_nothing_changes(
 
 
 def test_a_missing_ledger_file_exits_2(tmp_path: Path) -> None:
+    """approvals list --db of a missing file exits 2 with "no ledger" and creates no file."""
     result = runner.invoke(app, ["approvals", "list", "--db", str(tmp_path / "nope.db")])
     assert result.exit_code == 2
     assert "no ledger" in result.output
@@ -197,6 +206,7 @@ def test_a_missing_ledger_file_exits_2(tmp_path: Path) -> None:
 def test_the_ledger_comes_from_callgate_db(
     make_ledger: Callable[..., Ledger], tmp_path: Path
 ) -> None:
+    """Without --db, approvals list reads the SQLite ledger named by CALLGATE_DB."""
     if make_ledger.backend != "sqlite":  # type: ignore[attr-defined]
         pytest.skip("CALLGATE_DB names a SQLite file")
     _, approval_id = pending(make_ledger, tmp_path)

@@ -83,6 +83,7 @@ def submit_in_a_process(make_ledger: Callable[..., Ledger], effects_file: Path) 
 def test_a_run_stopped_in_one_process_resumes_in_another_and_runs_once(
     make_ledger: Callable[..., Ledger], tmp_path: Path
 ) -> None:
+    """A run paused in one process resumes in another once approved, runs once, ledger verifies."""
     effects_file = tmp_path / "effects.jsonl"
     approval_id = submit_in_a_process(make_ledger, effects_file)
     assert effects(effects_file) == []
@@ -107,6 +108,7 @@ def test_a_run_stopped_in_one_process_resumes_in_another_and_runs_once(
 def test_two_processes_resuming_at_once_execute_the_call_once(
     make_ledger: Callable[..., Ledger], tmp_path: Path
 ) -> None:
+    """Two processes resuming one approved call at once: one ok, one rejected, one effect."""
     effects_file = tmp_path / "effects.jsonl"
     approval_id = submit_in_a_process(make_ledger, effects_file)
     approve(make_ledger, approval_id)

@@ -81,6 +81,7 @@ def test_approved_call_resumes_in_another_process_and_runs_once(
 def test_resuming_again_in_a_third_process_runs_nothing(
     make_ledger: Callable[..., Ledger], effects_file: Path
 ) -> None:
+    """A third process resuming a finished run finds nothing pending and runs nothing again."""
     run_id, approval_id = submit_and_stop(make_ledger, effects_file)
     make_ledger().approvals().approve(approval_id, by="maria")
     process_b(make_ledger, effects_file).resume_run(run_id, authority=ALICE).resume()
@@ -117,6 +118,7 @@ def test_two_rebuilt_runs_resumed_one_after_the_other_run_the_call_once(
 def test_a_pending_call_stays_pending_on_resume(
     make_ledger: Callable[..., Ledger], effects_file: Path
 ) -> None:
+    """Resuming before a decision runs nothing and keeps the approval pending."""
     run_id, approval_id = submit_and_stop(make_ledger, effects_file)
     run = process_b(make_ledger, effects_file).resume_run(run_id, authority=ALICE)
     assert run.resume() == []
@@ -127,6 +129,7 @@ def test_a_pending_call_stays_pending_on_resume(
 def test_a_denied_call_is_rejected_at_approval_on_resume(
     make_ledger: Callable[..., Ledger], effects_file: Path
 ) -> None:
+    """A denied call resumes as a final approval rejection with the reason; ledger row rejected."""
     run_id, approval_id = submit_and_stop(make_ledger, effects_file)
     make_ledger().approvals().deny(approval_id, by="maria", reason="not eligible")
 
@@ -163,6 +166,7 @@ def test_approval_of_20_does_not_release_200_in_another_process(
 def test_a_changed_resource_version_needs_a_new_approval(
     make_ledger: Callable[..., Ledger], effects_file: Path
 ) -> None:
+    """An approval of revision 1 does not release the call once the order is at revision 2."""
     run_id, approval_id = submit_and_stop(make_ledger, effects_file)
     make_ledger().approvals().approve(approval_id, by="maria")
     set_revision(effects_file, "o1", 2)
@@ -177,6 +181,7 @@ def test_a_changed_resource_version_needs_a_new_approval(
 def test_an_approval_that_expired_before_the_resume_releases_nothing(
     make_ledger: Callable[..., Ledger], effects_file: Path
 ) -> None:
+    """An approval expired before the resume releases nothing: a new request, no effect."""
     run_id, approval_id = submit_and_stop(make_ledger, effects_file, approval_ttl=0.3)
     make_ledger().approvals().approve(approval_id, by="maria")
     time.sleep(0.35)
@@ -191,6 +196,7 @@ def test_an_approval_that_expired_before_the_resume_releases_nothing(
 def test_a_policy_that_now_denies_wins_over_the_approval(
     make_ledger: Callable[..., Ledger], effects_file: Path
 ) -> None:
+    """A policy that now denies rejects the resumed call at policy; the approval stays unspent."""
     run_id, approval_id = submit_and_stop(make_ledger, effects_file)
     make_ledger().approvals().approve(approval_id, by="maria")
     frozen = Policy([*POLICY.rules, deny("refund", reason="refunds are frozen")])
@@ -277,6 +283,7 @@ def test_a_call_with_secret_fields_is_not_stored_in_clear_and_is_sent_again(
 def test_a_call_with_secret_fields_still_resumes_in_its_own_process(
     make_ledger: Callable[..., Ledger], effects_file: Path
 ) -> None:
+    """In its own process, an approved call with secret fields resumes and runs once."""
     g = gate(make_ledger(), effects_file)
     run = g.run(authority=ALICE)
     [pending] = run.submit([pay()])
@@ -290,6 +297,7 @@ def test_a_call_with_secret_fields_still_resumes_in_its_own_process(
 def test_a_denied_call_with_secret_fields_is_rejected_on_resume(
     make_ledger: Callable[..., Ledger], effects_file: Path
 ) -> None:
+    """A denied secret-field call is rejected on resume elsewhere; its row holds no secret."""
     a = gate(make_ledger(), effects_file)
     run_a = a.run(authority=ALICE)
     [pending] = run_a.submit([pay()])
@@ -310,6 +318,7 @@ def test_a_denied_call_with_secret_fields_is_rejected_on_resume(
 def test_resuming_an_unknown_run_is_an_error(
     make_ledger: Callable[..., Ledger], effects_file: Path
 ) -> None:
+    """resume_run of a run the ledger has no calls of raises LedgerError."""
     with pytest.raises(LedgerError, match="no calls of run"):
         process_b(make_ledger, effects_file).resume_run("run_nope", authority=ALICE)
 
@@ -317,6 +326,7 @@ def test_resuming_an_unknown_run_is_an_error(
 def test_a_run_resumes_only_under_its_own_principal(
     make_ledger: Callable[..., Ledger], effects_file: Path
 ) -> None:
+    """resume_run under another principal raises LedgerError and runs nothing."""
     run_id, approval_id = submit_and_stop(make_ledger, effects_file)
     make_ledger().approvals().approve(approval_id, by="maria")
     mallory = Authority(principal="mallory", grants=["spend:USD<=1000", "read:orders"])
@@ -362,6 +372,7 @@ def test_requests_are_stored_in_the_ledger_the_gate_was_given(
 def test_ask_rules_still_apply_to_a_gate_with_its_own_approvals_store(
     make_ledger: Callable[..., Ledger], effects_file: Path
 ) -> None:
+    """With its own approvals store, an ask rule still pauses the call, request in that store."""
     from callgate import MemoryApprovals
 
     store = MemoryApprovals()

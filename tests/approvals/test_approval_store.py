@@ -97,12 +97,14 @@ def test_the_same_effect_reuses_the_open_request(ledger: Ledger) -> None:
     ],
 )
 def test_another_effect_gets_its_own_request(ledger: Ledger, change: dict[str, object]) -> None:
+    """A request differing in principal, arguments, version or tool gets an id of its own."""
     store = ledger.approvals()
     first = store.request(request())
     assert store.request(request(**change)).id != first.id
 
 
 def test_approve_records_who_and_when_and_is_audited(ledger: Ledger) -> None:
+    """approve records decider and time, audits requested then approved; the ledger verifies."""
     store = ledger.approvals()
     made = store.request(request())
 
@@ -118,6 +120,7 @@ def test_approve_records_who_and_when_and_is_audited(ledger: Ledger) -> None:
 
 
 def test_deny_records_the_reason(ledger: Ledger) -> None:
+    """deny sets the status and reason, and the approval.denied record holds the reason."""
     store = ledger.approvals()
     made = store.request(request())
     denied = store.deny(made.id, by="maria", reason="not eligible")
@@ -127,6 +130,7 @@ def test_deny_records_the_reason(ledger: Ledger) -> None:
 
 
 def test_consume_is_single_use(ledger: Ledger) -> None:
+    """An approved request is consumed once (marked used by its call); a second consume is None."""
     store = ledger.approvals()
     made = store.request(request())
     store.approve(made.id, by="maria")
@@ -141,6 +145,7 @@ def test_consume_is_single_use(ledger: Ledger) -> None:
 
 
 def test_a_pending_request_cannot_be_consumed(ledger: Ledger) -> None:
+    """consume of a request still pending returns None."""
     store = ledger.approvals()
     store.request(request())
     assert store.consume(**EFFECT) is None  # type: ignore[arg-type]
@@ -165,6 +170,7 @@ def test_consume_needs_the_exact_effect(ledger: Ledger, change: dict[str, object
 
 
 def test_a_request_without_resource_version_binds_to_none(ledger: Ledger) -> None:
+    """A request with no resource version is consumed only by a call with none."""
     store = ledger.approvals()
     made = store.request(request(resource_version=None))
     store.approve(made.id, by="maria")
@@ -175,6 +181,7 @@ def test_a_request_without_resource_version_binds_to_none(ledger: Ledger) -> Non
 
 
 def test_an_approved_request_past_its_expiry_is_not_consumed(ledger: Ledger) -> None:
+    """An approved request past expires_at is not consumed and stays approved."""
     store = ledger.approvals()
     made = store.request(request())
     store.approve(made.id, by="maria")
@@ -196,6 +203,7 @@ def test_an_approved_request_past_its_expiry_is_not_consumed(ledger: Ledger) -> 
 def test_a_request_that_cannot_be_decided_is_an_error_and_nothing_changes(
     ledger: Ledger, setup: str, message: str, approve: bool
 ) -> None:
+    """Deciding a missing, decided, used or expired request: ApprovalError, nothing changed."""
     store = ledger.approvals()
     made = store.request(request(expires_at=time.time() + (0.05 if setup == "expired" else 3600)))
     approval_id = "apr_missing" if setup == "missing" else made.id
@@ -218,6 +226,7 @@ def test_a_request_that_cannot_be_decided_is_an_error_and_nothing_changes(
 
 
 def test_a_decision_names_who_decides(ledger: Ledger) -> None:
+    """approve(by="  ") raises ApprovalError asking who decides; the request stays pending."""
     store = ledger.approvals()
     made = store.request(request())
     with pytest.raises(ApprovalError, match="who decides"):
@@ -226,6 +235,7 @@ def test_a_decision_names_who_decides(ledger: Ledger) -> None:
 
 
 def test_list_filters_by_state_including_expired(ledger: Ledger) -> None:
+    """list(status) gives each state's requests (expired too); list() all, oldest first."""
     store = ledger.approvals()
     now = time.time()
     pending = store.request(request(arguments_hash="a", created_at=now - 3))
@@ -252,6 +262,7 @@ def test_list_filters_by_state_including_expired(ledger: Ledger) -> None:
 
 
 def test_requests_and_decisions_survive_a_restart(make_ledger: Callable[..., Ledger]) -> None:
+    """A request and its approval survive reopening the ledger, and can be consumed there."""
     durable(make_ledger)
     first = make_ledger()
     made = first.approvals().request(request())
@@ -315,6 +326,7 @@ def test_a_ledger_at_schema_version_1_gains_the_approvals_table(tmp_path: Path) 
 
 
 def test_a_standalone_memory_store_still_works_without_a_ledger() -> None:
+    """MemoryApprovals with no ledger requests, approves and consumes."""
     store = MemoryApprovals()
     made = store.request(request())
     store.approve(made.id, by="maria")

@@ -89,6 +89,7 @@ KINDS = {"foreign": foreign_file, "empty": empty_file, "text": text_file}
 def test_a_file_that_is_not_a_ledger_is_refused_and_left_unchanged(
     tmp_path: Path, kind: str, args: list[str]
 ) -> None:
+    """Every command refuses a file that is no ledger: its exit code, one line, file untouched."""
     folder = tmp_path / "data"
     folder.mkdir()
     path = KINDS[kind](folder / "app.db")
@@ -189,6 +190,7 @@ def damage(path: Path, start: float, end: float, fill: bytes = b"\xa5") -> None:
 def test_a_damaged_ledger_is_a_one_line_error_with_its_own_exit_code(
     tmp_path: Path, intact: Path, args: list[str]
 ) -> None:
+    """A damaged ledger file is exit UNREADABLE with one line naming it, no traceback."""
     path = tmp_path / "ledger.db"
     shutil.copy(intact, path)
     # Most of the file: every command reads the journal, whose pages are most of it.
@@ -260,6 +262,7 @@ time.sleep(120)
 def test_read_commands_succeed_while_another_process_holds_the_write_lock(
     tmp_path: Path,
 ) -> None:
+    """Read commands exit 0 while another process holds the ledger's write lock."""
     path = make_ledger(tmp_path / "ledger.db", calls=3)
     writable = SQLiteLedger(path)  # back in WAL mode, as a running application has it
     writable.close()
@@ -307,6 +310,7 @@ def test_a_read_command_neither_migrates_nor_switches_a_ledger_to_wal(tmp_path: 
 def test_an_older_or_newer_schema_is_named_not_migrated(
     tmp_path: Path, change: str, named: str
 ) -> None:
+    """An older or newer schema version is refused, its version named; the file is untouched."""
     path = make_ledger(tmp_path / "ledger.db", calls=1)
     conn = sqlite3.connect(path)
     conn.execute(change)
@@ -322,6 +326,7 @@ def test_an_older_or_newer_schema_is_named_not_migrated(
 
 @pytest.mark.parametrize("group", ["ledger", "approvals"])
 def test_help_documents_the_exit_codes(group: str) -> None:
+    """ledger --help and approvals --help list the exit codes, not-a-ledger and damaged."""
     result = runner.invoke(app, [group, "--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0
     for text in ("Exit codes", "not a callgate ledger", "3"):

@@ -142,12 +142,14 @@ def test_plain_keeps_visible_text_as_it_is(text: str) -> None:
 
 @given(st.text())
 def test_plain_keeps_line_breaks_only_where_asked(text: str) -> None:
+    """plain() leaves no line break, and keeps exactly the text's line breaks with multiline."""
     assert "\n" not in plain(text)
     assert plain(text, multiline=True).count("\n") == text.count("\n")
 
 
 @given(st.recursive(st.text() | st.integers() | st.none(), lambda v: st.lists(v, max_size=3)))
 def test_plain_json_is_the_same_json_with_every_invisible_character_escaped(value: Any) -> None:
+    """plain_json reads back as the same value and shows no invisible character but newlines."""
     text = plain_json({"v": value})
     assert json.loads(text) == {"v": value}
     assert not [c for c in text if c != "\n" and unicodedata.category(c) in HIDDEN]
@@ -157,6 +159,7 @@ def test_plain_json_is_the_same_json_with_every_invisible_character_escaped(valu
 
 
 def test_ledger_list_prints_tool_names_and_rule_names_as_plain_text(db: Path) -> None:
+    """ledger list shows hostile tool and rule names escaped, no raw control or emoji."""
     code, out = invoke("ledger", "list", "--db", str(db))
     assert code == 0
     assert_plain(out, f"tool {SHOWN}")
@@ -176,6 +179,7 @@ def test_ledger_list_prints_tool_names_and_rule_names_as_plain_text(db: Path) ->
 def test_ledger_show_prints_every_stored_value_as_plain_text(
     db: Path, call_id: str, shown: str
 ) -> None:
+    """ledger show prints each stored value (rule, principal, error, tool, effect) escaped."""
     code, out = invoke("ledger", "show", call_id, "--db", str(db))
     assert code == 0
     assert_plain(out, shown)
@@ -190,6 +194,7 @@ def test_ledger_show_prints_model_arguments_without_markup(db: Path) -> None:
 
 
 def test_ledger_verify_prints_the_expected_head_it_was_given_as_plain_text(db: Path) -> None:
+    """verify --expect-head with a hostile head exits 1 and prints it escaped."""
     code, out = invoke("ledger", "verify", "--db", str(db), "--expect-head", HOSTILE)
     assert code == 1
     assert_plain(out)
@@ -201,6 +206,7 @@ def test_ledger_verify_prints_the_expected_head_it_was_given_as_plain_text(db: P
 def test_json_output_escapes_invisible_characters_and_keeps_the_values(
     db: Path, args: list[str]
 ) -> None:
+    """--json output holds no raw control character and decodes to the hostile values."""
     code, out = invoke(*args, "--db", str(db))
     assert code == 0
     for raw in RAW:
@@ -222,6 +228,7 @@ def strings(value: Any) -> list[str]:
 def test_export_escapes_invisible_characters_and_keeps_every_record(
     db: Path, tmp_path: Path
 ) -> None:
+    """export to stdout equals --output, has no raw controls, and decodes to every record's data."""
     target = tmp_path / "audit.jsonl"
     assert invoke("ledger", "export", "--db", str(db), "--output", str(target))[0] == 0
     code, out = invoke("ledger", "export", "--db", str(db))
@@ -241,6 +248,7 @@ def test_export_escapes_invisible_characters_and_keeps_every_record(
 def test_approvals_list_prints_previews_and_effects_as_plain_text(
     approvals: tuple[Path, dict[str, str]],
 ) -> None:
+    """approvals list shows hostile previews, effects and principals escaped."""
     path, _ = approvals
     code, out = invoke("approvals", "list", "--db", str(path))
     assert code == 0
@@ -252,6 +260,7 @@ def test_approvals_list_prints_previews_and_effects_as_plain_text(
 def test_approvals_show_prints_every_field_as_plain_text(
     approvals: tuple[Path, dict[str, str]],
 ) -> None:
+    """approvals show prints preview, effect and arguments escaped, markup kept as text."""
     path, ids = approvals
     code, out = invoke("approvals", "show", ids["first"], "--db", str(path))
     assert code == 0
@@ -263,6 +272,7 @@ def test_approvals_show_prints_every_field_as_plain_text(
 def test_approve_and_deny_print_the_preview_and_the_person_as_plain_text(
     approvals: tuple[Path, dict[str, str]],
 ) -> None:
+    """approve and deny print the preview, the decider and the reason escaped."""
     path, ids = approvals
     code, out = invoke("approvals", "approve", ids["first"], "--by", HOSTILE, "--db", str(path))
     assert code == 0
@@ -277,6 +287,7 @@ def test_approve_and_deny_print_the_preview_and_the_person_as_plain_text(
 
 
 def test_approvals_show_of_an_unknown_hostile_id_is_a_plain_one_line_error(db: Path) -> None:
+    """approvals show of an unknown hostile id exits 2 with one line and no raw controls."""
     code, out = invoke("approvals", "show", HOSTILE, "--db", str(db))
     assert code == 2
     assert len(out.strip().splitlines()) == 1
@@ -330,6 +341,7 @@ def test_run_and_replay_print_model_and_tool_text_as_plain_text(
 
 
 def test_demo_shows_the_models_arguments_without_emoji(tmp_path: Path) -> None:
+    """demo prints a model's markup arguments as text: no Rich emoji substitution."""
     turn = render_turn(calls(("get_order_status", {"order_id": MARKUP})), "openai_chat", 1)
     answer = {
         "choices": [
@@ -347,6 +359,7 @@ def test_demo_shows_the_models_arguments_without_emoji(tmp_path: Path) -> None:
 
 
 def test_demo_with_a_hostile_format_is_a_plain_usage_error(tmp_path: Path) -> None:
+    """demo --format with a hostile value exits 2 with the value escaped."""
     code, out = invoke("demo", "--format", HOSTILE, "--workdir", str(tmp_path))
     assert code == 2
     assert_plain(out)

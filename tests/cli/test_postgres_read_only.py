@@ -97,6 +97,7 @@ def test_a_read_command_leaves_another_applications_database_unchanged(
 def test_a_read_command_refuses_an_empty_database_and_creates_nothing(
     pg_dsn: str, command: tuple[str, ...]
 ) -> None:
+    """A read command on an empty PostgreSQL database exits 2, one line, and creates no table."""
     code, out, err = invoke(*command, "--dsn", pg_dsn)
     assert code == 2, out + err
     assert relations(pg_dsn) == []
@@ -211,6 +212,7 @@ def test_a_read_only_ledger_cannot_write(ledger_dsn: str) -> None:
 def test_a_ledger_of_another_schema_version_is_refused_and_not_migrated(
     ledger_dsn: str, change: str, message: str
 ) -> None:
+    """A PostgreSQL ledger of an older or newer schema exits 2 naming it; nothing is migrated."""
     with psycopg.connect(ledger_dsn, autocommit=True) as conn:
         conn.execute(change)
         versions = conn.execute("SELECT version FROM schema_version ORDER BY 1").fetchall()
@@ -248,6 +250,7 @@ WRITES = [
 def test_a_write_command_creates_no_ledger_in_another_applications_database(
     foreign: str, command: tuple[str, ...]
 ) -> None:
+    """A write command on another application's database exits 2 and changes nothing."""
     before = state(foreign)
     code, out, err = invoke(*command, "--dsn", foreign)
     assert code == 2, out + err

@@ -27,6 +27,7 @@ def _registry(ran: list[str]) -> Registry:
 
 @pytest.mark.parametrize("tool", ["wipe", "peek"])
 def test_a_tool_without_effects_does_not_run_under_an_empty_authority(tool: str) -> None:
+    """A tool declared without effects is rejected at policy under no grants, naming call:<tool>."""
     ran: list[str] = []
     run = Gate(_registry(ran), policy=Policy()).run(authority=Authority(principal="nobody"))
     [obs] = run.submit([ToolCall(id="c1", name=tool, arguments={})])
@@ -38,6 +39,7 @@ def test_a_tool_without_effects_does_not_run_under_an_empty_authority(tool: str)
 
 @pytest.mark.parametrize("tool", ["wipe", "peek"])
 def test_a_tool_without_effects_runs_once_its_call_effect_is_granted(tool: str) -> None:
+    """A tool declared without effects runs once call:<tool> is granted."""
     ran: list[str] = []
     authority = Authority(principal="ops", grants=[f"call:{tool}"])
     [obs] = (
@@ -50,6 +52,7 @@ def test_a_tool_without_effects_runs_once_its_call_effect_is_granted(tool: str) 
 
 
 def test_the_default_effect_is_declared_on_the_spec() -> None:
+    """A tool declared without effects has the one effect call:<name> on its spec."""
     spec = _registry([]).get("wipe")
     assert spec is not None
     assert [t.text for t in spec.effects] == ["call:wipe"]

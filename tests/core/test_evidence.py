@@ -13,6 +13,7 @@ class OrderArguments(BaseModel):
 
 
 def test_latest_finds_the_newest_matching_observation_by_json_values() -> None:
+    """Evidence.latest finds the newest item with matching arguments; has, iter and since agree."""
     evidence = Evidence()
     evidence.add(EvidenceItem("c1", "get_order", OrderArguments(order_id="A", revision=1), "old"))
     evidence.add(EvidenceItem("c2", "get_order", OrderArguments(order_id="B", revision=1), "b"))

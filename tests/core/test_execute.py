@@ -829,6 +829,7 @@ def test_async_tool_under_sync_submit_keeps_its_event_loop_between_calls() -> No
 
 
 def test_sync_submit_inside_a_running_loop_still_runs_async_tools() -> None:
+    """A sync submit called inside a running event loop still runs an async tool to ok."""
     registry = Registry()
 
     @registry.tool(effects="read:ping")

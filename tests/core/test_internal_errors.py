@@ -28,6 +28,7 @@ def _gate(ran: list[str], policy: Policy | None = None) -> Gate:
 def test_a_bug_inside_admission_is_answered_as_callgates_failure(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """A bug in admission is an internal_error rejection, logged and audited; nothing runs."""
     ran: list[str] = []
     gate = _gate(ran)
     # A callgate function called with the wrong arguments: the error is raised inside
@@ -48,6 +49,7 @@ def test_a_bug_inside_admission_is_answered_as_callgates_failure(
 def test_a_bug_in_callgates_policy_code_is_not_a_hook_failure(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """A bug in callgate's authorize is an internal_error rejection, and the tool does not run."""
     ran: list[str] = []
     gate = _gate(ran)
     monkeypatch.setattr(callgate.admission, "authorize", visible)
@@ -93,6 +95,7 @@ def test_a_failing_hook_is_logged_for_the_developer(caplog: pytest.LogCaptureFix
 
 
 def test_a_duplicate_id_in_a_batch_is_audited() -> None:
+    """Two calls with one id in a batch are both rejected (call_id) and audited as call.bad_id."""
     gate = _gate([])
     observations = gate.run(authority=AUTHORITY).submit(
         [

@@ -30,6 +30,7 @@ def c() -> str:
 
 
 def test_mypy_flags_a_misspelt_option_on_both_decorators(tmp_path: Path) -> None:
+    """mypy flags effect= on Registry.tool and @tool, and not the correctly spelt tool c."""
     source = tmp_path / "tools_typo.py"
     source.write_text(SNIPPET)
     out, _, status = mypy_api.run(
@@ -42,6 +43,7 @@ def test_mypy_flags_a_misspelt_option_on_both_decorators(tmp_path: Path) -> None
 
 @pytest.mark.parametrize("decorator", ["registry", "module"])
 def test_a_misspelt_option_fails_where_the_tool_is_declared(decorator: str) -> None:
+    """effect= on either decorator raises DefinitionError suggesting 'effects'."""
     registry = Registry()
     declare = registry.tool if decorator == "registry" else tool
     with pytest.raises(

@@ -148,6 +148,7 @@ def check(ledger: Ledger, service: str) -> None:
 def test_sigkilled_sqlite_worker_neither_loses_nor_doubles_a_charge(
     service: str, tmp_path: Path
 ) -> None:
+    """SIGKILLed SQLite workers, then recovery: no charge lost or doubled; a kill hit a call."""
     path = tmp_path / "callgate.db"
     recovered = crash_and_finish(f"sqlite:{path}", service, tmp_path)
     ledger = SQLiteLedger(path)
@@ -161,6 +162,7 @@ def test_sigkilled_sqlite_worker_neither_loses_nor_doubles_a_charge(
 def test_sigkilled_postgres_worker_neither_loses_nor_doubles_a_charge(
     service: str, tmp_path: Path, pg_dsn: str
 ) -> None:
+    """SIGKILLed PostgreSQL workers, then recovery: no charge lost or doubled; a kill hit a call."""
     recovered = crash_and_finish(f"postgres:{pg_dsn}", service, tmp_path)
     ledger = PostgresLedger(pg_dsn)
     try:
@@ -173,6 +175,7 @@ def test_sigkilled_postgres_worker_neither_loses_nor_doubles_a_charge(
 def test_two_workers_with_the_same_key_at_once_execute_it_once(
     service: str, tmp_path: Path, pg_dsn: str
 ) -> None:
+    """Two workers with one key at once: one ok, one idempotency_in_progress, one charge."""
     ops = tmp_path / "one.json"
     ops.write_text(json.dumps([{"operation_id": "op-same", "amount": 42}]))
     spec = f"postgres:{pg_dsn}"

@@ -66,6 +66,7 @@ def _call(name: str, arguments: str, call_id: str = "c1") -> ToolCall:
 def test_an_id_rejected_at_policy_is_free_for_the_next_call(
     make_ledger: Callable[..., Ledger],
 ) -> None:
+    """A call id rejected at policy is reused by the next call, which runs and owns the row."""
     ledger = make_ledger()
     ran: list[tuple[str, str]] = []
     run = _gate(ledger, ran).run(authority=AUTHORITY)
@@ -111,6 +112,7 @@ def test_the_same_call_under_the_same_id_is_answered_not_run_again(
 def test_a_different_call_under_an_admitted_id_is_a_new_call(
     make_ledger: Callable[..., Ledger],
 ) -> None:
+    """Another call under a used id runs as a new call (c1#2), audited as call.renamed."""
     ledger = make_ledger()
     ran: list[tuple[str, str]] = []
     run = _gate(ledger, ran).run(authority=AUTHORITY)
@@ -174,6 +176,7 @@ def test_dependencies_follow_a_renamed_call(make_ledger: Callable[..., Ledger]) 
 def test_a_call_depending_on_a_failed_renamed_call_is_answered_under_model_ids(
     make_ledger: Callable[..., Ledger],
 ) -> None:
+    """A renamed call's failure rejects its dependant at schedule; both answered by model ids."""
     ledger = make_ledger()
     ran: list[tuple[str, str]] = []
     run = _gate(ledger, ran).run(authority=AUTHORITY)
@@ -262,6 +265,7 @@ def test_a_renamed_charge_submitted_again_is_answered_not_run_again(
 def test_after_an_error_the_retry_runs_once_and_its_resends_replay(
     make_ledger: Callable[..., Ledger],
 ) -> None:
+    """After an error, a resend runs once and later resends replay ok: one charge in all."""
     ledger = make_ledger()
     charges: list[int] = []
     run = _charges_gate(ledger, charges, fail_first=True).run(authority=GRANTS)
@@ -274,6 +278,7 @@ def test_after_an_error_the_retry_runs_once_and_its_resends_replay(
 def test_a_renamed_call_waiting_for_a_person_is_answered_under_the_models_id(
     make_ledger: Callable[..., Ledger],
 ) -> None:
+    """A renamed call that waits for approval is answered under the model's id, pending and ok."""
     ledger = make_ledger()
     charges: list[int] = []
     gate = _charges_gate(ledger, charges, policy=Policy([ask("charge"), allow("*")]))
@@ -291,6 +296,7 @@ def test_a_renamed_call_waiting_for_a_person_is_answered_under_the_models_id(
 def test_a_read_that_waited_for_a_person_completes_its_own_record(
     make_ledger: Callable[..., Ledger],
 ) -> None:
+    """An approved read completes its own ledger row as ok, not left pending."""
     ledger = make_ledger()
     gate = _charges_gate(ledger, [], policy=Policy([ask("audit_cart"), allow("*")]))
     run = gate.run(authority=GRANTS)

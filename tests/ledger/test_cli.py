@@ -106,6 +106,7 @@ def cli(*args: str) -> tuple[int, str, str]:
 
 
 def test_list_shows_every_call_and_filters_by_state(db: Path) -> None:
+    """ledger list shows every call with its state; --state unknown --json lists only c2."""
     code, out, _ = cli("list", "--db", str(db))
     assert code == 0
     for text in ("c1", "c2", "c3", "unknown", "rejected"):
@@ -116,6 +117,7 @@ def test_list_shows_every_call_and_filters_by_state(db: Path) -> None:
 
 
 def test_the_ledger_path_comes_from_callgate_db(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without --db, ledger list reads the file named by CALLGATE_DB."""
     monkeypatch.setenv("CALLGATE_DB", str(db))
     code, out, _ = cli("list", "--json")
     assert code == 0
@@ -123,6 +125,7 @@ def test_the_ledger_path_comes_from_callgate_db(db: Path, monkeypatch: pytest.Mo
 
 
 def test_show_gives_the_decision_attempts_and_audit_of_a_call(db: Path) -> None:
+    """ledger show gives a call's state, attempts and audit records, in JSON and as text."""
     code, out, _ = cli("show", "c1", "--db", str(db), "--json")
     assert code == 0
     shown = json.loads(out)
@@ -135,6 +138,7 @@ def test_show_gives_the_decision_attempts_and_audit_of_a_call(db: Path) -> None:
 
 
 def test_export_writes_the_chained_audit_trail_as_jsonl(db: Path, tmp_path: Path) -> None:
+    """export --format jsonl writes every record numbered from 1, each linked to the one before."""
     target = tmp_path / "audit.jsonl"
     code, _, _ = cli("export", "--db", str(db), "--format", "jsonl", "--output", str(target))
     assert code == 0
@@ -144,6 +148,7 @@ def test_export_writes_the_chained_audit_trail_as_jsonl(db: Path, tmp_path: Path
 
 
 def test_verify_passes_an_intact_ledger(db: Path) -> None:
+    """verify of an intact ledger exits 0 and reports ok."""
     code, out, _ = cli("verify", "--db", str(db), "--json")
     assert code == 0
     assert json.loads(out)["ok"] is True
@@ -160,6 +165,7 @@ TAMPERING = {
 
 @pytest.mark.parametrize("how", sorted(TAMPERING))
 def test_verify_detects_a_tampered_sqlite_ledger(db: Path, how: str) -> None:
+    """verify exits 1 with TAMPERED on a SQLite journal record edited, deleted or truncated."""
     conn = sqlite3.connect(db)
     if how == "edited":
         conn.execute(TAMPERING[how].replace("seq = 2", "seq = 1"))
@@ -174,6 +180,7 @@ def test_verify_detects_a_tampered_sqlite_ledger(db: Path, how: str) -> None:
 
 @pytest.mark.parametrize("how", sorted(TAMPERING))
 def test_verify_detects_a_tampered_postgres_ledger(pg_dsn: str, how: str) -> None:
+    """verify exits 1 with TAMPERED on a PostgreSQL journal record edited, deleted, truncated."""
     import psycopg
 
     from callgate.ledger import PostgresLedger
@@ -189,6 +196,7 @@ def test_verify_detects_a_tampered_postgres_ledger(pg_dsn: str, how: str) -> Non
 
 
 def test_verify_detects_tampering_in_memory() -> None:
+    """verify_chain fails on an edited, a removed middle or a dropped last record."""
     ledger = MemoryLedger()
     populate(ledger)
     records = list(ledger.audit())
@@ -203,6 +211,7 @@ def test_verify_detects_tampering_in_memory() -> None:
 
 
 def test_verify_with_an_expected_head_detects_a_rewritten_chain(db: Path) -> None:
+    """verify --expect-head with another head exits 1."""
     code, _, _ = cli("verify", "--db", str(db), "--expect-head", "0" * 64)
     assert code == 1
 
@@ -220,6 +229,7 @@ def test_a_ledger_that_grew_since_its_head_was_noted_still_verifies(db: Path) ->
 
 
 def test_resolve_without_a_note_is_bad_input(db: Path) -> None:
+    """resolve with a blank --note exits 2 naming --note."""
     code, _, err = cli(
         "resolve", "c2", "--as", "error", "--note", "  ", "--by", "dana", "--db", str(db)
     )  # fmt: skip
@@ -228,6 +238,7 @@ def test_resolve_without_a_note_is_bad_input(db: Path) -> None:
 
 
 def test_resolve_settles_an_unknown_call_and_audits_who_and_why(db: Path) -> None:
+    """resolve settles an unknown call, audits who and the note; the ledger still verifies."""
     code, out, _ = cli(
         "resolve", "c2", "--as", "error", "--note", "no charge in Stripe", "--by", "dana",
         "--db", str(db), "--json",
@@ -243,12 +254,14 @@ def test_resolve_settles_an_unknown_call_and_audits_who_and_why(db: Path) -> Non
 
 
 def test_resolve_refuses_a_call_that_is_not_unknown(db: Path) -> None:
+    """resolve of a call that is not unknown exits 1 saying only an unknown call can be."""
     code, _, err = cli("resolve", "c1", "--as", "ok", "--note", "n", "--by", "d", "--db", str(db))
     assert code == 1
     assert "only an unknown call" in err
 
 
 def test_bad_input_exits_2(db: Path, tmp_path: Path) -> None:
+    """An unknown call, a missing ledger file (not created) or a bad --as value exits 2."""
     assert cli("show", "nope", "--db", str(db))[0] == 2
     assert cli("list", "--db", str(tmp_path / "missing.db"))[0] == 2
     assert not (tmp_path / "missing.db").exists()
@@ -256,6 +269,7 @@ def test_bad_input_exits_2(db: Path, tmp_path: Path) -> None:
 
 
 def test_a_call_id_in_several_runs_needs_run(tmp_path: Path) -> None:
+    """show of a call id found in two runs exits 2 asking for --run; with --run it exits 0."""
     path = tmp_path / "two.db"
     ledger = SQLiteLedger(path)
     populate(ledger, run_id="run-1")
@@ -268,6 +282,7 @@ def test_a_call_id_in_several_runs_needs_run(tmp_path: Path) -> None:
 
 
 def test_the_cli_reads_a_postgres_ledger(pg_dsn: str) -> None:
+    """ledger list --dsn reads a PostgreSQL ledger's three calls."""
     from callgate.ledger import PostgresLedger
 
     ledger = PostgresLedger(pg_dsn)

@@ -67,6 +67,7 @@ def _registry() -> Registry:
 def test_a_context_value_in_an_error_or_result_is_never_stored_or_shown(
     tmp_path: Path, tool: str
 ) -> None:
+    """A context token in a tool's error, crash or result is in no observation nor SQLite file."""
     path = tmp_path / "ledger.db"
     ledger = SQLiteLedger(path)
     gate = Gate(_registry(), ledger=ledger, policy=Policy([ask("versioned"), allow("*")]))
@@ -124,6 +125,7 @@ def test_short_context_labels_are_not_scrubbed_from_what_the_model_reads() -> No
 
 
 def test_a_short_secret_field_is_never_quoted_back_in_a_rejection() -> None:
+    """A schema rejection of a 2-character secret field never quotes its value."""
     registry = Registry()
 
     @registry.tool(effects="spend:x", secret_fields=["cvv"])
@@ -146,6 +148,7 @@ def test_a_short_secret_field_is_never_quoted_back_in_a_rejection() -> None:
 
 
 def test_a_credential_the_model_wrote_into_a_field_name_is_not_echoed() -> None:
+    """A credential the model sent as a field name is not echoed in the schema rejection."""
     key = "sk-proj-" + "Zq8wE2rT6yU1iO9pA3sD"
     registry = Registry()
 

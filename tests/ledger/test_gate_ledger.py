@@ -48,6 +48,7 @@ def payments(charges: list[str]) -> Registry:
 def test_the_default_gate_keeps_its_ledger_in_callgate_db(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A Gate with no ledger keeps a SQLiteLedger in ./callgate.db."""
     monkeypatch.setattr(callgate.gate, "default_ledger", default_ledger)
     monkeypatch.chdir(tmp_path)
     gate = Gate(payments([]))
@@ -74,6 +75,7 @@ def test_the_default_ledger_is_announced_and_closed_by_the_gate(
 
 
 def test_a_ledger_passed_in_is_left_open_by_the_gate(tmp_path: Path) -> None:
+    """Closing a Gate leaves a ledger passed in open for its owner."""
     ledger = SQLiteLedger(tmp_path / "mine.db")
     with Gate(payments([]), ledger=ledger) as gate:
         gate.run(authority=AUTHORITY).submit([_charge("c1", "op-1")])
@@ -91,6 +93,7 @@ def _charge(call_id: str, operation_id: str, amount: int = 5, memo: str = "") ->
 def test_a_business_key_replays_across_runs_and_restarts(
     make_ledger: Callable[..., Ledger],
 ) -> None:
+    """A business key replays in a new run on a reopened ledger: "already ran", one charge."""
     charges: list[str] = []
     first = Gate(payments(charges), ledger=make_ledger()).run(authority=AUTHORITY)
     [obs] = first.submit([_charge("c1", "op-1")])
@@ -105,6 +108,7 @@ def test_a_business_key_replays_across_runs_and_restarts(
 def test_concurrent_calls_through_asubmit_are_all_recorded(
     make_ledger: Callable[..., Ledger],
 ) -> None:
+    """Eight concurrent asubmit calls all run, all rows end ok, and the ledger verifies."""
     charges: list[str] = []
     ledger = make_ledger()
     run = Gate(payments(charges), ledger=ledger).run(authority=AUTHORITY)
@@ -119,6 +123,7 @@ def test_concurrent_calls_through_asubmit_are_all_recorded(
 def test_a_canary_secret_never_reaches_the_ledger_export_or_logs(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Secrets in results, errors and rejected arguments reach no ledger file, export or log."""
     caplog.set_level(logging.DEBUG)
     path = tmp_path / "ledger.db"
     ledger = SQLiteLedger(path)
@@ -172,6 +177,7 @@ def test_a_reported_downstream_transaction_id_is_stored_with_the_attempt(
 
 
 def test_a_closed_gate_runs_nothing_and_says_why(tmp_path: Path) -> None:
+    """After Gate.close, submit, asubmit and run raise LedgerError saying why; nothing runs."""
     charges: list[str] = []
     gate = Gate(payments(charges), ledger=SQLiteLedger(tmp_path / "l.db"))
     run = gate.run(authority=AUTHORITY)
@@ -189,6 +195,7 @@ def test_a_closed_gate_runs_nothing_and_says_why(tmp_path: Path) -> None:
 
 
 def test_a_sqlite_ledger_is_a_context_manager(tmp_path: Path) -> None:
+    """SQLiteLedger as a context manager closes at the block's end (no -wal file left)."""
     with SQLiteLedger(tmp_path / "cm.db") as ledger:
         Gate(payments([]), ledger=ledger).run(authority=AUTHORITY).submit([_charge("c1", "op-1")])
     assert not (tmp_path / "cm.db-wal").exists()  # closed at the end of the block

@@ -70,6 +70,7 @@ HOSTILE_CALLS = [
 def test_text_that_is_not_unicode_is_rejected_at_parse_and_the_ledger_goes_on(
     make_ledger: Callable[..., Ledger], call: ToolCall, field: str | None
 ) -> None:
+    """Text that is not valid Unicode is an invalid_text parse rejection; the ledger goes on."""
     ledger = make_ledger()
     seen: list[Any] = []
     gate = _gate(ledger, seen)
@@ -101,6 +102,7 @@ def test_the_rejection_of_an_unencodable_id_can_be_read_back(
 def test_a_lone_surrogate_in_a_batch_rejects_only_that_call(
     make_ledger: Callable[..., Ledger],
 ) -> None:
+    """A lone surrogate in one call id rejects that call only; the other call runs."""
     ledger = make_ledger()
     seen: list[Any] = []
     gate = _gate(ledger, seen)

@@ -66,6 +66,7 @@ def _charge(call_id: str) -> ToolCall:
 
 
 def test_a_charge_reconciled_as_not_made_can_be_made(make_ledger: Callable[..., Ledger]) -> None:
+    """A charge reconciled as not made ends error; a later call with its key charges once."""
     ledger = make_ledger()
     provider = Provider()
     gate = _gate(ledger, provider)
@@ -112,6 +113,7 @@ def test_the_same_call_id_after_an_error_runs_again(make_ledger: Callable[..., L
 def test_a_made_charge_is_replayed_never_made_twice_and_not_retryable(
     make_ledger: Callable[..., Ledger],
 ) -> None:
+    """A made charge replays in a new run as ok, not retryable, with one provider request."""
     ledger = make_ledger()
     provider = Provider()
     gate = _gate(ledger, provider)

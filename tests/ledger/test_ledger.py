@@ -107,6 +107,7 @@ def run_call(ledger: Ledger, call_id: str, status: str = "ok", **kw: object) -> 
 
 
 def test_a_decision_is_recorded_and_found_by_every_filter(ledger: Ledger) -> None:
+    """A recorded decision is found by run, state and call id filters, with effects and rule."""
     ledger.record_decision(decision("c1"))
     ledger.record_decision(decision("c2", run_id="run-2", state=CallState.REJECTED))
     assert [c.call_id for c in ledger.calls()] == ["c1", "c2"]
@@ -121,6 +122,7 @@ def test_a_decision_is_recorded_and_found_by_every_filter(ledger: Ledger) -> Non
 
 
 def test_an_attempt_runs_then_its_outcome_is_recorded(ledger: Ledger) -> None:
+    """begin_attempt claims RUN and marks the call running; finish_attempt records ok."""
     ledger.record_decision(decision("c1"))
     s = start("c1")
     assert ledger.begin_attempt(s).kind is ClaimKind.RUN
@@ -152,12 +154,14 @@ def test_a_finished_call_does_not_go_back(ledger: Ledger) -> None:
 
 
 def test_a_pending_call_may_be_admitted_later(ledger: Ledger) -> None:
+    """A call recorded pending may be recorded admitted later and then run."""
     ledger.record_decision(decision("c1", state=CallState.PENDING))
     ledger.record_decision(decision("c1", state=CallState.ADMITTED))
     assert ledger.begin_attempt(start("c1")).kind is ClaimKind.RUN
 
 
 def test_a_read_only_call_may_be_retried_after_an_unknown_outcome(ledger: Ledger) -> None:
+    """A read-only call whose outcome was unknown runs a second attempt, ending ok."""
     ledger.record_decision(decision("c1"))
     first = start("c1", side_effecting=False)
     ledger.begin_attempt(first)
@@ -176,6 +180,7 @@ def test_a_read_only_call_may_be_retried_after_an_unknown_outcome(ledger: Ledger
 
 
 def test_same_key_and_request_after_finish_replays_the_outcome(ledger: Ledger) -> None:
+    """A finished key with the same request replays its outcome to the new call: no attempt."""
     run_call(ledger, "c1", key="op-1")
     ledger.record_decision(decision("c2", key="op-1"))
     claim = ledger.begin_attempt(start("c2", key="op-1"))
@@ -190,6 +195,7 @@ def test_same_key_and_request_after_finish_replays_the_outcome(ledger: Ledger) -
 
 
 def test_same_key_while_running_is_in_progress_never_a_second_run(ledger: Ledger) -> None:
+    """A key held by a running call is IN_PROGRESS for another call, which is rejected."""
     ledger.record_decision(decision("c1", key="op-1"))
     assert ledger.begin_attempt(start("c1", key="op-1")).kind is ClaimKind.RUN
     ledger.record_decision(decision("c2", key="op-1"))
@@ -202,6 +208,7 @@ def test_same_key_while_running_is_in_progress_never_a_second_run(ledger: Ledger
 
 
 def test_same_key_with_different_arguments_is_a_conflict(ledger: Ledger) -> None:
+    """A used key with another request hash is a CONFLICT."""
     run_call(ledger, "c1", key="op-1")
     ledger.record_decision(decision("c2", key="op-1"))
     claim = ledger.begin_attempt(start("c2", key="op-1", request_hash="h2"))
@@ -209,6 +216,7 @@ def test_same_key_with_different_arguments_is_a_conflict(ledger: Ledger) -> None
 
 
 def test_an_expired_key_counts_as_absent(ledger: Ledger) -> None:
+    """A key older than its retention is free: another request under it runs."""
     long_ago = time.time() - 2 * DAY
     run_call(ledger, "c1", key="op-1", at=long_ago)
     ledger.record_decision(decision("c2", key="op-1"))
@@ -216,6 +224,7 @@ def test_an_expired_key_counts_as_absent(ledger: Ledger) -> None:
 
 
 def test_a_key_is_kept_for_its_retention_window(ledger: Ledger) -> None:
+    """A key within its retention window replays."""
     an_hour_ago = time.time() - 3600
     run_call(ledger, "c1", key="op-1", at=an_hour_ago, retention=2 * 3600)
     ledger.record_decision(decision("c2", key="op-1"))
@@ -223,6 +232,7 @@ def test_a_key_is_kept_for_its_retention_window(ledger: Ledger) -> None:
 
 
 def test_an_unknown_outcome_replays_as_unknown(ledger: Ledger) -> None:
+    """A key whose outcome is unknown replays unknown, never runs again."""
     run_call(ledger, "c1", "unknown", key="op-1")
     ledger.record_decision(decision("c2", key="op-1"))
     claim = ledger.begin_attempt(start("c2", key="op-1"))
@@ -232,6 +242,7 @@ def test_an_unknown_outcome_replays_as_unknown(ledger: Ledger) -> None:
 
 
 def test_read_only_calls_do_not_claim_keys(ledger: Ledger) -> None:
+    """Two read-only calls under one key both run: reads claim no key."""
     ledger.record_decision(decision("c1", key="shared"))
     ledger.record_decision(decision("c2", key="shared"))
     assert (
@@ -243,6 +254,7 @@ def test_read_only_calls_do_not_claim_keys(ledger: Ledger) -> None:
 
 
 def test_a_call_id_that_comes_back_is_replayed_not_run_again(ledger: Ledger) -> None:
+    """A finished call id decided again replays, with no second attempt."""
     run_call(ledger, "c1")
     ledger.record_decision(decision("c1"))
     assert ledger.begin_attempt(start("c1")).kind is ClaimKind.REPLAY
@@ -253,6 +265,7 @@ def test_a_call_id_that_comes_back_is_replayed_not_run_again(ledger: Ledger) -> 
 
 
 def test_a_person_resolves_an_unknown_call_and_the_key_replays_it(ledger: Ledger) -> None:
+    """resolve settles an unknown call as ok, audited with who and note; its key replays ok."""
     run_call(ledger, "c1", "unknown", key="op-1")
     resolved = ledger.resolve("run-1", "c1", status="ok", by="dana", note="charge ch_9 in Stripe")
     assert resolved.state is CallState.OK
@@ -269,6 +282,7 @@ def test_a_person_resolves_an_unknown_call_and_the_key_replays_it(ledger: Ledger
 
 
 def test_only_an_unknown_call_can_be_resolved(ledger: Ledger) -> None:
+    """resolve of an ok call or a missing call raises LedgerError saying which."""
     run_call(ledger, "c1")
     with pytest.raises(LedgerError, match="only an unknown call"):
         ledger.resolve("run-1", "c1", status="error", by="dana", note="no")
@@ -280,6 +294,7 @@ def test_only_an_unknown_call_can_be_resolved(ledger: Ledger) -> None:
 
 
 def test_every_decision_and_outcome_is_audited_in_a_valid_chain(ledger: Ledger) -> None:
+    """Decision, start, outcome and events are audited with their data in a verifying chain."""
     run_call(ledger, "c1")
     ledger.record_event("approval.decided", run_id="run-1", call_id="c1", data={"by": "dana"})
     kinds = [r.kind for r in ledger.audit()]
@@ -297,6 +312,7 @@ def test_every_decision_and_outcome_is_audited_in_a_valid_chain(ledger: Ledger) 
 
 
 def test_audit_records_link_to_the_one_before(ledger: Ledger) -> None:
+    """Audit records are numbered 1, 2, 3, each prev_hash the hash of the one before."""
     run_call(ledger, "c1")
     records = ledger.audit()
     assert [r.seq for r in records] == [1, 2, 3]
@@ -308,6 +324,7 @@ def test_audit_records_link_to_the_one_before(ledger: Ledger) -> None:
 
 
 def test_a_reopened_ledger_holds_everything(make_ledger: Callable[..., Ledger]) -> None:
+    """A reopened durable ledger keeps calls and keys (replay) and verifies."""
     if make_ledger.backend == "memory":  # type: ignore[attr-defined]
         pytest.skip("the memory ledger does not outlive its process")
     first = make_ledger()
@@ -324,6 +341,7 @@ def test_a_reopened_ledger_holds_everything(make_ledger: Callable[..., Ledger]) 
 def test_two_ledgers_racing_for_one_key_let_exactly_one_run(
     make_ledger: Callable[..., Ledger],
 ) -> None:
+    """Two ledgers on one store racing for one key: one RUN, one IN_PROGRESS."""
     ledgers = [make_ledger(), make_ledger()]
     for i, ledger in enumerate(ledgers):
         ledger.record_decision(decision(f"c{i}", run_id=f"run-{i}", key="op-1"))
@@ -343,6 +361,7 @@ def test_two_ledgers_racing_for_one_key_let_exactly_one_run(
 
 
 def test_concurrent_async_attempts_share_commits(make_ledger: Callable[..., Ledger]) -> None:
+    """16 concurrent async attempts all end ok in at most 4 commits; the ledger verifies."""
     ledger = make_ledger()
     transactions = 0
     if hasattr(ledger, "_transact"):

@@ -105,6 +105,7 @@ def _charge(call_id: str = "c1", operation_id: str = "op-1") -> ToolCall:
 def test_a_reconcile_hook_that_finds_the_charge_settles_the_call_ok(
     crash: Callable[..., Gate],
 ) -> None:
+    """A hook that finds the charge settles the running call ok, reconciled; its key replays."""
     bank = Bank()
     gate = crash(bank, _charge())
     assert gate.ledger.get_call("run-dead", "c1").state is CallState.RUNNING  # type: ignore[union-attr]
@@ -123,6 +124,7 @@ def test_a_reconcile_hook_that_finds_the_charge_settles_the_call_ok(
 def test_a_reconcile_hook_that_finds_nothing_settles_the_call_error(
     crash: Callable[..., Gate],
 ) -> None:
+    """A hook that finds no charge settles the running call error, by the reconcile hook."""
     bank = Bank()
     gate = crash(bank, _charge())
     bank.charges.clear()  # the bank never received it
@@ -133,6 +135,7 @@ def test_a_reconcile_hook_that_finds_nothing_settles_the_call_error(
 def test_without_a_hook_the_call_waits_for_a_person_and_is_never_rerun(
     crash: Callable[..., Gate],
 ) -> None:
+    """With no hook the call needs a person, its key replays unknown, and resolve settles it."""
     bank = Bank(reconcile="none")
     gate = crash(bank, _charge())
     report = gate.recover()
@@ -146,12 +149,14 @@ def test_without_a_hook_the_call_waits_for_a_person_and_is_never_rerun(
 
 
 def test_a_hook_that_cannot_tell_leaves_the_call_unknown(crash: Callable[..., Gate]) -> None:
+    """A hook that cannot tell leaves the call unknown ("hook could not tell")."""
     gate = crash(Bank(reconcile="unsure"), _charge())
     [recovered] = gate.recover().calls
     assert (recovered.status, recovered.how) == ("unknown", "hook could not tell")
 
 
 def test_an_interrupted_read_only_call_had_no_effect(crash: Callable[..., Gate]) -> None:
+    """An interrupted read-only call is settled error ("read-only"), or was never running."""
     read = ToolCall(id="r1", name="lookup", arguments={"order_id": "o-1"})
     gate = crash(Bank(), read)
     gate.ledger.record_event("tick", run_id="x", call_id=None, data={})  # flush deferred writes
@@ -165,6 +170,7 @@ def test_an_interrupted_read_only_call_had_no_effect(crash: Callable[..., Gate])
 def test_recovery_limited_to_a_worker_leaves_other_workers_calls(
     crash: Callable[..., Gate], make_ledger: Callable[..., Ledger]
 ) -> None:
+    """recover(worker="w2") leaves w1's running call; recover(worker="w1") settles it."""
     if make_ledger.backend == "memory":  # type: ignore[attr-defined]
         pytest.skip("a memory ledger belongs to one process")
     gate = crash(Bank(), _charge(), worker="w1")
@@ -175,6 +181,7 @@ def test_recovery_limited_to_a_worker_leaves_other_workers_calls(
 def test_a_late_outcome_from_the_crashed_worker_cannot_overwrite_recovery(
     crash: Callable[..., Gate],
 ) -> None:
+    """The crashed worker's late ok does not overwrite the unknown that recovery recorded."""
     bank = Bank(reconcile="unsure")
     gate = crash(bank, _charge())
     gate.recover()
@@ -188,6 +195,7 @@ def test_a_late_outcome_from_the_crashed_worker_cannot_overwrite_recovery(
 
 
 def test_recovery_settles_each_call_once(crash: Callable[..., Gate]) -> None:
+    """A second recover settles nothing; the call has one attempt.ok record."""
     gate = crash(Bank(), _charge())
     assert len(gate.recover().calls) == 1
     assert gate.recover().calls == ()

@@ -37,6 +37,7 @@ def _authority(**context: Any) -> Authority:
 
 
 def test_two_tenants_op_1_never_collide(make_ledger: Callable[..., Ledger]) -> None:
+    """Two tenants' op-1 under one principal both run: no replay across tenants."""
     ledger = make_ledger()
     refunds: list[tuple[Any, str]] = []
     gate = _gate(ledger, refunds)
@@ -48,6 +49,7 @@ def test_two_tenants_op_1_never_collide(make_ledger: Callable[..., Ledger]) -> N
 
 
 def test_the_same_tenants_op_1_runs_once(make_ledger: Callable[..., Ledger]) -> None:
+    """The same tenant's op-1 in a new run replays (idempotent_replay): one refund."""
     ledger = make_ledger()
     refunds: list[tuple[Any, str]] = []
     gate = _gate(ledger, refunds)
@@ -90,6 +92,7 @@ def test_an_explicit_scope_survives_a_changing_token(make_ledger: Callable[..., 
 
 
 def test_without_a_context_keys_are_scoped_by_the_principal_as_before() -> None:
+    """scope_key is the principal with no context, and differs per tenant with one."""
     assert Authority(principal="p").scope_key == "p"
     assert Authority(principal="p", context={"tenant": "a"}).scope_key != "p"
     assert (
@@ -99,6 +102,7 @@ def test_without_a_context_keys_are_scoped_by_the_principal_as_before() -> None:
 
 
 def test_a_tenant_given_as_a_uuid_is_part_of_the_scope(make_ledger: Callable[..., Ledger]) -> None:
+    """Tenants given as UUIDs get their own key scope: both refunds run."""
     import uuid
 
     ledger = make_ledger()

@@ -82,6 +82,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
 def test_the_model_accepts_and_rejects_what_the_schema_does(
     schema: str, arguments: dict[str, Any], problem: str | None
 ) -> None:
+    """A remote schema's model accepts valid arguments and rejects each violation, saying why."""
     model = remote_arguments("t", SCHEMAS[schema]).model
     if problem is None:
         model.model_validate_json(json.dumps(arguments))
@@ -110,6 +111,7 @@ def test_only_given_arguments_are_sent() -> None:
     ],
 )
 def test_schemas_that_cannot_be_checked_are_refused(schema: dict[str, Any], reason: str) -> None:
+    """Non-object, unrepresentable, undeclared-required or invalid schemas are UnsupportedSchema."""
     with pytest.raises(UnsupportedSchema, match=reason):
         remote_arguments("t", schema)
 
@@ -122,6 +124,7 @@ def test_references_never_leave_the_schema() -> None:
 
 
 def test_a_dangling_local_reference_rejects_the_call_instead_of_raising() -> None:
+    """A dangling local $ref fails validation ("cannot resolve") instead of raising at import."""
     schema = {"type": "object", "properties": {"x": {"$ref": "#/$defs/Missing"}}}
     model = remote_arguments("t", schema).model
     with pytest.raises(ValidationError, match="cannot resolve"):
@@ -145,6 +148,7 @@ KEYS = st.sampled_from(
 def test_whatever_the_model_accepts_the_servers_schema_accepts(
     name: str, arguments: dict[str, Any]
 ) -> None:
+    """Arguments the generated model accepts always pass jsonschema against the server's schema."""
     schema = SCHEMAS[name]
     remote = remote_arguments("t", schema)
     try:
@@ -265,6 +269,7 @@ def test_a_nested_null_for_an_optional_property_is_not_sent() -> None:
 
 
 def test_a_null_for_a_required_nested_property_is_still_refused() -> None:
+    """null for a required nested property is refused as the wrong type."""
     arguments = remote_arguments("t", NESTED)
     with pytest.raises(ValidationError, match=r"'closed\.a' has the wrong type"):
         arguments.model.model_validate_json('{"closed": {"a": null}}')
@@ -351,6 +356,7 @@ def test_pattern_properties_read_hostile_keys_in_linear_time() -> None:
 def test_a_pattern_re2_cannot_run_is_refused_at_import_with_its_reason(
     prop: dict[str, Any], construct: str
 ) -> None:
+    """A schema pattern RE2 cannot run is UnsupportedSchema naming the construct and place."""
     schema = {"type": "object", "properties": {"x": prop}}
     with pytest.raises(UnsupportedSchema) as caught:
         remote_arguments("t", schema)
@@ -414,6 +420,7 @@ def test_patterns_match_as_json_schema_says(pattern: str, text: str) -> None:
     ],
 )
 def test_ecma_262_readings_where_python_differs(pattern: str, text: str, matches: bool) -> None:
+    """Schema patterns match as ECMA-262 reads them where Python's re would differ."""
     schema = {"type": "object", "properties": {"v": {"type": "string", "pattern": pattern}}}
     model = remote_arguments("t", schema).model
     try:

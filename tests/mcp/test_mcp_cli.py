@@ -39,6 +39,7 @@ def test_the_default_server_name_comes_from_the_command_line(
 
 
 def test_proxy_needs_exactly_one_upstream_and_a_policy(tmp_path: Path) -> None:
+    """mcp proxy exits 2 with no upstream, with two, or without --policy."""
     runner = CliRunner()
     policy = tmp_path / "p.toml"
     policy.write_text('[[rule]]\naction = "allow"\n')
@@ -63,6 +64,7 @@ def test_proxy_needs_exactly_one_upstream_and_a_policy(tmp_path: Path) -> None:
     ],
 )
 def test_a_bad_tools_file_is_bad_input(tmp_path: Path, config: str, message: str) -> None:
+    """A bad --tools file (unknown key, bad risk, bad TOML) exits 2 saying what is wrong."""
     policy = tmp_path / "p.toml"
     policy.write_text('[[rule]]\naction = "allow"\n')
     tools = tmp_path / "tools.toml"

@@ -35,10 +35,12 @@ PUBLIC_NAMES = [
 
 
 def test_all_lists_exactly_the_public_names() -> None:
+    """callgate.mcp.__all__ is exactly the pinned list of public names."""
     assert callgate.mcp.__all__ == PUBLIC_NAMES
 
 
 def test_every_public_name_exists() -> None:
+    """Every pinned public name is an attribute of callgate.mcp."""
     assert all(hasattr(callgate.mcp, name) for name in PUBLIC_NAMES)
 
 

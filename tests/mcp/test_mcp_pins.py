@@ -34,6 +34,7 @@ def test_first_use_pins_every_tool() -> None:
 
 
 def test_the_same_definitions_again_change_nothing() -> None:
+    """Checking the same tool definitions again reports no difference and no first use."""
     store = PinStore()
     store.check("mail", [tool("send")])
     report = store.check("mail", [tool("send")])
@@ -66,6 +67,7 @@ def test_a_changed_definition_is_blocked_until_approved(changed: ToolDefinition)
 
 
 def test_a_tool_added_later_is_blocked_unless_new_tools_are_trusted() -> None:
+    """A tool added later is blocked, unless the store trusts new tools (then only reported)."""
     store = PinStore()
     store.check("mail", [tool("send")])
     report = store.check("mail", [tool("send"), tool("delete_all")])
@@ -79,12 +81,14 @@ def test_a_tool_added_later_is_blocked_unless_new_tools_are_trusted() -> None:
 
 
 def test_a_removed_tool_is_reported() -> None:
+    """A tool gone from the server is reported as removed."""
     store = PinStore()
     store.check("mail", [tool("send"), tool("read")])
     assert store.check("mail", [tool("read")]).removed == ("send",)
 
 
 def test_without_trust_on_first_use_everything_waits_for_a_person() -> None:
+    """With trust_first_use=False, first-seen tools are blocked until approved."""
     store = PinStore(trust_first_use=False)
     report = store.check("mail", [tool("send")])
     assert report.blocked == ("send",)
@@ -93,6 +97,7 @@ def test_without_trust_on_first_use_everything_waits_for_a_person() -> None:
 
 
 def test_approving_again_approves_nothing_and_unknown_names_are_errors() -> None:
+    """Approving a pinned tool approves nothing; an unknown tool or server is a PinError."""
     store = PinStore()
     store.check("mail", [tool("send")])
     assert store.approve("mail", "send", by="ops") == []
@@ -117,6 +122,7 @@ def test_the_pin_file_is_shared_between_processes(tmp_path: Path) -> None:
 
 
 def test_a_corrupt_pin_file_is_an_error(tmp_path: Path) -> None:
+    """A pin file that is not JSON raises PinError saying it cannot be read."""
     path = tmp_path / "pins.json"
     path.write_text("{not json")
     with pytest.raises(PinError, match="cannot read the pin file"):
@@ -138,6 +144,7 @@ def pin_file(tmp_path: Path) -> Path:
 
 
 def test_cli_pins_list_exits_1_while_a_tool_is_blocked(pin_file: Path) -> None:
+    """pins list exits 1 while a tool is changed, listing each tool's state."""
     result = CliRunner().invoke(app, ["mcp", "pins", "list", "--pins", str(pin_file), "--json"])
     assert result.exit_code == 1
     states = {row["tool"]: row["state"] for row in json.loads(result.stdout)}
@@ -145,6 +152,7 @@ def test_cli_pins_list_exits_1_while_a_tool_is_blocked(pin_file: Path) -> None:
 
 
 def test_cli_pins_show_prints_both_definitions(pin_file: Path) -> None:
+    """pins show prints the approved and the changed definition of a tool."""
     result = CliRunner().invoke(
         app, ["mcp", "pins", "show", "mail", "send", "--pins", str(pin_file)]
     )
@@ -154,6 +162,7 @@ def test_cli_pins_show_prints_both_definitions(pin_file: Path) -> None:
 
 
 def test_cli_pins_approve_unblocks_the_tool(pin_file: Path) -> None:
+    """pins approve unblocks a tool (list exits 0); again exits 1; an unknown tool exits 2."""
     runner = CliRunner()
     args = ["--pins", str(pin_file)]
     approved = runner.invoke(app, ["mcp", "pins", "approve", "mail", "send", "--by", "ops", *args])
@@ -167,6 +176,7 @@ def test_cli_pins_approve_unblocks_the_tool(pin_file: Path) -> None:
 
 
 def test_cli_pins_on_a_missing_file_is_bad_input(tmp_path: Path) -> None:
+    """pins list of a missing pin file exits 2."""
     result = CliRunner().invoke(app, ["mcp", "pins", "list", "--pins", str(tmp_path / "no.json")])
     assert result.exit_code == 2
 
@@ -283,6 +293,7 @@ def test_pins_show_prints_an_upstreams_schema_as_json_with_escapes() -> None:
 
 
 def test_approve_prints_an_upstreams_tool_names_as_plain_text(hostile_pins: Path) -> None:
+    """pins approve --all and forget print an upstream's hostile tool names escaped."""
     result = CliRunner().invoke(
         app,
         ["mcp", "pins", "approve", "evil", "--all", "--by", "ops", "--pins", str(hostile_pins)],

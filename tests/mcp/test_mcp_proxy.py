@@ -66,6 +66,7 @@ async def test_the_proxy_lists_the_upstreams_tools_with_their_schemas(
 
 
 async def test_bad_arguments_never_reach_the_upstream(log: Path) -> None:
+    """Arguments missing a required field are rejected at schema and never reach the upstream."""
     async with (
         proxy(
             upstream_params("mail", log),

@@ -137,6 +137,7 @@ async def test_http_clients_act_as_the_principal_of_their_token(http_server: str
 
 
 async def test_http_without_a_known_token_is_refused(http_server: str) -> None:
+    """HTTP with an unknown bearer token is 401, and an anonymous client cannot list tools."""
     async with httpx2.AsyncClient() as http:
         response = await http.post(
             http_server,

@@ -124,6 +124,7 @@ def _hits(text: str | bytes) -> list[str]:
 def test_no_canary_reaches_the_ledger_the_cli_the_logs_or_the_model(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """No canary reaches an observation, the logs, the SQLite files or any CLI output."""
     path = tmp_path / "ledger.db"
     ledger = SQLiteLedger(path)
     gate = Gate(

@@ -53,6 +53,7 @@ def test_check_prints_a_hostile_rule_name_as_plain_text(tmp_path: Path) -> None:
 
 
 def test_explain_prints_a_hostile_rule_name_as_plain_text(tmp_path: Path) -> None:
+    """policy explain prints a hostile rule name escaped, with no raw escape and no traceback."""
     path = _policy(tmp_path, HOSTILE_NAME, tool="*")
     result = runner.invoke(app, ["policy", "explain", str(path), "--tool", "t", "--args", "{}"])
     assert result.exception is None or isinstance(result.exception, SystemExit)
@@ -86,6 +87,7 @@ def test_an_error_naming_a_hostile_value_is_one_plain_line(
 
 
 def test_a_file_that_is_not_utf8_is_a_one_line_error(tmp_path: Path) -> None:
+    """A non-UTF-8 policy file is an error naming its line; policy check exits 2 with one line."""
     path = tmp_path / "latin.toml"
     path.write_bytes(b'version = "1"\nx = "\xff\xfe"\n')
     with pytest.raises(PolicyFileError, match=r"latin\.toml:2: the policy file is not UTF-8"):

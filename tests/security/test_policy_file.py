@@ -369,6 +369,7 @@ def test_version_defaults_to_a_hash_that_changes_with_the_rules() -> None:
 
 
 def test_missing_file(tmp_path: Path) -> None:
+    """Policy.from_file of a missing file raises PolicyFileError saying it cannot read it."""
     with pytest.raises(PolicyFileError, match="cannot read"):
         Policy.from_file(tmp_path / "nope.toml")
 
@@ -501,12 +502,14 @@ def test_error_line_is_right_after_commented_headers() -> None:
 def test_a_predicate_is_described_as_written_never_as_a_python_repr(
     op: str, operand: object, shown: str
 ) -> None:
+    """An argument predicate is described in the file's syntax (JSON values), not Python's repr."""
     from callgate.policy_file import ArgumentTest
 
     assert ArgumentTest("currency", op, operand).describe() == shown
 
 
 def test_an_unknown_rule_key_is_named_without_a_python_list() -> None:
+    """An unknown rule key is named plainly in the error, not as a Python list."""
     with pytest.raises(PolicyFileError) as caught:
         parse_policy('[[rule]]\naction = "allow"\ntoool = "x"\n')
     message = str(caught.value)

@@ -63,11 +63,13 @@ NEGATIVE = [
 
 @pytest.mark.parametrize(("text", "expected"), POSITIVE)
 def test_each_default_pattern_redacts_its_credential(text: str, expected: str) -> None:
+    """Each default pattern redacts its credential shape, exactly as expected."""
     assert Redactor().text(text) == expected
 
 
 @pytest.mark.parametrize("text", NEGATIVE)
 def test_each_default_pattern_leaves_lookalikes_alone(text: str) -> None:
+    """Text that only looks like a credential is left unchanged."""
     assert Redactor().text(text) == text
 
 
@@ -90,6 +92,7 @@ FRAGMENTS = st.sampled_from(
 def test_the_redaction_is_exactly_what_python_re_does_with_the_documented_patterns(
     parts: list[str],
 ) -> None:
+    """Over credential-like fragments, Redactor.text equals re.sub with the documented patterns."""
     text = "".join(parts)
     assert Redactor().text(text) == ORACLE.sub(REDACTED, text)
 
@@ -97,6 +100,7 @@ def test_the_redaction_is_exactly_what_python_re_does_with_the_documented_patter
 @settings(max_examples=300, deadline=None)
 @given(text=st.text(max_size=80))
 def test_any_text_is_redacted_as_python_re_does(text: str) -> None:
+    """For any short text, Redactor.text equals re.sub with the documented patterns."""
     assert Redactor().text(text) == ORACLE.sub(REDACTED, text)
 
 
@@ -138,6 +142,7 @@ def _gate(patterns: list[str]) -> Gate:
 def test_a_secret_pattern_re2_cannot_run_is_refused_when_the_gate_is_built(
     pattern: str, construct: str
 ) -> None:
+    """A secret pattern RE2 cannot run is a DefinitionError at Gate(), naming it and advising."""
     with pytest.raises(DefinitionError) as caught:
         _gate([pattern])
     message = str(caught.value)
@@ -147,6 +152,7 @@ def test_a_secret_pattern_re2_cannot_run_is_refused_when_the_gate_is_built(
 
 
 def test_an_invalid_secret_pattern_is_refused_with_python_s_reason() -> None:
+    """An invalid secret pattern is a DefinitionError saying it is no valid regular expression."""
     with pytest.raises(DefinitionError, match="is not a valid regular expression"):
         _gate(["acme_(unclosed"])
 
