@@ -14,7 +14,7 @@ import os
 import re
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -26,22 +26,18 @@ from callgate.approvals import (
     used_rejection,
     withheld_rejection,
 )
-from callgate.call_names import CallNames
 from callgate.calls import Observation, Stage, Status, ToolCall
 from callgate.canonical import canonical_json, digest
-from callgate.evidence import Evidence
 from callgate.execute import Admitted
 from callgate.ledger.base import CallRecord, CallState
 from callgate.messages import Problem, Rejection, bounded
 from callgate.parse import ParsedArguments, may_be_deep, parse_arguments, screen_call
-from callgate.policy import Action, Authority, Decision, authorize
-from callgate.provenance import OutputTrust, TrustIndex
+from callgate.policy import Action, Decision, authorize
+from callgate.provenance import OutputTrust
 from callgate.redact import REDACTED
+from callgate.run_state import GateParts, RunState
 from callgate.tools import ToolSpec
 from callgate.validate import run_checks, unknown_tool, validate_arguments, validate_text_fast
-
-if TYPE_CHECKING:
-    from callgate.gate import Gate
 
 __all__ = ["Admission", "context_secrets", "raised_by_callgate"]
 
@@ -53,27 +49,19 @@ _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 class Admission:
-    """Single-call admission and its records; the base of `Run`."""
+    """Single-call admission and its records, for one run (`Run` holds one).
 
-    gate: Gate
-    authority: Authority
-    id: str
-    evidence: Evidence
-    provenance: TrustIndex
-    _pending: dict[str, ToolCall | None]
-    _resuming: dict[str, str]
-    _decisions: dict[Any, Decision]
-    """Policy decisions remembered for this run's authority (see `authorize`)."""
-    names: CallNames
-    """The names this run records its calls under (`callgate.call_names`)."""
-    _batch_ids: tuple[str, ...]
-    """The model's ids in the batch being admitted: no new name may take one."""
-    _context_secrets: tuple[str, ...]
-    """The text values of the run's trusted context (tenant, user, credentials): scrubbed
-    like secret fields from everything stored or shown, since the context is never the
-    model's to see (`context_secrets`)."""
+    It reads the gate's configuration (`GateParts`) and reads and writes the run's
+    state (`RunState`); it never sees the `Run` or the `Gate` themselves.
+    """
 
-    def _cycle(self, call: ToolCall, cycle: Sequence[str]) -> Observation:
+    __slots__ = ("gate", "run")
+
+    def __init__(self, gate: GateParts, run: RunState) -> None:
+        self.gate = gate
+        self.run = run
+
+    def cycle(self, call: ToolCall, cycle: Sequence[str]) -> Observation:
         """A cycle of ``after`` dependencies rejects the whole batch: nothing runs."""
         path = " -> ".join(bounded(c, 80) for c in [*cycle, cycle[0]])
         if call.id in cycle:
@@ -87,7 +75,7 @@ class Admission:
         )
         return self._rejected(call, self.gate.registry.get(call.name), rejection)
 
-    def _too_many(self, call: ToolCall, proposed: int) -> Observation:
+    def too_many(self, call: ToolCall, proposed: int) -> Observation:
         """A call beyond the gate's per-batch bound: rejected, never silently dropped."""
         limit = self.gate.max_batch_calls
         rejection = Rejection(
@@ -104,7 +92,7 @@ class Admission:
         )
         return self._rejected(call, self.gate.registry.get(call.name), rejection)
 
-    def _admit(self, call: ToolCall) -> Observation | Admitted:
+    def admit(self, call: ToolCall) -> Observation | Admitted:
         """Parse, validate, authorize and approve one call; answered under the id it came
         with, even when the run records it under a new one (`callgate.call_names`). A failure of
         callgate's own code is logged and answered as such, never blamed on the call."""
@@ -132,17 +120,17 @@ class Admission:
         call, model = validated
         provenance = None
         if spec.sinks:
-            provenance = self.provenance
-            provenance.absorb(self.evidence, self._output_trust)
+            provenance = self.run.provenance
+            provenance.absorb(self.run.evidence, self._output_trust)
         try:
             decision = authorize(
                 spec,
                 model,
-                self.authority,
+                self.run.authority,
                 gate.policy,
-                self.evidence,
+                self.run.evidence,
                 provenance,
-                cache=self._decisions,
+                cache=self.run.decisions,
             )
         except Exception as exc:  # a precondition or rule predicate failed on these values
             if raised_by_callgate(exc):
@@ -153,16 +141,16 @@ class Admission:
         canonical = self._canonical(spec, model)
         request_hash = digest(spec.name, canonical)
         model_id = call.id
-        name = self.names.name_for(
+        name = self.run.names.name_for(
             model_id,
             spec.name,
             request_hash,
             side_effecting=spec.side_effecting,
-            batch_ids=self._batch_ids,
+            batch_ids=self.run.batch_ids,
         )
         if name != model_id:
             gate.ledger.record_event(
-                "call.renamed", run_id=self.id, call_id=name, data={"model_id": model_id}
+                "call.renamed", run_id=self.run.id, call_id=name, data={"model_id": model_id}
             )
             call = dataclasses.replace(call, id=name)
         approval_id = None
@@ -179,25 +167,25 @@ class Admission:
                 return approved
             approval_id = approved.id
         key = (
-            f"{self.id}/{call.id}"
+            f"{self.run.id}/{call.id}"
             if spec.idempotency_key is None
             else self._idempotency_key(call, spec, model)
         )
         if spec.secret_fields:
             secrets = (
                 *gate.redactor.secret_values(model.__dict__, spec.secret_fields),
-                *self._context_secrets,
+                *self.run.context_secrets,
             )
             stored = self._redacted_arguments(spec, model, canonical)
         else:
-            secrets, stored = self._context_secrets, gate.redactor.text(canonical)
+            secrets, stored = self.run.context_secrets, gate.redactor.text(canonical)
         now = time.time()
         record = CallRecord(
-            run_id=self.id,
+            run_id=self.run.id,
             call_id=call.id,
             tool=call.name,
             tool_version=spec.version,
-            principal=self.authority.recorded_as,
+            principal=self.run.authority.recorded_as,
             arguments=stored,
             state=CallState.ADMITTED,
             stage="policy",
@@ -209,15 +197,15 @@ class Admission:
             created_at=now,
             updated_at=now,
         )
-        self.names.admitted(model_id, call.id, spec.name, request_hash)
+        self.run.names.admitted(model_id, call.id, spec.name, request_hash)
         return Admitted(
             record=record,
             call=call,
             spec=spec,
             arguments=model,
-            run_id=self.id,
-            principal=self.authority.principal,
-            trusted=self.authority.context,
+            run_id=self.run.id,
+            principal=self.run.authority.principal,
+            trusted=self.run.authority.context,
             idempotency_key=key,
             request_hash=request_hash,
             secrets=secrets,
@@ -229,13 +217,13 @@ class Admission:
         _log.error(
             "callgate failed internally while deciding call %r of run %s",
             call.id,
-            self.id,
+            self.run.id,
             exc_info=exc,
         )
         try:
             self.gate.ledger.record_event(
                 "gate.internal_error",
-                run_id=self.id,
+                run_id=self.run.id,
                 call_id=call.id,
                 data={"tool": call.name, "error": type(exc).__name__},
             )
@@ -270,12 +258,12 @@ class Admission:
             stage.value,
             spec.name,
             call.id,
-            self.id,
+            self.run.id,
             self._scrubbed_error(spec, model, exc),
         )
         self.gate.ledger.record_event(
             "hook.failed",
-            run_id=self.id,
+            run_id=self.run.id,
             call_id=call.id,
             data={
                 "tool": spec.name,
@@ -314,7 +302,7 @@ class Admission:
             call = dataclasses.replace(call, repaired=True)
             self.gate.ledger.record_event(
                 "parse.repaired",
-                run_id=self.id,
+                run_id=self.run.id,
                 call_id=call.id,
                 data={"tool": spec.name, "repairs": list(parsed.repairs)},
             )
@@ -342,25 +330,25 @@ class Admission:
     ) -> ApprovalRequest | Observation:
         """An approval that releases exactly this call, or the pending/denied observation."""
         gate = self.gate
-        principal = self.authority.recorded_as
+        principal = self.run.authority.recorded_as
         version = spec.resource_version(model) if spec.resource_version is not None else None
         used = gate.approvals.consume(
             principal=principal,
             tool=spec.name,
             arguments_hash=request_hash,
             resource_version=version,
-            run_id=self.id,
-            used_by=f"{self.id}/{call.id}",
+            run_id=self.run.id,
+            used_by=f"{self.run.id}/{call.id}",
         )
         if used is not None:  # the store recorded the use (``approval.used``)
             return used
-        waited = self._resuming.get(call.id)
+        waited = self.run.resuming.get(call.id)
         prior = gate.approvals.get(waited) if waited is not None else None
         if prior is not None and prior.status is ApprovalStatus.USED:
             # Another resume (in this process or another) released this call already.
             gate.ledger.record_event(
                 "approval.reuse_refused",
-                run_id=self.id,
+                run_id=self.run.id,
                 call_id=call.id,
                 data={"actor": principal, "approval_id": prior.id, "used_by": prior.used_by},
             )
@@ -373,12 +361,12 @@ class Admission:
             preview = f"{preview} [provenance: {why}]"
         secrets = [
             *gate.redactor.secret_values(model.__dict__, spec.secret_fields),
-            *self._context_secrets,
+            *self.run.context_secrets,
         ]
         request = gate.approvals.request(
             ApprovalRequest(
                 id=new_approval_id(),
-                run_id=self.id,
+                run_id=self.run.id,
                 call_id=call.id,
                 principal=principal,
                 tool=spec.name,
@@ -396,7 +384,7 @@ class Admission:
         if decision.provenance:
             gate.ledger.record_event(
                 "provenance.untrusted_sink",
-                run_id=self.id,
+                run_id=self.run.id,
                 call_id=call.id,
                 data={"findings": [f.as_dict() for f in decision.provenance]},
             )
@@ -405,9 +393,9 @@ class Admission:
             return self._rejected(call, spec, rejection, model=model, decision=decision)
         # Kept under the model's id: resumed, it is answered under that id, and the
         # run finds it waiting under its name (`CallNames.name_for`).
-        self._pending[request.id] = dataclasses.replace(call, id=model_id)
-        self.names.waiting(model_id, call.id, spec.name, request_hash)
-        self._record(
+        self.run.pending[request.id] = dataclasses.replace(call, id=model_id)
+        self.run.names.waiting(model_id, call.id, spec.name, request_hash)
+        self.record(
             call,
             spec,
             CallState.PENDING,
@@ -434,13 +422,13 @@ class Admission:
             details=({"rule": decision.rule, "approval_id": request.id},),
         )
 
-    def _withheld(self, request: ApprovalRequest) -> Observation:
+    def withheld(self, request: ApprovalRequest) -> Observation:
         """A decided call rebuilt from the ledger without its arguments (secret fields)."""
         call = ToolCall(id=request.call_id, name=request.tool)
         spec = self.gate.registry.get(request.tool)
         if request.status is ApprovalStatus.DENIED:
             obs = self._rejected(call, spec, denied_rejection(request), record=False)
-            self._record(
+            self.record(
                 call,
                 spec,
                 CallState.REJECTED,
@@ -461,7 +449,7 @@ class Admission:
         and credential-shaped text redacted, bounded."""
         secrets = [
             *self.gate.redactor.secret_values(model.__dict__, spec.secret_fields),
-            *self._context_secrets,
+            *self.run.context_secrets,
         ]
         return self.gate.redactor.text(f"{type(exc).__name__}: {exc}", secrets)[:500]
 
@@ -474,8 +462,8 @@ class Admission:
         or the run and call ids."""
         if spec.idempotency_key is not None:
             business = spec.idempotency_key.expand(model.__dict__)
-            return "cg_" + digest(self.authority.scope_key, spec.name, business)[:32]
-        return f"{self.id}/{call.id}"
+            return "cg_" + digest(self.run.authority.scope_key, spec.name, business)[:32]
+        return f"{self.run.id}/{call.id}"
 
     def _redacted_arguments(
         self, spec: ToolSpec, model: BaseModel, canonical: str | None = None
@@ -488,7 +476,7 @@ class Admission:
             canonical = self._canonical(spec, model)
         return self.gate.redactor.text(canonical)
 
-    def _bad_id(self, call: ToolCall) -> Observation:
+    def bad_id(self, call: ToolCall) -> Observation:
         text = (
             "the call has no id"
             if not call.id
@@ -502,7 +490,7 @@ class Admission:
         # Not recorded as the call's decision (its id names no one call), but audited.
         self.gate.ledger.record_event(
             "call.bad_id",
-            run_id=self.id,
+            run_id=self.run.id,
             call_id=call.id or None,
             data={"tool": call.name, "message": text},
         )
@@ -523,7 +511,7 @@ class Admission:
         if decision is not None and decision.provenance:
             self.gate.ledger.record_event(
                 "provenance.untrusted_sink",
-                run_id=self.id,
+                run_id=self.run.id,
                 call_id=call.id,
                 data={"findings": [f.as_dict() for f in decision.provenance]},
             )
@@ -547,7 +535,7 @@ class Admission:
                 arguments, recorded = self._without_secrets(spec, call, raw, message)
             else:
                 arguments = self._raw_arguments(call, raw)
-            self._record(
+            self.record(
                 call,
                 spec,
                 CallState.REJECTED,
@@ -629,11 +617,11 @@ class Admission:
         head = message.split("\n", 1)[0]
         return REDACTED, f"{head}\n(details withheld: this tool has secret fields)"
 
-    def _record_admitted(self, item: Admitted) -> None:
+    def record_admitted(self, item: Admitted) -> None:
         if item.record is not None:
             self.gate.ledger.record_decision(item.record)
 
-    def _record(
+    def record(
         self,
         call: ToolCall,
         spec: ToolSpec | None,
@@ -678,11 +666,11 @@ class Admission:
     ) -> CallRecord:
         now = time.time()
         return CallRecord(
-            run_id=self.id,
+            run_id=self.run.id,
             call_id=call.id,
             tool=call.name,
             tool_version=spec.version if spec else None,
-            principal=self.authority.recorded_as,
+            principal=self.run.authority.recorded_as,
             arguments=arguments,
             state=state,
             stage=stage.value,

@@ -22,14 +22,20 @@ import uuid
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from callgate.calls import Stage
 from callgate.errors import ApprovalError
 from callgate.messages import Problem, Rejection
 
-if TYPE_CHECKING:
-    from callgate.ledger.base import Ledger
+
+class EventLog(Protocol):
+    """Where a `MemoryApprovals` audits requests and decisions: a ledger (any `Ledger`)."""
+
+    def record_event(
+        self, kind: str, *, run_id: str, call_id: str | None, data: Mapping[str, Any]
+    ) -> None: ...
+
 
 __all__ = ["ApprovalRequest", "ApprovalStatus", "Approvals", "MemoryApprovals"]
 
@@ -323,13 +329,13 @@ class MemoryApprovals(Approvals):
     `MemoryLedger` hands out one such store: `Ledger.approvals`).
     """
 
-    def __init__(self, ledger: Ledger | None = None) -> None:
+    def __init__(self, ledger: EventLog | None = None) -> None:
         self._items: dict[str, ApprovalRequest] = {}
         self._lock = threading.Lock()
-        self._ledger: Callable[[], Ledger | None] = (lambda: ledger) if ledger else _no_ledger
+        self._ledger: Callable[[], EventLog | None] = (lambda: ledger) if ledger else _no_ledger
 
     @classmethod
-    def owned_by(cls, ledger: Ledger) -> MemoryApprovals:
+    def owned_by(cls, ledger: EventLog) -> MemoryApprovals:
         """The store a ledger hands out as its own (`Ledger.approvals`): it refers to the
         ledger weakly, so that the two form no reference cycle and a dropped ledger is
         freed at once, not at the next full garbage collection."""

@@ -28,10 +28,12 @@ from callgate.evidence import Evidence
 from callgate.execute import Admitted, ExecutionSettings, execute_async, execute_sync
 from callgate.ledger import default_ledger
 from callgate.ledger.base import CallState, Ledger, LedgerError
-from callgate.policy import Authority, Decision, Policy
+from callgate.policy import Authority, Policy
 from callgate.provenance import TrustIndex
 from callgate.recovery import RecoveryReport, recover
 from callgate.redact import DEFAULT_SECRET_PATTERNS, Redactor
+from callgate.resume import rebuild
+from callgate.run_state import RunState
 from callgate.schedule import (
     Batch,
     dependency_failed,
@@ -207,12 +209,11 @@ class Gate:
         its evidence (the ``ok`` outcomes, for preconditions); ``trusted`` and
         ``trusted_values`` are given again, as to `run`. See `callgate.resume`.
         """
-        from callgate.resume import rebuild
 
         run = self.run(
             authority=authority, run_id=run_id, trusted=trusted, trusted_values=trusted_values
         )
-        rebuild(run)
+        rebuild(self, run.state)
         return run
 
 
@@ -230,22 +231,52 @@ class _Work:
     limit: float | None
 
 
-class Run(Admission):
-    """One agent run: its authority, its evidence, and the calls it submits."""
+class Run:
+    """One agent run: its authority, its evidence, and the calls it submits.
+
+    The run's state is a `RunState`, shared with its `Admission` (which decides
+    each call) and with `callgate.resume` (which rebuilds a run from the ledger).
+    """
 
     def __init__(self, gate: Gate, authority: Authority, run_id: str) -> None:
         self.gate = gate
-        self.authority = authority
-        self.id = run_id
-        self.evidence = Evidence()
-        self.provenance = TrustIndex()
-        self._pending: dict[str, ToolCall | None] = {}
-        """Approval id → the call waiting for it (None: rebuilt without its arguments)."""
-        self._resuming: dict[str, str] = {}
-        self._decisions: dict[Any, Decision] = {}
-        self.names = CallNames()
-        self._batch_ids: tuple[str, ...] = ()
-        self._context_secrets = context_secrets(authority.context)
+        self.state = RunState(
+            id=run_id, authority=authority, context_secrets=context_secrets(authority.context)
+        )
+        self._admission = Admission(gate, self.state)
+
+    @property
+    def id(self) -> str:
+        """The run id: every call of the run is recorded under it."""
+        return self.state.id
+
+    @property
+    def authority(self) -> Authority:
+        """Who the run acts for, and with which grants."""
+        return self.state.authority
+
+    @property
+    def evidence(self) -> Evidence:
+        """What the run's calls returned, for later preconditions."""
+        return self.state.evidence
+
+    @evidence.setter
+    def evidence(self, evidence: Evidence) -> None:
+        self.state.evidence = evidence
+
+    @property
+    def provenance(self) -> TrustIndex:
+        """The run's trusted inputs, for sink checks."""
+        return self.state.provenance
+
+    @provenance.setter
+    def provenance(self, index: TrustIndex) -> None:
+        self.state.provenance = index
+
+    @property
+    def names(self) -> CallNames:
+        """The names this run records its calls under (`callgate.call_names`)."""
+        return self.state.names
 
     def trust(self, text: str) -> None:
         """Add trusted text to the run, e.g. the user's next message."""
@@ -384,7 +415,7 @@ class Run(Admission):
                     f"for call {obs.call_id!r}"
                 )
             spec = self.gate.registry.get(obs.tool)
-            self._record(
+            self._admission.record(
                 ToolCall(id=obs.call_id, name=obs.tool),
                 spec,
                 CallState.REJECTED,
@@ -404,25 +435,25 @@ class Run(Admission):
         """
         ready: list[ToolCall] = []
         withheld: list[Observation] = []
-        for approval_id, call in list(self._pending.items()):
+        for approval_id, call in list(self.state.pending.items()):
             request = self.gate.approvals.get(approval_id)
             if request is not None and request.status is ApprovalStatus.PENDING:
                 continue
-            del self._pending[approval_id]
+            del self.state.pending[approval_id]
             if call is not None:
                 ready.append(call)
-                self._resuming[call.id] = approval_id
+                self.state.resuming[call.id] = approval_id
             elif request is not None:
-                withheld.append(self._withheld(request))
+                withheld.append(self._admission.withheld(request))
         try:
             return withheld + (self.submit(ready) if ready else [])
         finally:
-            self._resuming.clear()
+            self.state.resuming.clear()
 
     @property
     def pending_approvals(self) -> list[str]:
         """Ids of the approval requests this run is waiting for."""
-        return list(self._pending)
+        return list(self.state.pending)
 
     # -- stages --------------------------------------------------------------
 
@@ -476,9 +507,9 @@ class Run(Admission):
         call = calls[0]
         if type(call) is not ToolCall or not call.id or call.after:
             return None
-        single = self._admit(call)
+        single = self._admission.admit(call)
         if type(single) is Admitted:
-            self._record_admitted(single)
+            self._admission.record_admitted(single)
         return single
 
     def _admit_batch(self, calls: Iterable[ToolCall]) -> list[Observation | Admitted]:
@@ -495,23 +526,23 @@ class Run(Admission):
             counts[call.id] = counts.get(call.id, 0) + 1
         in_cycle = find_cycle(calls)
         staged: list[Observation | Admitted] = []
-        self._batch_ids = tuple(counts)  # no new name may take one of the batch's ids
+        self.state.batch_ids = tuple(counts)  # no new name may take one of the batch's ids
         for index, call in enumerate(calls):
             if counts[call.id] > 1 or not call.id:
-                staged.append(self._bad_id(call))
+                staged.append(self._admission.bad_id(call))
             elif in_cycle:
-                staged.append(self._cycle(call, in_cycle))
+                staged.append(self._admission.cycle(call, in_cycle))
             elif index >= self.gate.max_batch_calls:
-                staged.append(self._too_many(call, len(calls)))
+                staged.append(self._admission.too_many(call, len(calls)))
             else:
-                staged.append(self._admit(call))
-        self._batch_ids = ()
+                staged.append(self._admission.admit(call))
+        self.state.batch_ids = ()
         if any(c.after for c in calls):
             self._fail_dependents(staged)
             self._follow_renames(staged)
         for item in staged:
             if isinstance(item, Admitted):
-                self._record_admitted(item)
+                self._admission.record_admitted(item)
         return staged
 
     def _fail_dependents(self, staged: list[Observation | Admitted]) -> None:
@@ -527,7 +558,7 @@ class Run(Admission):
                         obs = dependency_failed(item, dep)
                         obs.call_id = item.answer_id or item.call.id
                         self._release_unrun([item], [obs])
-                        self._record(
+                        self._admission.record(
                             item.call,
                             item.spec,
                             CallState.REJECTED,

@@ -23,25 +23,22 @@ The run's trusted text and values are not in the ledger; give them again.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ValidationError
 
 from callgate.calls import ToolCall
 from callgate.evidence import EvidenceItem
 from callgate.ledger.base import CallState, LedgerError
-
-if TYPE_CHECKING:
-    from callgate.gate import Run
+from callgate.run_state import GateParts, RunState
 
 __all__ = ["rebuild"]
 
 
-def rebuild(run: Run) -> None:
+def rebuild(gate: GateParts, run: RunState) -> None:
     """Fill ``run`` (fresh, with the id of a run in the ledger) with its pending calls and
     evidence. `LedgerError` if the ledger has no call of that run, or if the run's calls
     were made by another principal than the run's authority."""
-    gate = run.gate
     calls = gate.ledger.calls(run_id=run.id)
     if not calls:
         raise LedgerError(f"no calls of run {run.id!r} in the ledger; nothing to resume")
@@ -58,23 +55,23 @@ def rebuild(run: Run) -> None:
                 record.call_id, record.tool, record.request_hash, state=record.state.value
             )
         if record.state is CallState.OK:
-            _add_evidence(run, record.call_id, record.tool, record.arguments)
+            _add_evidence(gate, run, record.call_id, record.tool, record.arguments)
         elif record.state is CallState.PENDING and record.approval_id is not None:
             request = gate.approvals.get(record.approval_id)
             if request is None:
                 continue
-            run._pending[request.id] = (
+            run.pending[request.id] = (
                 ToolCall(id=record.call_id, name=request.tool, arguments=request.arguments_json)
                 if request.resumable
                 else None
             )
 
 
-def _add_evidence(run: Run, call_id: str, tool: str, arguments: str) -> None:
-    spec = run.gate.registry.get(tool)
+def _add_evidence(gate: GateParts, run: RunState, call_id: str, tool: str, arguments: str) -> None:
+    spec = gate.registry.get(tool)
     if spec is None or spec.secret_fields:
         return
-    attempts = run.gate.ledger.attempts(run.id, call_id)
+    attempts = gate.ledger.attempts(run.id, call_id)
     outcome = attempts[-1].outcome if attempts else None
     if outcome is None or outcome.status != "ok":
         return

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from callgate.approvals import ApprovalRequest, Approvals, ApprovalStatus, check_decider
 from callgate.errors import ApprovalError
@@ -34,11 +34,21 @@ from callgate.ledger.sql_writes import (
     RELEASE,
     REQUEST,
     Consume,
+    Item,
     approval_from_row,
 )
 
-if TYPE_CHECKING:  # the ledger builds its store; the store only calls back into it
-    from callgate.ledger.sql import SqlLedger
+
+class _Ledger(Protocol):
+    """What the store needs of its ledger (`callgate.ledger.sql.SqlLedger` builds the store
+    and hands itself in): a transaction of items, the deferred writes flushed, a read."""
+
+    def _transact(self, items: Sequence[Item], *, durable: bool) -> list[Any]: ...
+
+    def _flush(self) -> None: ...
+
+    def _query(self, statement: str, params: Sequence[Any] = ()) -> list[Any]: ...
+
 
 __all__ = ["SqlApprovals"]
 
@@ -48,7 +58,7 @@ _SELECT = f"SELECT {APPROVAL_COLUMNS} FROM approvals"
 class SqlApprovals(Approvals):
     """The approval requests of one SQL ledger; see the module docstring."""
 
-    def __init__(self, ledger: SqlLedger) -> None:
+    def __init__(self, ledger: _Ledger) -> None:
         self.ledger = ledger
 
     def _write(self, kind: int, payload: Any, *, durable: bool = False) -> Any:
