@@ -16,6 +16,7 @@ from callgate.ledger.base import (
     ClaimKind,
     Ledger,
     LedgerError,
+    LedgerQueries,
     Outcome,
 )
 from callgate.ledger.memory import MemoryLedger
@@ -35,6 +36,7 @@ __all__ = [
     "ClaimKind",
     "Ledger",
     "LedgerError",
+    "LedgerQueries",
     "MemoryLedger",
     "Outcome",
     "PostgresLedger",

@@ -55,6 +55,7 @@ __all__ = [
     "ClaimKind",
     "Ledger",
     "LedgerError",
+    "LedgerQueries",
     "Outcome",
     "audit_hash",
     "audit_json",
@@ -413,46 +414,10 @@ def finish_data(finish: AttemptFinish, worker: str) -> dict[str, Any]:
     return data
 
 
-class Ledger(abc.ABC):
-    """Where calls, attempts and outcomes are recorded. Small on purpose: four writes.
-
-    A backend implements the abstract methods; the async twins of the two
-    writes that sit around a handler (`abegin_attempt`, `afinish_attempt`)
-    default to the sync ones and exist so a backend can share one commit
-    among concurrent calls (group commit).
-    """
-
-    worker: str = ""
-    """The id this process's attempts are recorded under (see `callgate.recovery`)."""
-    _approvals_store: Approvals | None = None
-
-    @abc.abstractmethod
-    def record_decision(self, record: CallRecord) -> None:
-        """Record a proposed call and its decision (rejected, pending or admitted).
-
-        A call that already ran keeps its record (see `may_decide`); the new
-        decision is still audited.
-        """
-
-    @abc.abstractmethod
-    def begin_attempt(self, start: AttemptStart) -> Claim:
-        """Atomically claim the idempotency key and record the attempt as running.
-
-        Same key and request hash, finished: `ClaimKind.REPLAY`. Same key,
-        still running: `ClaimKind.IN_PROGRESS`. Same key, different request
-        hash: `ClaimKind.CONFLICT`. Expired keys count as absent. For a
-        side-effecting call the attempt is durable when this returns.
-        """
-
-    @abc.abstractmethod
-    def finish_attempt(self, finish: AttemptFinish) -> bool:
-        """Record how an attempt ended; False if the call's state forbids it (`may_finish`)."""
-
-    @abc.abstractmethod
-    def record_event(
-        self, kind: str, *, run_id: str, call_id: str | None, data: Mapping[str, Any]
-    ) -> None:
-        """Append an audit event that is not a state change (e.g. an approval decision)."""
+class LedgerQueries(abc.ABC):
+    """What readers ask a ledger: calls, attempts and journal records, by run, call, key or
+    time, and whether the journal verifies. ``callgate ledger`` and the console read
+    through this; the gate writes through `Ledger`, which is also one of these."""
 
     @abc.abstractmethod
     def get_call(self, run_id: str, call_id: str) -> CallRecord | None:
@@ -515,6 +480,53 @@ class Ledger(abc.ABC):
         ]
         return found[:limit] if limit is not None else found
 
+    def verify(self) -> AuditCheck:
+        """Verify the audit chain: an edited, deleted or truncated record is reported."""
+        return verify_chain(self.audit(), self.audit_head())
+
+
+class Ledger(LedgerQueries):
+    """Where calls, attempts and outcomes are recorded: what the gate writes.
+
+    Four writes (a decision, an attempt's start and end, an event), their async
+    twins (`abegin_attempt`, `afinish_attempt`: they default to the sync ones
+    and exist so a backend can share one commit among concurrent calls), a
+    person's resolution, and the approval store; the queries are
+    `LedgerQueries`'. A backend implements the abstract methods of both.
+    """
+
+    worker: str = ""
+    """The id this process's attempts are recorded under (see `callgate.recovery`)."""
+    _approvals_store: Approvals | None = None
+
+    @abc.abstractmethod
+    def record_decision(self, record: CallRecord) -> None:
+        """Record a proposed call and its decision (rejected, pending or admitted).
+
+        A call that already ran keeps its record (see `may_decide`); the new
+        decision is still audited.
+        """
+
+    @abc.abstractmethod
+    def begin_attempt(self, start: AttemptStart) -> Claim:
+        """Atomically claim the idempotency key and record the attempt as running.
+
+        Same key and request hash, finished: `ClaimKind.REPLAY`. Same key,
+        still running: `ClaimKind.IN_PROGRESS`. Same key, different request
+        hash: `ClaimKind.CONFLICT`. Expired keys count as absent. For a
+        side-effecting call the attempt is durable when this returns.
+        """
+
+    @abc.abstractmethod
+    def finish_attempt(self, finish: AttemptFinish) -> bool:
+        """Record how an attempt ended; False if the call's state forbids it (`may_finish`)."""
+
+    @abc.abstractmethod
+    def record_event(
+        self, kind: str, *, run_id: str, call_id: str | None, data: Mapping[str, Any]
+    ) -> None:
+        """Append an audit event that is not a state change (e.g. an approval decision)."""
+
     async def abegin_attempt(self, start: AttemptStart) -> Claim:
         """`begin_attempt` for async callers; backends may share commits between callers."""
         return self.begin_attempt(start)
@@ -522,10 +534,6 @@ class Ledger(abc.ABC):
     async def afinish_attempt(self, finish: AttemptFinish) -> bool:
         """`finish_attempt` for async callers; backends may share commits between callers."""
         return self.finish_attempt(finish)
-
-    def verify(self) -> AuditCheck:
-        """Verify the audit chain: an edited, deleted or truncated record is reported."""
-        return verify_chain(self.audit(), self.audit_head())
 
     def resolve(self, run_id: str, call_id: str, *, status: str, by: str, note: str) -> CallRecord:
         """A person settles an ``unknown`` call as ``ok`` or ``error``; audited with the note.
@@ -580,7 +588,7 @@ class Ledger(abc.ABC):
                 self._approvals_store = MemoryApprovals.owned_by(self)
             return self._approvals_store
 
-    def close(self) -> None:  # noqa: B027 - optional hook
+    def close(self) -> None:
         """Release resources; the memory ledger has none."""
 
     def __enter__(self) -> Ledger:
