@@ -251,7 +251,7 @@ def list_calls(
 ) -> None:
     """List calls, newest last: state, tool, who decided, attempts."""
     with open_ledger(db, dsn) as ledger:
-        calls = list(ledger.calls(run_id=run, state=state))[-limit:]
+        calls = list(ledger.calls(run_id=run, state=state, newest=limit))
         if as_json:
             print_json([_call_dict(c) for c in calls])
             return

@@ -430,8 +430,10 @@ class LedgerQueries(abc.ABC):
         run_id: str | None = None,
         state: CallState | None = None,
         call_id: str | None = None,
+        newest: int | None = None,
     ) -> Sequence[CallRecord]:
-        """Call records, oldest first, optionally filtered."""
+        """Call records, oldest first, optionally filtered; ``newest``: only the last N
+        (the SQL ledgers read only those)."""
 
     @abc.abstractmethod
     def attempts(self, run_id: str, call_id: str) -> Sequence[AttemptRecord]:

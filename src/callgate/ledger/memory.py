@@ -319,6 +319,7 @@ class MemoryLedger(Ledger):
         run_id: str | None = None,
         state: CallState | None = None,
         call_id: str | None = None,
+        newest: int | None = None,
     ) -> Sequence[CallRecord]:
         with self._lock:
             self._view()
@@ -331,7 +332,7 @@ class MemoryLedger(Ledger):
                     and (state is None or status[0] == state.value)
                 ):
                     found.append(_record(decision, status))
-            return found
+            return found[max(len(found) - newest, 0) :] if newest is not None else found
 
     def attempts(self, run_id: str, call_id: str) -> Sequence[AttemptRecord]:
         with self._lock:

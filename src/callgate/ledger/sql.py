@@ -329,6 +329,7 @@ class SqlLedger(Ledger):
         run_id: str | None = None,
         state: CallState | None = None,
         call_id: str | None = None,
+        newest: int | None = None,
     ) -> Sequence[CallRecord]:
         self._flush()
         where, params = [], []
@@ -339,6 +340,13 @@ class SqlLedger(Ledger):
                 where.append(f"{column} = ?")
                 params.append(value)
         clause = " WHERE " + " AND ".join(where) if where else ""
+        if newest is not None:  # the last N, read newest first, returned oldest first
+            rows = self._query(
+                f"SELECT {CALL_COLUMNS} FROM calls{clause} "
+                f"ORDER BY created_at DESC, run_id DESC, call_id DESC LIMIT {int(newest)}",
+                params,
+            )
+            return [call_from_row(r) for r in reversed(rows)]
         rows = self._query(
             f"SELECT {CALL_COLUMNS} FROM calls{clause} ORDER BY created_at, run_id, call_id",
             params,
