@@ -1,0 +1,232 @@
+"""`callgate.effects`: effects, grants and the bounded grants such as ``spend:USD<=50``.
+
+A grant is parsed once, when a run is given its authority; it then answers, for
+each effect a call needs, whether it covers the effect's name (``*`` is any run
+of characters) and its quantity (a bound covers 0 up to the bound).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from callgate import Authority, DefinitionError, Gate, Registry, Stage, Status, ToolCall
+from callgate.effects import Effect, Grant, Grants
+
+QUANTITIES = st.none() | st.floats(allow_nan=False, allow_infinity=False, width=32)
+
+
+@pytest.mark.parametrize(
+    ("text", "pattern", "bound"),
+    [
+        ("read:*", "read:*", None),
+        ("  write:cart:*  ", "write:cart:*", None),  # surrounding spaces are dropped
+        ("spend:USD<=50", "spend:USD", 50.0),
+        ("spend:USD<=12.5", "spend:USD", 12.5),
+        ("spend:*<=0", "spend:*", 0.0),
+        ("disclose:email:*@shop.example", "disclose:email:*@shop.example", None),
+    ],
+)
+def test_a_grant_is_parsed_into_its_pattern_and_bound(
+    text: str, pattern: str, bound: float | None
+) -> None:
+    """A grant's text gives its pattern, its bound (or none) and its stripped text."""
+    grant = Grant(text)
+    assert (grant.pattern, grant.bound, grant.text) == (pattern, bound, text.strip())
+    assert repr(grant) == f"Grant({text.strip()!r})"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "read",  # no kind:resource
+        "*",
+        "read: orders",  # whitespace inside
+        "spend:USD<50",  # '<' is no bound
+        "spend:USD=50",  # a quantity, not a bound
+        "spend:USD<=",
+        "spend:USD<=fifty",
+        "spend:USD<=1e3",
+        "spend:USD<=50<=60",
+        "<=50",
+    ],
+)
+def test_a_malformed_grant_is_a_definition_error_that_shows_the_form(text: str) -> None:
+    """A malformed grant raises DefinitionError quoting it and showing well-formed grants."""
+    with pytest.raises(DefinitionError) as caught:
+        Grant(text)
+    message = str(caught.value)
+    assert repr(text) in message
+    assert "spend:USD<=50" in message
+
+
+@given(st.text(max_size=20))
+def test_any_text_is_a_grant_or_a_definition_error(text: str) -> None:
+    """Grant() of any text returns a grant or raises DefinitionError, nothing else."""
+    try:
+        grant = Grant(text)
+    except DefinitionError:
+        return
+    assert ":" in grant.pattern
+    assert not re.search(r"\s|<|>|=", grant.pattern)
+
+
+@given(QUANTITIES)
+@example(None)
+@example(0.0)
+@example(50.0)
+@example(-1e-9)
+@example(50.000001)
+def test_a_bound_covers_quantities_from_zero_to_the_bound(quantity: float | None) -> None:
+    """spend:USD<=50 covers spend:USD of 0..50 inclusive; no quantity or a negative one, never."""
+    covered = Grant("spend:USD<=50").covers(Effect("spend:USD", quantity))
+    assert covered is (quantity is not None and 0 <= quantity <= 50)
+
+
+@given(QUANTITIES)
+def test_a_grant_without_a_bound_covers_any_quantity(quantity: float | None) -> None:
+    """spend:USD covers spend:USD whatever its quantity, none and negative ones too."""
+    assert Grant("spend:USD").covers(Effect("spend:USD", quantity))
+
+
+@pytest.mark.parametrize(
+    ("grant", "name", "covered"),
+    [
+        ("spend:USD<=50", "spend:EUR", False),  # the bound never widens the name
+        ("spend:*<=50", "spend:EUR", True),
+        ("read:*", "read:", True),  # '*' may be empty
+        ("read:*", "read", False),
+        ("read:*", "write:orders", False),
+        ("read:orders", "read:orders:1", False),  # anchored at the end
+        ("read:orders", "xread:orders", False),  # and at the start
+        ("write:cart:*", "write:cart:1:item:2", True),  # '*' crosses ':'
+        ("disclose:*@shop.example", "disclose:ana@shop.example", True),
+        ("disclose:*@shop.example", "disclose:ana@shop.example.evil", False),
+        ("a:ab*ba", "a:aba", False),  # first and last parts may not overlap
+        ("*:*", "kind:thing", True),
+    ],
+)
+def test_a_grant_covers_exactly_the_names_its_pattern_matches(
+    grant: str, name: str, covered: bool
+) -> None:
+    """Wildcard patterns are anchored at both ends and '*' is any run, empty included."""
+    assert Grant(grant).covers(Effect(name, 10)) is covered
+
+
+@pytest.mark.parametrize(
+    ("effect", "text"),
+    [
+        (Effect("read:orders"), "read:orders"),
+        (Effect("spend:USD", 50.0), "spend:USD=50"),
+        (Effect("spend:USD", 12.5), "spend:USD=12.5"),
+        (Effect("spend:USD", -3.0), "spend:USD=-3"),
+        (Effect("spend:USD", 0.0), "spend:USD=0"),
+    ],
+)
+def test_an_effect_is_shown_as_name_and_quantity(effect: Effect, text: str) -> None:
+    """str(Effect) is the name, then '=quantity' when it has one, whole numbers without '.0'."""
+    assert str(effect) == text
+
+
+GRANT_TEXTS = st.sampled_from(
+    ["read:*", "write:cart:*", "spend:USD<=50", "spend:*<=5", "spend:EUR", "disclose:*@x.example"]
+)
+EFFECTS = st.builds(
+    Effect,
+    st.sampled_from(
+        [
+            "read:orders",
+            "write:cart:1",
+            "write:orders",
+            "spend:USD",
+            "spend:EUR",
+            "disclose:a@x.example",
+        ]
+    ),
+    QUANTITIES,
+)
+
+
+@given(st.lists(GRANT_TEXTS, max_size=4), st.lists(EFFECTS, max_size=8))
+def test_grants_miss_exactly_the_effects_no_grant_covers_in_order(
+    texts: list[str], effects: list[Effect]
+) -> None:
+    """Grants.missing lists, in order, the effects no single grant covers (asked twice)."""
+    grants = Grants(texts)
+    expected = [e for e in effects if not any(Grant(t).covers(e) for t in texts)]
+    assert grants.missing(effects) == expected
+    assert grants.missing(list(reversed(effects))) == list(reversed(expected))  # cache warm
+    assert [grants.covers(e) for e in effects] == [e not in expected for e in effects]
+
+
+def test_a_cached_answer_belongs_to_its_quantity() -> None:
+    """After covering spend:USD=10, spend:USD=100 is still checked against the bound."""
+    grants = Grants(["spend:USD<=50"])
+    assert grants.covers(Effect("spend:USD", 10))
+    assert not grants.covers(Effect("spend:USD", 100))
+    assert grants.missing([Effect("spend:USD", 10), Effect("spend:USD", 100)]) == [
+        Effect("spend:USD", 100)
+    ]
+
+
+def test_grants_take_grant_objects_and_texts_alike() -> None:
+    """Grants accepts Grant objects beside texts, and a bad text raises DefinitionError."""
+    grants = Grants([Grant("read:*"), "spend:USD<=5"])
+    assert [g.text for g in grants.grants] == ["read:*", "spend:USD<=5"]
+    with pytest.raises(DefinitionError):
+        Grants(["read:*", "nonsense"])
+
+
+def test_no_grants_cover_nothing() -> None:
+    """An empty set of grants misses every effect."""
+    effects = [Effect("read:x"), Effect("spend:USD", 0)]
+    assert Grants([]).missing(effects) == effects
+
+
+# -- through the gate: a templated effect and a bounded grant ---------------------------
+
+
+def _refunds(ran: list[float]) -> Gate:
+    registry = Registry()
+
+    @registry.tool(effects="spend:{currency}={amount}")
+    def refund(currency: str, amount: float) -> str:
+        """Refund an amount."""
+        ran.append(amount)
+        return "refunded"
+
+    return Gate(registry)
+
+
+@given(st.floats(min_value=-100, max_value=100, allow_nan=False))
+@example(0.0)
+@example(50.0)
+@example(50.01)
+@example(-0.01)
+def test_a_refund_runs_exactly_when_the_bound_covers_its_amount(amount: float) -> None:
+    """Under spend:USD<=50, a refund of 0..50 USD runs; any other amount is denied at policy."""
+    ran: list[float] = []
+    run = _refunds(ran).run(authority=Authority(principal="p", grants=["spend:USD<=50"]))
+    call = ToolCall(id="c1", name="refund", arguments={"currency": "USD", "amount": amount})
+    [obs] = run.submit([call])
+    if 0 <= amount <= 50:
+        assert obs.status is Status.OK
+        assert ran == [amount]
+    else:
+        assert (obs.status, obs.stage) == (Status.REJECTED, Stage.POLICY)
+        assert ran == []
+
+
+def test_the_bound_is_per_currency_through_the_gate() -> None:
+    """spend:USD<=50 does not cover a refund in EUR, however small."""
+    ran: list[float] = []
+    run = _refunds(ran).run(authority=Authority(principal="p", grants=["spend:USD<=50"]))
+    call = ToolCall(id="c1", name="refund", arguments={"currency": "EUR", "amount": 1})
+    [obs] = run.submit([call])
+    assert (obs.status, obs.stage) == (Status.REJECTED, Stage.POLICY)
+    assert "spend:EUR=1" in obs.content
+    assert ran == []

@@ -1,0 +1,158 @@
+"""`callgate.sync_loop.run_sync`: async work from sync callers, on one event loop per thread.
+
+A sync ``submit`` of an async tool or a batch runs it here: the result or the
+exception comes back as from a plain call, a thread keeps its loop between calls
+(loop-bound clients keep working), a caller inside a running loop is served by
+a helper thread, and an interrupt leaves no half-run task behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import pytest
+
+from callgate.sync_loop import run_sync
+
+T = TypeVar("T")
+
+
+def _in_new_thread(fn: Callable[[], T]) -> T:
+    """``fn()`` in a thread of its own (a fresh thread-local loop), its result or error."""
+    box: dict[str, Any] = {}
+
+    def main() -> None:
+        try:
+            box["result"] = fn()
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=main)
+    thread.start()
+    thread.join(30)
+    if "error" in box:
+        raise box["error"]
+    result: T = box["result"]
+    return result
+
+
+async def _current_loop() -> asyncio.AbstractEventLoop:
+    return asyncio.get_running_loop()
+
+
+def test_the_result_comes_back_as_from_a_plain_call() -> None:
+    """run_sync returns what the coroutine returns, after awaiting inside it."""
+
+    async def add() -> int:
+        await asyncio.sleep(0)
+        return 2 + 3
+
+    assert run_sync(add) == 5
+
+
+def test_the_exception_comes_back_as_raised() -> None:
+    """The coroutine's own exception object is raised to the caller."""
+    error = ValueError("the tool failed")
+
+    async def fail() -> None:
+        await asyncio.sleep(0)
+        raise error
+
+    with pytest.raises(ValueError, match="the tool failed") as caught:
+        run_sync(fail)
+    assert caught.value is error
+
+
+def test_a_thread_keeps_its_loop_between_calls() -> None:
+    """Two calls in one thread run on the same open loop, so loop-bound objects keep working."""
+
+    def twice() -> tuple[Any, Any, str]:
+        box: dict[str, asyncio.Future[str]] = {}
+
+        async def make() -> asyncio.AbstractEventLoop:
+            box["future"] = asyncio.get_running_loop().create_future()  # bound to this loop
+            return asyncio.get_running_loop()
+
+        async def use() -> str:
+            box["future"].set_result("kept")
+            return await box["future"]  # a future of another loop would raise RuntimeError
+
+        first = run_sync(make)
+        second = run_sync(_current_loop)
+        return first, second, run_sync(use)
+
+    first, second, got = _in_new_thread(twice)
+    assert first is second
+    assert not first.is_closed()
+    assert got == "kept"
+
+
+def test_each_thread_has_a_loop_of_its_own() -> None:
+    """Two threads never share a loop."""
+    mine = run_sync(_current_loop)
+    other = _in_new_thread(lambda: run_sync(_current_loop))
+    assert other is not mine
+
+
+def test_a_caller_inside_a_running_loop_is_served_by_a_helper_thread() -> None:
+    """Called where a loop already runs, the work runs on a callgate-loop helper thread."""
+
+    async def where() -> tuple[str, asyncio.AbstractEventLoop]:
+        return threading.current_thread().name, asyncio.get_running_loop()
+
+    async def caller() -> tuple[asyncio.AbstractEventLoop, tuple[str, Any]]:
+        return asyncio.get_running_loop(), run_sync(where)
+
+    outer, (name, inner) = asyncio.run(caller())
+    assert name.startswith("callgate-loop")
+    assert inner is not outer
+
+
+def test_an_interrupt_outside_the_task_cancels_it_and_the_loop_goes_on() -> None:
+    """A KeyboardInterrupt while the task waits cancels it (its finally runs); the next
+    call on the same thread runs normally."""
+    cleaned: list[str] = []
+
+    def interrupted_then_again() -> int:
+        async def waits() -> None:
+            asyncio.get_running_loop().call_soon(_interrupt)
+            try:
+                await asyncio.sleep(30)
+            finally:
+                cleaned.append("finally")
+
+        with pytest.raises(KeyboardInterrupt):
+            run_sync(waits)
+        assert cleaned == ["finally"]  # cancelled and finished, not left to resume later
+
+        async def next_call() -> int:
+            await asyncio.sleep(0)
+            return 7
+
+        return run_sync(next_call)
+
+    assert _in_new_thread(interrupted_then_again) == 7
+    assert cleaned == ["finally"]
+
+
+def _interrupt() -> None:
+    raise KeyboardInterrupt
+
+
+def test_a_forked_child_makes_a_loop_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """When the process id changes (a fork), the thread's next call gets a new loop."""
+
+    def before_and_after() -> tuple[Any, Any, Any]:
+        first = run_sync(_current_loop)
+        same = run_sync(_current_loop)
+        pid = os.getpid()
+        monkeypatch.setattr(os, "getpid", lambda: pid + 1)
+        return first, same, run_sync(_current_loop)
+
+    first, same, child = _in_new_thread(before_and_after)
+    assert same is first
+    assert child is not first
