@@ -27,7 +27,7 @@ from callgate.approvals import (
     withheld_rejection,
 )
 from callgate.calls import Observation, Stage, Status, ToolCall
-from callgate.canonical import canonical_json, digest
+from callgate.canonical import canonical_arguments, canonical_json, digest
 from callgate.execute import Admitted
 from callgate.ledger.base import CallRecord, CallState
 from callgate.messages import Problem, Rejection, bounded
@@ -316,7 +316,7 @@ class Admission:
         """Canonical JSON of validated arguments: equal arguments give equal text."""
         if spec.dump_is_canonical:
             return model.__pydantic_serializer__.to_json(model).decode()
-        return canonical_json(model.model_dump(mode="json"))
+        return canonical_arguments(model)
 
     def _approval(
         self,

@@ -17,8 +17,25 @@ def canonical_json(value: Any) -> str:
 
 
 def canonical_arguments(arguments: BaseModel) -> str:
-    """Canonical JSON of validated arguments, defaults filled in."""
-    return canonical_json(arguments.model_dump(mode="json"))
+    """Canonical JSON of validated arguments, defaults filled in; a set's items sorted, so
+    equal sets give equal text whatever order built them."""
+    return canonical_json(_sets_sorted(arguments.model_dump(), arguments.model_dump(mode="json")))
+
+
+def _sets_sorted(python: Any, data: Any) -> Any:
+    """``data`` (the JSON dump) with the lists that were sets in ``python`` (the Python dump
+    of the same value, walked in the same order) sorted by their items' canonical text."""
+    if isinstance(python, set | frozenset) and isinstance(data, list):
+        items = [_sets_sorted(p, d) for p, d in zip(python, data, strict=False)]
+        return sorted(items, key=canonical_json)
+    if isinstance(python, dict) and isinstance(data, dict):
+        return {
+            key: _sets_sorted(p, d)
+            for (_, p), (key, d) in zip(python.items(), data.items(), strict=False)
+        }
+    if isinstance(python, list | tuple) and isinstance(data, list):
+        return [_sets_sorted(p, d) for p, d in zip(python, data, strict=False)]
+    return data
 
 
 def digest(*parts: str) -> str:
@@ -28,7 +45,7 @@ def digest(*parts: str) -> str:
     JSON escape a model may send): such code points are encoded as they are
     (``surrogatepass``), so hashing model text never raises.
     """
-    if len(parts) == 2 and "\x00" not in parts[0]:
+    if len(parts) == 2 and parts[0] and "\x00" not in parts[0]:
         return hashlib.sha256(
             f"{parts[0]}\x00{parts[1]}".encode("utf-8", "surrogatepass")
         ).hexdigest()

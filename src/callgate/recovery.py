@@ -31,6 +31,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from callgate.admission import context_secrets
 from callgate.calls import ToolCall
 from callgate.execute import Admitted, reconcile_sync
 from callgate.ledger.base import (
@@ -164,11 +165,13 @@ def _settle(
         idempotency_key=call.idempotency_key or "",
         attempt=last.attempt if last is not None else 1,
         request_hash=call.request_hash or "",
+        secrets=context_secrets(context),
     )
     outcome, _ = reconcile_sync(item, unknown, redactor)
     if outcome is unknown:
         return unknown, "hook could not tell"
-    content = redactor.text(outcome.content)
+    # The context handed to the hook is scrubbed from its answer, as on the live path.
+    content = redactor.text(outcome.content, item.secrets)
     if content != outcome.content:
         outcome = Outcome(
             status=outcome.status,

@@ -194,9 +194,7 @@ class Redactor:
         contained in another ("acme" in "acme_live_9f8e…") cannot leave the rest showing.
         """
         if secrets:
-            for secret in sorted(secrets, key=len, reverse=True) if len(secrets) > 1 else secrets:
-                if len(secret) >= 4:
-                    text = text.replace(secret, REDACTED)
+            text = _without_values(text, secrets)
         if self._pattern is None and self._key_rank is None:
             return text
         if self._triggers is not None:
@@ -268,12 +266,14 @@ class Redactor:
                 start, end = key
             else:
                 break
-            if end == start:
-                pos = start + 1  # an empty match replaces nothing
+            if end <= pos:  # an empty match (or one inside what is replaced) replaces nothing
+                pos = max(pos, start) + 1
                 while pos < len(data) and data[pos] & 0xC0 == 0x80:
                     pos += 1  # to the next character
+                if pos > len(data):
+                    break
                 continue
-            spans.append((start, end))
+            spans.append((max(start, pos), end))
             pos = end
         if not spans:
             return text
@@ -307,6 +307,38 @@ class Redactor:
             if start >= 0:
                 return start - len(_PAD) * self._reach, end - len(_PAD) * self._reach, rank
         raise AssertionError("a match without its secret group")  # pragma: no cover
+
+
+def _without_values(text: str, secrets: Collection[str]) -> str:
+    """``text`` with every occurrence of each secret value of 4 characters or more replaced;
+    occurrences that overlap (of one value or of several) are replaced as one span, so no
+    character of any of them is left showing."""
+    spans: list[tuple[int, int]] = []
+    for secret in secrets:
+        if len(secret) < 4:
+            continue
+        at = text.find(secret)
+        while at >= 0:
+            spans.append((at, at + len(secret)))
+            at = text.find(secret, at + 1)
+    if not spans:
+        return text
+    spans.sort()
+    out: list[str] = []
+    kept = 0
+    start, end = spans[0]
+    for s, e in spans[1:]:
+        if s < end:  # overlaps the span being built
+            end = max(end, e)
+            continue
+        out.append(text[kept:start])
+        out.append(REDACTED)
+        kept = end
+        start, end = s, e
+    out.append(text[kept:start])
+    out.append(REDACTED)
+    out.append(text[end:])
+    return "".join(out)
 
 
 class _PrivateKeys:

@@ -442,9 +442,15 @@ def make_spec(
         output_trust=output_trust,
         resource_version=resource_version,
         null_means_default=_null_means_default(model),
-        dump_is_canonical=not has_open_objects(json_schema(model)),
+        dump_is_canonical=_dump_is_canonical(json_schema(model)),
     )
     return dataclasses.replace(spec, version=_spec_version(spec))
+
+
+def _dump_is_canonical(schema: Mapping[str, Any]) -> bool:
+    """Whether the model's own JSON dump is canonical: no free-form objects (whose key order
+    varies) and no sets (dumped in the order they were built)."""
+    return not has_open_objects(schema) and '"uniqueItems"' not in json.dumps(schema)
 
 
 @overload

@@ -246,11 +246,6 @@ def test_a_ledger_with_nothing_running_has_nothing_to_recover(
     assert bank.seen == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="src: recovery redacts the hook's answer with the patterns only; the context it "
-    "hands the hook is not scrubbed from it, as the live path scrubs context values",
-)
 def test_a_context_value_in_the_hooks_answer_is_not_stored(crash: Callable[..., Gate]) -> None:
     """A trusted context value the hook echoes never reaches the ledger."""
     gate = crash(Bank(answer="echo"), charge())
