@@ -690,6 +690,7 @@ def _thread_registry() -> Registry:
     return reg
 
 
+@pytest.mark.sync_driver
 def test_lone_sync_call_runs_in_the_calling_thread_under_submit_only() -> None:
     """``submit``: no thread hop. ``asubmit``: a worker thread, never the event loop's."""
     run = Gate(_thread_registry()).run(authority=AUTH)

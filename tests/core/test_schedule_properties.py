@@ -23,7 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from callgate import Authority, CallState, Gate, Observation, Registry, Status, ToolCall
-from test_schedule import Timeline, virtual_run
+
+from .test_schedule import Timeline, virtual_run
 
 EPS = 1e-6
 POOL = ["r0", "r1", "r2", "r3", "r*", "r1*", "*"]
