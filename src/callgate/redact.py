@@ -409,6 +409,15 @@ def _checked(pattern: Any) -> str:
             raise DefinitionError(
                 f"secret pattern '{shown}' is too deeply nested or too large"
             ) from None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        empty = re.fullmatch(pattern, "") is not None
+    if empty:
+        raise DefinitionError(
+            f"secret pattern '{shown}' matches the empty text: it would redact nothing there "
+            "and keep the patterns listed after it from being looked for; make it match at "
+            "least one character (e.g. '+' instead of '*', or no '?' around the whole)"
+        )
     try:
         python_regex(pattern, search=True)
     except Unsupported as exc:
