@@ -150,6 +150,8 @@ def run_process(
 def test_wal_stays_bounded_when_processes_exit_without_close_or_are_killed(
     tmp_path: Path,
 ) -> None:
+    """40 processes that exit without close() or are SIGKILLed never grow the WAL past its bound,
+    and every call ends terminal or recoverable."""
     ledger_path = tmp_path / "callgate.db"
     effects = tmp_path / "effects"
     effects.mkdir()

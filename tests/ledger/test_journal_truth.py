@@ -227,6 +227,7 @@ def test_an_intact_ledger_verifies(populated: Store) -> None:
 
 
 def test_an_edited_journal_record_is_reported(populated: Store) -> None:
+    """An outcome record edited in place no longer matches its hash, and verify names it."""
     seq = seq_of(populated, "attempt.ok", "c1")
     populated.tamper(
         f'UPDATE journal SET data = replace(data, \'"status":"ok"\', \'"status":"error"\') '
@@ -236,24 +237,29 @@ def test_an_edited_journal_record_is_reported(populated: Store) -> None:
 
 
 def test_an_edited_record_time_is_reported(populated: Store) -> None:
+    """A record whose time is moved no longer matches its hash, and verify names it."""
     seq = seq_of(populated, "call.rejected", "c3")
     populated.tamper(f"UPDATE journal SET at = at + 1 WHERE seq = {seq}")
     assert_reported(populated, f"record {seq}", "does not match its hash")
 
 
 def test_a_deleted_record_in_the_middle_is_reported(populated: Store) -> None:
+    """A record deleted from the middle leaves a gap in the sequence that verify names."""
     seq = seq_of(populated, "attempt.started", "c2")
     populated.tamper(f"DELETE FROM journal WHERE seq = {seq}")
     assert_reported(populated, f"record {seq + 1}", f"expected sequence number {seq}")
 
 
 def test_a_deleted_tail_with_the_head_row_is_reported(populated: Store) -> None:
+    """Deleting the last records together with the head row is reported as a missing head."""
     last = seq_of(populated, "approval.requested")
     populated.tamper(f"DELETE FROM journal WHERE seq >= {last}")
     assert_reported(populated, "head row is missing")
 
 
 def test_a_deleted_tail_without_the_head_row_is_reported(populated: Store) -> None:
+    """Deleting the last records but keeping the head row is reported: the chain no longer ends at
+    the head."""
     last = seq_of(populated, "approval.requested")
     populated.tamper(f"DELETE FROM journal WHERE seq >= {last} AND seq < {HEAD_SEQ}")
     assert_reported(populated, f"the chain ends at record {last - 1}")
@@ -269,6 +275,7 @@ def test_an_edited_call_row_is_reported(populated: Store) -> None:
 
 
 def test_an_inserted_call_row_is_reported(populated: Store) -> None:
+    """A call row that no journal record made is reported as not in the journal."""
     columns = CALL_COLUMNS.replace("call_id", "'c9'", 1)
     populated.tamper(
         f"INSERT INTO calls ({CALL_COLUMNS}) SELECT {columns} FROM calls WHERE call_id = 'c1'"
@@ -277,6 +284,7 @@ def test_an_inserted_call_row_is_reported(populated: Store) -> None:
 
 
 def test_a_deleted_call_row_is_reported(populated: Store) -> None:
+    """A call row deleted from the table is reported as missing."""
     populated.tamper("DELETE FROM calls WHERE call_id = 'c1'")
     assert_reported(populated, f"call {RUN}/c1", "row is missing")
 
@@ -291,6 +299,7 @@ def test_an_edited_key_row_is_reported(populated: Store) -> None:
 
 
 def test_an_inserted_key_row_is_reported(populated: Store) -> None:
+    """An idempotency key row that no journal record made is reported as not in the journal."""
     columns = KEY_COLUMNS.replace("key", "'held-by-no-one'", 1)
     populated.tamper(
         f"INSERT INTO idempotency_keys ({KEY_COLUMNS}) SELECT {columns} "
@@ -300,6 +309,7 @@ def test_an_inserted_key_row_is_reported(populated: Store) -> None:
 
 
 def test_a_deleted_key_row_is_reported(populated: Store) -> None:
+    """An idempotency key row deleted from the table is reported as missing."""
     populated.tamper(f"DELETE FROM idempotency_keys WHERE key = '{RUN}/c2'")
     assert_reported(populated, f"idempotency key '{RUN}/c2'", "row is missing")
 
@@ -358,11 +368,13 @@ def test_a_key_row_edited_to_free_the_key_does_not_run_the_effect_again(
 
 
 def test_an_approval_flipped_to_approved_is_reported(populated: Store) -> None:
+    """A pending approval flipped to approved by UPDATE is reported with the field that differs."""
     populated.tamper("UPDATE approvals SET status = 'approved' WHERE id = 'apr_test_pending'")
     assert_reported(populated, "approval apr_test_pending", "status", "(edited)")
 
 
 def test_a_deleted_approval_row_is_reported(populated: Store) -> None:
+    """An approval row deleted from the table is reported as missing."""
     populated.tamper("DELETE FROM approvals WHERE id = 'apr_test_pending'")
     assert_reported(populated, "approval apr_test_pending", "row is missing")
 
@@ -513,6 +525,8 @@ def test_an_approval_flipped_by_update_is_never_spent(store: Store, how: str) ->
 
 @pytest.mark.parametrize("how", RESUMES)
 def test_an_approval_flipped_with_a_decider_and_time_is_never_spent(store: Store, how: str) -> None:
+    """An approval flipped to approved with a decider and time set by UPDATE never runs the refund,
+    and is reported."""
     refunds = Refunds()
     run_id, [approval_id] = ask_for_refunds(store, refunds, 20)
     store.tamper(

@@ -263,6 +263,8 @@ def test_the_fixture_is_the_released_schema_2_ledger(old: OldLedger) -> None:
 
 
 def test_reading_an_unmigrated_ledger_says_to_migrate_it(old: OldLedger) -> None:
+    """ledger list on a schema-2 ledger exits 2, says to run callgate ledger migrate, and migrates
+    nothing."""
     code, out, err = cli("ledger", "list", *old.where)
     assert code == 2, out + err
     assert "callgate ledger migrate" in err
@@ -271,6 +273,7 @@ def test_reading_an_unmigrated_ledger_says_to_migrate_it(old: OldLedger) -> None
 
 
 def test_verify_on_an_unmigrated_ledger_says_to_migrate_it(old: OldLedger) -> None:
+    """ledger verify on a schema-2 ledger exits 2 and says to run callgate ledger migrate."""
     code, out, err = cli("ledger", "verify", *old.where)
     assert code == 2, out + err
     assert "callgate ledger migrate" in err
@@ -280,6 +283,7 @@ def test_verify_on_an_unmigrated_ledger_says_to_migrate_it(old: OldLedger) -> No
 
 
 def test_migrate_exits_0_and_says_what_moved(old: OldLedger) -> None:
+    """migrate exits 0, names the versions and counts what moved, and leaves the ledger at schema 3.
     code, out, err = migrate(old)
     assert code == 0, out + err
     assert "migrated from schema version 2 to 3" in out
@@ -288,6 +292,7 @@ def test_migrate_exits_0_and_says_what_moved(old: OldLedger) -> None:
 
 
 def test_migrate_json_reports_the_counts_and_that_it_verified(old: OldLedger) -> None:
+    """migrate --json reports exactly the versions, the counts and that the result verified."""
     code, out, err = migrate(old, "--json")
     assert code == 0, out + err
     report = json.loads(out)
@@ -304,6 +309,7 @@ def test_migrate_json_reports_the_counts_and_that_it_verified(old: OldLedger) ->
 
 
 def test_migrating_again_has_nothing_to_do(migrated: OldLedger) -> None:
+    """A second migrate appends nothing and says there is nothing to migrate."""
     records = migrated.query(f"SELECT count(*) FROM journal WHERE seq < {HEAD_SEQ}")
     code, out, err = migrate(migrated)
     assert code == 0, out + err
@@ -315,6 +321,7 @@ def test_migrating_again_has_nothing_to_do(migrated: OldLedger) -> None:
 
 
 def test_every_call_keeps_its_state_attempts_key_and_reconciled(migrated: OldLedger) -> None:
+    """Every call of the old ledger keeps its state, attempts and outcomes, key and reconciled flag.
     with migrated.open(read_only=True) as ledger:
         for expected in migrated.manifest["calls"]:
             call = ledger.get_call(expected["run_id"], expected["call_id"])
@@ -392,6 +399,7 @@ def test_every_attempt_keeps_its_outcome(migrated: OldLedger) -> None:
 
 
 def test_every_idempotency_key_is_there_with_its_holders_outcome(migrated: OldLedger) -> None:
+    """Every old idempotency key is there with its holder and its holder's outcome status."""
     after = {
         r[0]: r
         for r in migrated.query(
@@ -416,6 +424,7 @@ def test_every_idempotency_key_is_there_with_its_holders_outcome(migrated: OldLe
 
 
 def test_every_approval_is_there_with_its_status(migrated: OldLedger) -> None:
+    """Every old approval is there with its status and decision fields."""
     with migrated.open(read_only=True) as ledger:
         store = ledger.approvals()
         for expected in migrated.manifest["approvals"]:
@@ -461,6 +470,8 @@ def test_the_old_audit_records_stay_in_the_chain(migrated: OldLedger) -> None:
 
 
 def test_the_migrated_ledger_verifies(migrated: OldLedger) -> None:
+    """The migrated ledger verifies, with the old records and one per moved row, and its old head
+    still in the chain."""
     head = migrated.manifest["audit"]["head"]
     with migrated.open(read_only=True) as ledger:
         check = ledger.verify()
@@ -581,6 +592,7 @@ def test_an_approved_row_without_its_decision_is_migrated_as_pending(
 
 
 def test_the_json_report_names_an_approved_row_without_its_decision(old: OldLedger) -> None:
+    """An approval row approved with no decision in the old trail is named in the migrate report."""
     approval_id = _approval_of(old, "bob-refund")
     old.execute(f"UPDATE approvals SET status = 'approved' WHERE id = '{approval_id}'")
     code, out, err = migrate(old, "--json")
