@@ -401,8 +401,8 @@ def assert_rows_follow_from_the_journal(ledger: SQLiteLedger) -> None:
 @PROPERTY_SETTINGS
 @given(ops=st.lists(ledger_ops, min_size=8, max_size=40))
 def test_sqlite_rows_follow_from_its_journal_and_it_answers_like_memory(ops: list[Op]) -> None:
-    """Any sequence of ledger operations: SQLite's rows equal the fold of its journal, it verifies,
-    and it answers as MemoryLedger does."""
+    """Any sequence of ledger operations: SQLite's rows equal the fold of its journal, it
+    verifies, and it answers as MemoryLedger does."""
     base = time.time()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "callgate.db"
@@ -497,8 +497,8 @@ class KeyWatch:
 def test_two_ledgers_on_one_file_see_each_other_and_never_claim_a_key_twice(
     ops: list[tuple[int, Op]],
 ) -> None:
-    """Two SQLiteLedgers writing one file in turns see each other's changes and never hand one key
-    to two attempts."""
+    """Two SQLiteLedgers writing one file in turns see each other's changes and never hand one
+    key to two attempts."""
     base = time.time()
     memory = MemoryLedger(worker="w")
     model = Player(base)

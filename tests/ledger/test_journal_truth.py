@@ -258,8 +258,8 @@ def test_a_deleted_tail_with_the_head_row_is_reported(populated: Store) -> None:
 
 
 def test_a_deleted_tail_without_the_head_row_is_reported(populated: Store) -> None:
-    """Deleting the last records but keeping the head row is reported: the chain no longer ends at
-    the head."""
+    """Deleting the last records but keeping the head row is reported: the chain no longer ends
+    at the head."""
     last = seq_of(populated, "approval.requested")
     populated.tamper(f"DELETE FROM journal WHERE seq >= {last} AND seq < {HEAD_SEQ}")
     assert_reported(populated, f"the chain ends at record {last - 1}")
@@ -525,8 +525,8 @@ def test_an_approval_flipped_by_update_is_never_spent(store: Store, how: str) ->
 
 @pytest.mark.parametrize("how", RESUMES)
 def test_an_approval_flipped_with_a_decider_and_time_is_never_spent(store: Store, how: str) -> None:
-    """An approval flipped to approved with a decider and time set by UPDATE never runs the refund,
-    and is reported."""
+    """An approval flipped to approved with a decider and time set by UPDATE never runs the
+    refund, and is reported."""
     refunds = Refunds()
     run_id, [approval_id] = ask_for_refunds(store, refunds, 20)
     store.tamper(

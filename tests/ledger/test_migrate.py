@@ -263,8 +263,8 @@ def test_the_fixture_is_the_released_schema_2_ledger(old: OldLedger) -> None:
 
 
 def test_reading_an_unmigrated_ledger_says_to_migrate_it(old: OldLedger) -> None:
-    """ledger list on a schema-2 ledger exits 2, says to run callgate ledger migrate, and migrates
-    nothing."""
+    """ledger list on a schema-2 ledger exits 2, says to run callgate ledger migrate, and
+    migrates nothing."""
     code, out, err = cli("ledger", "list", *old.where)
     assert code == 2, out + err
     assert "callgate ledger migrate" in err
@@ -283,7 +283,8 @@ def test_verify_on_an_unmigrated_ledger_says_to_migrate_it(old: OldLedger) -> No
 
 
 def test_migrate_exits_0_and_says_what_moved(old: OldLedger) -> None:
-    """migrate exits 0, names the versions and counts what moved, and leaves the ledger at schema 3.
+    """migrate exits 0, names the versions and counts what moved, and leaves the ledger at schema
+    3."""
     code, out, err = migrate(old)
     assert code == 0, out + err
     assert "migrated from schema version 2 to 3" in out
@@ -321,7 +322,8 @@ def test_migrating_again_has_nothing_to_do(migrated: OldLedger) -> None:
 
 
 def test_every_call_keeps_its_state_attempts_key_and_reconciled(migrated: OldLedger) -> None:
-    """Every call of the old ledger keeps its state, attempts and outcomes, key and reconciled flag.
+    """Every call of the old ledger keeps its state, attempts and outcomes, key and reconciled
+    flag."""
     with migrated.open(read_only=True) as ledger:
         for expected in migrated.manifest["calls"]:
             call = ledger.get_call(expected["run_id"], expected["call_id"])
