@@ -55,6 +55,12 @@ class Grant:
         self.text = text.strip()
         self.pattern = match["pattern"]
         self.bound = float(match["bound"]) if match["bound"] is not None else None
+        if self.bound is not None and self.bound < 0:
+            raise DefinitionError(
+                f"grant {text!r} bounds the quantity below zero, so it covers nothing (a bound "
+                "covers 0 up to it; a negative quantity needs a grant of its own): write a "
+                "bound of 0 or more, e.g. 'spend:USD<=50'"
+            )
         self.parts = tuple(self.pattern.split("*"))
 
     def covers(self, effect: Effect) -> bool:

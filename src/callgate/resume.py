@@ -23,6 +23,7 @@ The run's trusted text and values are not in the ledger; give them again.
 from __future__ import annotations
 
 import json
+import typing
 from typing import Any
 
 from pydantic import ValidationError
@@ -67,6 +68,16 @@ def rebuild(gate: GateParts, run: RunState) -> None:
             )
 
 
+def _returns_text(fn: Any) -> bool:
+    """Whether a handler declares that it returns ``str`` (its result is stored as the text
+    itself, so it must not be read back as JSON)."""
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:  # an annotation that does not resolve: read the result as before
+        return False
+    return hints.get("return") is str
+
+
 def _add_evidence(gate: GateParts, run: RunState, call_id: str, tool: str, arguments: str) -> None:
     spec = gate.registry.get(tool)
     if spec is None or spec.secret_fields:
@@ -80,8 +91,11 @@ def _add_evidence(gate: GateParts, run: RunState, call_id: str, tool: str, argum
     except ValidationError:
         return
     result: Any
-    try:
-        result = json.loads(outcome.content)
-    except ValueError:
+    if _returns_text(spec.fn):  # stored as it was: "42" stays the text "42"
         result = outcome.content
+    else:
+        try:
+            result = json.loads(outcome.content)
+        except ValueError:
+            result = outcome.content
     run.evidence.add(EvidenceItem(call_id, tool, model, result))

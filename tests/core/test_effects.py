@@ -230,3 +230,10 @@ def test_the_bound_is_per_currency_through_the_gate() -> None:
     assert (obs.status, obs.stage) == (Status.REJECTED, Stage.POLICY)
     assert "spend:EUR=1" in obs.content
     assert ran == []
+
+
+def test_a_negative_bound_is_refused_with_the_fix() -> None:
+    """`spend:USD<=-5` would cover no quantity at all: refused where it is declared."""
+    with pytest.raises(DefinitionError, match="below zero"):
+        Grant("spend:USD<=-5")
+    assert Grant("spend:USD<=0").covers(Effect("spend:USD", 0))

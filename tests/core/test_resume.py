@@ -200,11 +200,6 @@ def test_the_rebuilt_evidence_holds_each_ok_result_decoded(
     assert profile.result == {"name": "ana", "tier": 2}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="src: resume decodes every stored result as JSON, so a str result that reads as "
-    "JSON ('42', 'true', '[1]') comes back as another type (42, True, [1])",
-)
 def test_a_text_result_that_reads_as_json_comes_back_as_text(
     make_ledger: Callable[..., Ledger],
 ) -> None:
