@@ -41,6 +41,7 @@ from callgate.ledger.base import (
 __all__ = [
     "FORGED",
     "MIGRATED",
+    "UNREADABLE",
     "Derived",
     "IndexState",
     "KeyRow",
@@ -54,6 +55,8 @@ __all__ = [
     "started_data",
 ]
 
+UNREADABLE = (TypeError, ValueError, KeyError, AttributeError)
+"""What reading a record whose data was edited (wrong types, missing fields) raises."""
 FORGED = "approval.forged"
 """The record of an approval row found to differ from its records (and restored)."""
 MIGRATED = "ledger.migrated"
@@ -540,7 +543,7 @@ def derive(records: Iterable[AuditRecord]) -> tuple[Derived, list[str]]:
     for rec in replayed:
         try:
             problem = apply(state, rec)
-        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        except UNREADABLE as exc:
             problem = f"its data cannot be read as a {rec.kind} record ({type(exc).__name__})"
         if problem is None and rec.kind == FORGED:
             problem = (
@@ -563,7 +566,7 @@ def attempts_from(records: Sequence[AuditRecord], worker: str = "") -> list[Atte
     for rec in records:
         try:
             found = _attempt_step(found, rec, worker)
-        except (TypeError, ValueError, KeyError, AttributeError):
+        except UNREADABLE:
             continue  # an unreadable record (verify reports it)
     return [found[n] for n in sorted(found)]
 

@@ -48,6 +48,7 @@ from callgate.ledger.base import (
 )
 from callgate.ledger.journal import (
     MIGRATED,
+    UNREADABLE,
     Derived,
     KeyRow,
     apply,
@@ -374,16 +375,11 @@ class Transaction:
 
     def call(self, run_id: str, call_id: str) -> CallRecord | None:
         ident = (run_id, call_id)
-        found = self._calls.get(ident, _MISSING)
-        if found is _MISSING:
-            cache = self._cache
-            found = cache.calls.get(ident, _MISSING) if cache is not None else _MISSING
-            if found is _MISSING:
-                row = self.x(SELECT_CALL, ident).fetchone()
-                found = call_from_row(row) if row is not None else None
-            self._calls[ident] = found
-        result: CallRecord | None = found
-        return result
+        cache = self._cache
+        found: CallRecord | None = self._row(
+            self._calls, cache.calls if cache else None, ident, SELECT_CALL, call_from_row
+        )
+        return found
 
     def put_call(self, row: CallRecord, *, status_only: bool = False) -> None:
         ident = (row.run_id, row.call_id)
@@ -395,32 +391,46 @@ class Transaction:
             self._status_calls.pop(ident, None)
 
     def key(self, key: str) -> KeyRow | None:
-        found = self._keys.get(key, _MISSING)
-        if found is _MISSING:
-            cache = self._cache
-            found = cache.keys.get(key, _MISSING) if cache is not None else _MISSING
-            if found is _MISSING:
-                row = self.x(SELECT_KEY, (key,)).fetchone()
-                found = key_from_row(row) if row is not None else None
-            self._keys[key] = found
-        result: KeyRow | None = found
-        return result
+        cache = self._cache
+        found: KeyRow | None = self._row(
+            self._keys, cache.keys if cache else None, key, SELECT_KEY, key_from_row
+        )
+        return found
 
     def put_key(self, row: KeyRow) -> None:
         self._keys[row.key] = row
         self._dirty_keys[row.key] = row
 
     def approval(self, approval_id: str) -> ApprovalRequest | None:
-        found = self._approvals.get(approval_id, _MISSING)
+        cache = self._cache
+        found: ApprovalRequest | None = self._row(
+            self._approvals,
+            cache.approvals if cache else None,
+            approval_id,
+            SELECT_APPROVAL,
+            approval_from_row,
+        )
+        return found
+
+    def _row(
+        self,
+        mine: dict[Any, Any],
+        kept: dict[Any, Any] | None,
+        ident: Any,
+        statement: str,
+        convert: Callable[[Any], Any],
+    ) -> Any:
+        """A row as this transaction sees it: changed or read here, else kept from the last
+        transaction (`RowCache`), else read from the database (None: there is none)."""
+        found = mine.get(ident, _MISSING)
         if found is _MISSING:
-            cache = self._cache
-            found = cache.approvals.get(approval_id, _MISSING) if cache is not None else _MISSING
+            found = kept.get(ident, _MISSING) if kept is not None else _MISSING
             if found is _MISSING:
-                row = self.x(SELECT_APPROVAL, (approval_id,)).fetchone()
-                found = approval_from_row(row) if row is not None else None
-            self._approvals[approval_id] = found
-        result: ApprovalRequest | None = found
-        return result
+                params = ident if isinstance(ident, tuple) else (ident,)
+                row = self.x(statement, params).fetchone()
+                found = convert(row) if row is not None else None
+            mine[ident] = found
+        return found
 
     def put_approval(self, row: ApprovalRequest) -> None:
         self._approvals[row.id] = row
@@ -604,17 +614,19 @@ def _missing_key(tx: Transaction, s: AttemptStart) -> KeyRow | None:
     ).fetchall():
         if (run_id, call_id) == (s.run_id, s.call_id):
             continue
-        state = Derived()
-        last = 0
-        try:
-            for rec in call_records(tx, run_id, call_id):
-                apply(state, rec)
-                if rec.kind == "attempt.started" and rec.data.get("idempotency_key") == (
-                    s.idempotency_key
-                ):
-                    last = rec.seq
-        except (TypeError, ValueError, KeyError, AttributeError):
+        replayed = _replayed(tx, run_id, call_id)
+        if replayed is None:
             continue
+        state, records = replayed
+        last = max(
+            (
+                r.seq
+                for r in records
+                if r.kind == "attempt.started"
+                and r.data.get("idempotency_key") == s.idempotency_key
+            ),
+            default=0,
+        )
         truth = state.keys.get(s.idempotency_key)
         if truth is not None and (found is None or last > found[0]):
             found = (last, truth)
@@ -635,16 +647,25 @@ def _missing_key(tx: Transaction, s: AttemptStart) -> KeyRow | None:
     return truth
 
 
+def _replayed(
+    tx: Transaction, run_id: str, call_id: str
+) -> tuple[Derived, list[AuditRecord]] | None:
+    """One call's written records, replayed from nothing (None: one cannot be read)."""
+    records = call_records(tx, run_id, call_id)
+    state = Derived()
+    try:
+        for rec in records:
+            apply(state, rec)
+    except UNREADABLE:
+        return None
+    return state, records
+
+
 def _checked_key(tx: Transaction, key: KeyRow) -> KeyRow | None:
     """The key as its holder's records make it; a row that differs is restored from the
     journal and the difference recorded (``idempotency.forged``)."""
-    state = Derived()
-    try:
-        for rec in call_records(tx, key.run_id, key.call_id):
-            apply(state, rec)
-        truth = state.keys.get(key.key)
-    except (TypeError, ValueError, KeyError, AttributeError):
-        truth = None
+    replayed = _replayed(tx, key.run_id, key.call_id)
+    truth = replayed[0].keys.get(key.key) if replayed is not None else None
     if truth == key:
         return key
     tx.append(
@@ -870,7 +891,7 @@ def journal_approval(tx: Transaction, row: ApprovalRequest) -> ApprovalRequest |
         if mine and (rec.kind.startswith("approval.") or rec.kind == "migrated.approval"):
             try:
                 apply(state, rec)
-            except (TypeError, ValueError, KeyError, AttributeError):
+            except UNREADABLE:
                 return None
     return state.approvals.get(row.id)
 
