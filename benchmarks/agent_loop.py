@@ -26,8 +26,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from callgate import Agent, Authority, Budgets, Gate, MemoryLedger, Registry, ToolCall
-from callgate.models import Model, ModelRequest, ModelResponse
-from callgate.models.scripted import answer, calls, render_turn
+from callgate.llms import Model, ModelRequest, ModelResponse
+from callgate.llms.scripted import answer, calls, render_turn
 
 STEPS = 200
 RUNS = 300

@@ -24,10 +24,10 @@ from overhead import ARGS, AddItem  # the same tool, arguments and reference
 from overhead import add_item_sync as add_item
 
 from callgate import Authority, Gate, MemoryLedger, Registry, ToolCall
+from callgate.authorize.policy import authorize
 from callgate.canonical import digest
 from callgate.execute import Admitted, _observation, result_text
 from callgate.ledger import AttemptFinish, AttemptStart, CallRecord, CallState, Outcome
-from callgate.policy import authorize
 
 N = 40_000
 STEPS = (

@@ -6,7 +6,7 @@ For the pattern ``(a+)+$`` (a deny rule's ``regex``) and values ``"a" * n + "!"`
 
 * **python re**: ``re.compile(pattern).fullmatch(value)``, what policies ran
   before; only up to 26 characters (each one more doubles it);
-* **callgate**: the policy file's predicate (`callgate.policy_file`), on RE2,
+* **callgate**: the policy file's predicate (`callgate.authorize.policy_file`), on RE2,
   up to 1,000,000 characters.
 
 And for grants with several ``*`` on a hostile effect name, the old regex
@@ -24,8 +24,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from callgate.authorize.policy_file import parse_policy
 from callgate.effects import Effect, Grant
-from callgate.policy_file import parse_policy
 
 PATTERN = "(a+)+$"
 PYTHON_SIZES = (20, 22, 24, 26)

@@ -44,7 +44,7 @@ from callgate.agent import AgentResult, Budgets
 from callgate.agent.transcript import TranscriptEntry
 from callgate.cli.plain import cell, plain
 from callgate.ledger.sqlite import SQLiteLedger
-from callgate.models import Model, ScriptedModel
+from callgate.llms import Model, ScriptedModel
 from harbor.script import SYSTEM, USER, HarborScript
 from harbor.shop import INJECTION_ADDRESS, TENANT, connect, create_shop, refunds_for, sent_emails
 from harbor.tools import registry

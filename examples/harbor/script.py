@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from callgate.models import ModelRequest, Result, Turn, Usage, answer, calls, latest_results
+from callgate.llms import ModelRequest, Result, Turn, Usage, answer, calls, latest_results
 from harbor.shop import INJECTION_ADDRESS
 
 CUSTOMER_EMAIL = "dana.reyes@example.com"

@@ -6,6 +6,7 @@ pipeline: parse → validate → authorize → approve → schedule → execute 
 
 from callgate.agent import Agent, AgentResult, Budgets, StopReason
 from callgate.approvals import ApprovalRequest, Approvals, ApprovalStatus, MemoryApprovals
+from callgate.authorize.policy import Action, Authority, Decision, Policy, Rule, allow, ask, deny
 from callgate.calls import Observation, Provenance, RawCall, Stage, Status, ToolCall
 from callgate.effects import Effect, Grant
 from callgate.errors import (
@@ -27,7 +28,6 @@ from callgate.ledger import (
     PostgresLedger,
     SQLiteLedger,
 )
-from callgate.policy import Action, Authority, Decision, Policy, Rule, allow, ask, deny
 from callgate.tools import CallContext, Registry, Risk, ToolSpec, tool
 
 __version__ = "0.1.0"

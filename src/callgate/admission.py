@@ -26,15 +26,15 @@ from callgate.approvals import (
     used_rejection,
     withheld_rejection,
 )
+from callgate.authorize.policy import Action, Decision, authorize
+from callgate.authorize.provenance import OutputTrust
 from callgate.calls import Observation, Stage, Status, ToolCall
 from callgate.canonical import canonical_arguments, canonical_json, digest
 from callgate.execute import Admitted
 from callgate.ledger.base import CallRecord, CallState
-from callgate.messages import Problem, Rejection, bounded
 from callgate.parse import ParsedArguments, may_be_deep, parse_arguments, screen_call
-from callgate.policy import Action, Decision, authorize
-from callgate.provenance import OutputTrust
 from callgate.redact import REDACTED
+from callgate.render import Problem, Rejection, bounded
 from callgate.run_state import GateParts, RunState
 from callgate.tools import ToolSpec
 from callgate.validate import run_checks, unknown_tool, validate_arguments, validate_text_fast

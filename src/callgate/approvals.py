@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from callgate.calls import Stage
 from callgate.errors import ApprovalError
-from callgate.messages import Problem, Rejection
+from callgate.render import Problem, Rejection
 
 
 class EventLog(Protocol):

@@ -39,8 +39,8 @@ from callgate.ledger.base import (
     Ledger,
     Outcome,
 )
-from callgate.messages import bounded
 from callgate.redact import Redactor
+from callgate.render import bounded
 from callgate.sync_loop import run_sync
 from callgate.tools import CallContext, Risk, ToolSpec
 

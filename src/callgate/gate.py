@@ -21,6 +21,8 @@ from callgate.approvals import (
     Approvals,
     ApprovalStatus,
 )
+from callgate.authorize.policy import Authority, Policy
+from callgate.authorize.provenance import TrustIndex
 from callgate.call_names import CallNames
 from callgate.calls import Observation, Stage, Status, ToolCall
 from callgate.errors import DefinitionError
@@ -28,8 +30,6 @@ from callgate.evidence import Evidence
 from callgate.execute import Admitted, ExecutionSettings, execute_async, execute_sync
 from callgate.ledger import default_ledger
 from callgate.ledger.base import CallState, Ledger, LedgerError
-from callgate.policy import Authority, Policy
-from callgate.provenance import TrustIndex
 from callgate.recovery import RecoveryReport, recover
 from callgate.redact import DEFAULT_SECRET_PATTERNS, Redactor
 from callgate.resume import rebuild

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from callgate.calls import Stage
-from callgate.messages import Problem, Rejection, describe_value
 from callgate.redact import Redactor
+from callgate.render import Problem, Rejection, describe_value
 
 __all__ = [
     "MAX_ARGUMENT_CHARS",

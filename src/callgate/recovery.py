@@ -32,6 +32,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from callgate.admission import context_secrets
+from callgate.authorize.policy import principal_of
 from callgate.calls import ToolCall
 from callgate.execute import Admitted, reconcile_sync
 from callgate.ledger.base import (
@@ -42,7 +43,6 @@ from callgate.ledger.base import (
     Ledger,
     Outcome,
 )
-from callgate.policy import principal_of
 from callgate.redact import Redactor
 from callgate.tools import Registry, ToolSpec
 

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from callgate.approvals import Approvals
+from callgate.authorize.policy import Authority, Decision, Policy
+from callgate.authorize.provenance import TrustIndex
 from callgate.call_names import CallNames
 from callgate.calls import ToolCall
 from callgate.evidence import Evidence
 from callgate.ledger.base import Ledger
-from callgate.policy import Authority, Decision, Policy
-from callgate.provenance import TrustIndex
 from callgate.redact import Redactor
 from callgate.tools import Registry
 

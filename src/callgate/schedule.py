@@ -43,7 +43,7 @@ import anyio.abc
 
 from callgate.calls import Observation, Stage, Status, ToolCall
 from callgate.execute import Admitted, may_retry
-from callgate.messages import Problem, Rejection
+from callgate.render import Problem, Rejection
 from callgate.sync_loop import run_sync
 
 __all__ = [

@@ -35,8 +35,8 @@ from callgate.schema import (
 )
 
 if TYPE_CHECKING:
+    from callgate.authorize.provenance import OutputTrust
     from callgate.evidence import Evidence
-    from callgate.provenance import OutputTrust
 
 __all__ = [
     "CallContext",

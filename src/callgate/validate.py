@@ -14,7 +14,7 @@ from pydantic import BaseModel, ValidationError
 
 from callgate.calls import Stage
 from callgate.errors import ArgumentError
-from callgate.messages import Problem, Rejection, schema_problems
+from callgate.render import Problem, Rejection, schema_problems
 from callgate.tools import Registry, ToolSpec
 
 __all__ = ["run_checks", "unknown_tool", "validate_arguments", "validate_text_fast"]

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from callgate.cli import app
-from callgate.models.scripted import calls, render_turn
+from callgate.llms.scripted import calls, render_turn
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from callgate import Agent, Authority, Gate, MemoryLedger, Policy, Registry, allow, deny
 from callgate.agent.exposure import exposed_tools, globs_intersect, template_glob
-from callgate.models import ScriptedModel, answer
+from callgate.llms import ScriptedModel, answer
 
 from .support import Shop, authority, shop_gate, shop_registry
 
@@ -73,7 +73,7 @@ def test_the_agent_offers_exactly_the_exposed_tools_and_the_paging_tool() -> Non
 
 def test_a_hidden_tool_called_by_name_is_still_checked_by_the_gate() -> None:
     """Hiding is only what the model is told; the gate rejects the call on its own."""
-    from callgate.models import calls
+    from callgate.llms import calls
 
     shop = Shop()
     model = ScriptedModel([calls(("purge", {"order_id": "o-1"})), answer("x")])

@@ -149,7 +149,7 @@ def test_the_scenario_holds_in_every_provider_format(
     harbor: dict[str, ModuleType], format: str, tmp_path: Path
 ) -> None:
     """The harbor scenario passes every check, one refund, in each of four provider formats."""
-    from callgate.models import ScriptedModel
+    from callgate.llms import ScriptedModel
 
     model = ScriptedModel(harbor["script"].HarborScript(), format=format)
     report = harbor["demo"].run_scenario(
@@ -269,7 +269,7 @@ def test_a_hostile_model_and_tool_output_cannot_steer_the_demos_terminal(
     """The whole demo with a scripted model named, speaking and answering in hostile text,
     reading a help-center article whose title and body are hostile (a tool output): every
     value is printed as plain text, and the run still ends with the model's answer."""
-    from callgate.models import ScriptedModel, answer, calls
+    from callgate.llms import ScriptedModel, answer, calls
 
     shop = harbor["shop"]
     article = (shop.TENANT, "hostile", HOSTILE, HOSTILE)

@@ -12,7 +12,7 @@ from callgate import Agent, Budgets, Status, StopReason
 from callgate.agent.transcript import replay
 from callgate.errors import DefinitionError
 from callgate.ledger.sqlite import SQLiteLedger
-from callgate.models import (
+from callgate.llms import (
     FORMATS,
     Model,
     ModelRequest,
@@ -90,7 +90,7 @@ def test_a_refusal_and_a_cut_answer_end_the_run_with_their_own_reasons() -> None
     }
     agent, _ = agent_for(Shop(), [refusal])
     assert agent.run("x", authority=authority()).reason is StopReason.REFUSED
-    from callgate.models import Turn
+    from callgate.llms import Turn
 
     agent, _ = agent_for(Shop(), [Turn(text="The answer is", truncated=True)])
     result = agent.run("x", authority=authority())

@@ -19,7 +19,7 @@ import pytest
 
 from callgate import Agent, StopReason
 from callgate.errors import DefinitionError
-from callgate.models import AnthropicModel, OpenAIModel, ScriptedModel, model_from_spec
+from callgate.llms import AnthropicModel, OpenAIModel, ScriptedModel, model_from_spec
 
 from .support import Shop, authority, shop_gate
 

@@ -30,7 +30,7 @@ from callgate import Authority, Gate, Policy, Registry, ToolCall, ToolFailure, a
 from callgate.cli import app
 from callgate.cli.plain import plain, plain_json
 from callgate.ledger import SQLiteLedger
-from callgate.models.scripted import calls, render_turn
+from callgate.llms.scripted import calls, render_turn
 
 ROOT = Path(__file__).resolve().parents[2]
 

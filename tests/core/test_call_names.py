@@ -12,8 +12,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from callgate.authorize.policy import Authority
 from callgate.call_names import CallNames
-from callgate.policy import Authority
 from callgate.run_state import RunState
 
 TOOL = "send_email"

@@ -48,9 +48,9 @@ from typing_extensions import TypedDict  # Pydantic needs this one before Python
 
 from callgate import ToolSpec, tool
 from callgate.mcp import remote_arguments
-from callgate.messages import Rejection
 from callgate.providers import anthropic, gemini, openai_chat, openai_responses
 from callgate.providers import mcp as mcp_format
+from callgate.render import Rejection
 from callgate.validate import validate_arguments, validate_text_fast
 
 pytestmark = pytest.mark.timeout(120)

@@ -1,4 +1,4 @@
-"""`callgate.messages`: the model-facing text, built from facts and bounded.
+"""`callgate.render`: the model-facing text, built from facts and bounded.
 
 Every rejection names its rule, field, expected and actual value; text that came from the
 model (values, field names) is shown visibly (no control or bidirectional characters) and
@@ -16,7 +16,7 @@ from jsonschema import Draft202012Validator
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from callgate.calls import Stage
-from callgate.messages import (
+from callgate.render import (
     MAX_MESSAGE_CHARS,
     Problem,
     Rejection,

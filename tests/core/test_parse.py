@@ -10,7 +10,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from callgate import Authority, Gate, Registry, Stage, Status, ToolCall
-from callgate.messages import Rejection
 from callgate.parse import (
     MAX_ARGUMENT_CHARS,
     MAX_DEPTH,
@@ -18,6 +17,7 @@ from callgate.parse import (
     parse_arguments,
     repair_json,
 )
+from callgate.render import Rejection
 
 # -- decoding ------------------------------------------------------------------
 

@@ -29,7 +29,7 @@ from callgate import (
     Status,
     ToolCall,
 )
-from callgate.provenance import TrustIndex, normalize
+from callgate.authorize.provenance import TrustIndex, normalize
 
 
 def vouched(prov: TrustIndex, value: Any, kind: str | None = None) -> bool:

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, model_validator
 
 from callgate import Gate, Stage, Status, ToolCall, tool
-from callgate.messages import Rejection
+from callgate.render import Rejection
 from callgate.validate import validate_arguments
 
 from .domains import ALLOW_ALL, GroceryStore, grocery_registry

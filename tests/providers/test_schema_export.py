@@ -20,9 +20,9 @@ from openai.types.responses import FunctionToolParam
 from pydantic import BaseModel, ConfigDict, Field
 
 from callgate import DefinitionError, Registry, ToolSpec
-from callgate.messages import Rejection
 from callgate.providers import anthropic, gemini, openai_chat, openai_responses, text
 from callgate.providers import mcp as mcp_format
+from callgate.render import Rejection
 from callgate.validate import validate_arguments
 
 from .support import sdk_accepts

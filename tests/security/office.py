@@ -378,7 +378,7 @@ def office_policy(untrusted_sinks: Literal["ask", "deny"] = "ask") -> Policy:
     """The office policy file, optionally with ``untrusted_sinks`` changed."""
     if untrusted_sinks == "ask":
         return Policy.from_file(POLICY_FILE)
-    from callgate.policy_file import parse_policy
+    from callgate.authorize.policy_file import parse_policy
 
     text = POLICY_FILE.read_text(encoding="utf-8")
     assert 'untrusted_sinks = "ask"' in text

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from callgate import Action, Policy, allow, deny, tool
+from callgate.authorize.provenance import TrustIndex
 from callgate.effects import Effect, Grant
 from callgate.evidence import Evidence, EvidenceItem
-from callgate.provenance import TrustIndex
 
 N = 100_000
 

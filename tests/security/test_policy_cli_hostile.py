@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from callgate.authorize.policy_file import PolicyFileError, load_policy_file
 from callgate.cli import app
-from callgate.policy_file import PolicyFileError, load_policy_file
 
 runner = CliRunner(env={"COLUMNS": "400"})  # wide enough that no cell wraps
 HOSTILE_NAME = "refunds [/x] :email: \u001b[2J [black on black]hidden[/]"

@@ -28,7 +28,7 @@ from callgate import (
     ToolSpec,
     tool,
 )
-from callgate.policy_file import PolicyFileError, parse_policy
+from callgate.authorize.policy_file import PolicyFileError, parse_policy
 
 from .office import POLICY_FILE
 
@@ -503,7 +503,7 @@ def test_a_predicate_is_described_as_written_never_as_a_python_repr(
     op: str, operand: object, shown: str
 ) -> None:
     """An argument predicate is described in the file's syntax (JSON values), not Python's repr."""
-    from callgate.policy_file import ArgumentTest
+    from callgate.authorize.policy_file import ArgumentTest
 
     assert ArgumentTest("currency", op, operand).describe() == shown
 

@@ -34,8 +34,8 @@ from callgate import (
     deny,
     tool,
 )
+from callgate.authorize.policy_file import ArgumentTest, PolicyFileError, parse_policy
 from callgate.cli import app
-from callgate.policy_file import ArgumentTest, PolicyFileError, parse_policy
 
 LONG = 10_000
 """A model argument far beyond where a backtracking engine gives up: (a+)+$ doubles

@@ -24,8 +24,8 @@ import fnmatch
 import string
 from collections.abc import Iterable
 
+from callgate.authorize.policy import Action, Authority, Policy, Preset
 from callgate.effects import Grant
-from callgate.policy import Action, Authority, Policy, Preset
 from callgate.tools import EffectTemplate, Registry, ToolSpec
 
 __all__ = ["exposed_tools", "globs_intersect", "may_expose", "template_glob"]

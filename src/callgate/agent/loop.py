@@ -45,12 +45,12 @@ from callgate.agent.paging import (
 from callgate.agent.state import AgentResult, Budgets, HeldBatch, RunState, StopReason
 from callgate.agent.transcript import Recorder, TranscriptEntry
 from callgate.agent.triage import Oscillation, boundary_rule
+from callgate.authorize.policy import Authority
 from callgate.calls import Observation, Provenance, Status, ToolCall
 from callgate.errors import DefinitionError
 from callgate.gate import Gate
-from callgate.models.base import Model, ModelRequest, ModelResponse
-from callgate.models.formats import Format, get_format
-from callgate.policy import Authority
+from callgate.llms.base import Model, ModelRequest, ModelResponse
+from callgate.llms.formats import Format, get_format
 from callgate.providers.base import Extraction
 
 __all__ = ["Agent", "AgentResult", "Budgets", "StopReason"]
@@ -60,7 +60,7 @@ class Agent:
     """The model/tool loop over one gate; see the module docstring.
 
     Args:
-        model: the model adapter (`callgate.models`).
+        model: the model adapter (`callgate.llms`).
         gate: the gate every proposed call goes through.
         budgets: the run's limits (`Budgets`).
         system: the default system prompt (trusted text of every run).
@@ -88,9 +88,7 @@ class Agent:
         on_event: Callable[[TranscriptEntry], None] | None = None,
     ) -> None:
         if not isinstance(model, Model):
-            raise DefinitionError(
-                f"Agent needs a callgate.models.Model, got {type(model).__name__}"
-            )
+            raise DefinitionError(f"Agent needs a callgate.llms.Model, got {type(model).__name__}")
         if not isinstance(gate, Gate):
             raise DefinitionError(f"Agent needs a Gate, got {type(gate).__name__}")
         if isinstance(repeat_limit, bool) or not isinstance(repeat_limit, int) or repeat_limit < 2:

@@ -17,7 +17,7 @@ from callgate.agent.triage import Oscillation
 from callgate.calls import Observation, ToolCall
 from callgate.errors import DefinitionError
 from callgate.gate import Run
-from callgate.models.base import Usage
+from callgate.llms.base import Usage
 
 __all__ = ["AgentResult", "Budgets", "HeldBatch", "RunState", "StopReason"]
 

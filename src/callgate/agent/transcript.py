@@ -27,7 +27,7 @@ from typing import Any
 
 from callgate.calls import Observation, Status, ToolCall
 from callgate.ledger.base import Ledger
-from callgate.models.base import Usage
+from callgate.llms.base import Usage
 from callgate.providers.base import Extraction
 from callgate.redact import Redactor
 

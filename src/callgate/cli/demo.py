@@ -26,7 +26,7 @@ import typer
 from rich.console import Console
 
 from callgate.cli.plain import cell, fail, plain_json
-from callgate.models import FORMATS, SPEC_HELP, Model, ScriptedModel
+from callgate.llms import FORMATS, SPEC_HELP, Model, ScriptedModel
 
 __all__ = ["HELP", "demo", "find_examples"]
 

@@ -28,11 +28,11 @@ from rich.text import Text
 from callgate.cli.plain import cell, console, fail, plain, plain_json
 
 if TYPE_CHECKING:
+    from callgate.authorize.policy import Policy
     from callgate.gate import Gate
     from callgate.ledger.base import Ledger
     from callgate.mcp.client import ToolConfig
     from callgate.mcp.pins import PinStore
-    from callgate.policy import Policy
     from callgate.tools import Registry
 
 __all__ = ["app"]
@@ -170,7 +170,7 @@ def _tokens(values: Sequence[str] | None) -> dict[str, str]:
 def _policy(path: Path | None) -> Policy | None:
     if path is None:
         return None
-    from callgate.policy_file import PolicyFileError, load_policy_file
+    from callgate.authorize.policy_file import PolicyFileError, load_policy_file
 
     try:
         return load_policy_file(path)

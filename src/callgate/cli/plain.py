@@ -26,7 +26,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from callgate.messages import bounded
+from callgate.render import bounded
 
 __all__ = ["cell", "console", "fail", "plain", "plain_json"]
 

@@ -12,10 +12,10 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from callgate.authorize.policy import Action, Policy, Rule
+from callgate.authorize.policy_file import PolicyFileError, load_policy_file
 from callgate.cli.plain import cell, console, fail, plain_json
 from callgate.errors import DefinitionError
-from callgate.policy import Action, Policy, Rule
-from callgate.policy_file import PolicyFileError, load_policy_file
 from callgate.tools import Registry, ToolSpec, make_spec
 
 __all__ = ["app", "load_registry"]

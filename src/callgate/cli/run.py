@@ -39,13 +39,13 @@ from typer.core import TyperGroup
 
 from callgate.agent import Agent, AgentResult, Budgets
 from callgate.agent.transcript import TranscriptEntry, replay
+from callgate.authorize.policy import Authority, Policy
 from callgate.cli.plain import cell, console, fail, plain, plain_json
 from callgate.errors import DefinitionError
 from callgate.gate import Gate
 from callgate.ledger.base import LedgerError
 from callgate.ledger.sqlite import DEFAULT_PATH, SQLiteLedger
-from callgate.models import SPEC_HELP, Model, model_from_spec
-from callgate.policy import Authority, Policy
+from callgate.llms import SPEC_HELP, Model, model_from_spec
 
 __all__ = ["app"]
 

@@ -46,8 +46,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from callgate.messages import render_json, schema_error_problem
 from callgate.regex import Unsupported, ecma_regex, ecma_search
+from callgate.render import render_json, schema_error_problem
 from callgate.schema import ArgumentsModel, seal
 
 Validator = Any  # jsonschema.protocols.Validator (jsonschema ships no type information)

@@ -35,11 +35,11 @@ from mcp import Client, ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from pydantic import BaseModel
 
+from callgate.authorize.policy import Rule, ask
 from callgate.errors import DefinitionError, OutcomeUnknown, ToolFailure
 from callgate.evidence import Evidence
 from callgate.mcp.arguments import RemoteArguments, UnsupportedSchema, remote_arguments
 from callgate.mcp.pins import PinReport, PinStore, ToolDefinition
-from callgate.policy import Rule, ask
 from callgate.tools import (
     DEFAULT_MAX_RESULT_CHARS,
     CallContext,

@@ -26,6 +26,7 @@ import mcp_types
 from mcp import Client, ClientSession
 
 from callgate.approvals import Approvals
+from callgate.authorize.policy import Policy
 from callgate.gate import Gate
 from callgate.ledger.base import Ledger
 from callgate.mcp.client import (
@@ -40,7 +41,6 @@ from callgate.mcp.client import (
 )
 from callgate.mcp.pins import PinReport, PinStore
 from callgate.mcp.server import GateServer
-from callgate.policy import Policy
 from callgate.tools import ToolSpec
 
 __all__ = ["ProxyCatalog", "proxy"]

@@ -43,10 +43,10 @@ import anyio.to_thread
 import mcp_types
 from mcp.server.lowlevel import Server
 
+from callgate.authorize.policy import Authority
 from callgate.calls import Observation, Status, ToolCall
 from callgate.gate import Gate, Run
 from callgate.mcp.client import RemoteResult
-from callgate.policy import Authority
 from callgate.providers.mcp import tool_definitions
 from callgate.redact import REDACTED
 from callgate.tools import ToolSpec

@@ -25,7 +25,7 @@ from pydantic import BaseModel
 from callgate.calls import Observation, Stage, Status, ToolCall
 from callgate.canonical import digest
 from callgate.errors import DefinitionError
-from callgate.messages import Problem, Rejection, bounded
+from callgate.render import Problem, Rejection, bounded
 from callgate.tools import Registry, ToolSpec
 
 __all__ = ["MAX_CALLS", "MAX_RESPONSE_CHARS", "Extraction"]

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from callgate.calls import Observation, ToolCall
-from callgate.messages import bounded
 from callgate.providers.base import (
     Extraction,
     Tools,
@@ -34,6 +33,7 @@ from callgate.providers.base import (
     synthetic_id,
     unreadable,
 )
+from callgate.render import bounded
 from callgate.schema import has_open_objects, strict_schema
 from callgate.tools import ToolSpec
 

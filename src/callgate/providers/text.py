@@ -31,7 +31,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from callgate.calls import Observation, ToolCall
-from callgate.messages import Problem
 from callgate.parse import decode_object
 from callgate.providers.base import (
     MAX_CALLS,
@@ -50,6 +49,7 @@ from callgate.providers.base import (
     too_many_calls,
     unreadable,
 )
+from callgate.render import Problem
 
 __all__ = ["extract", "render", "tool_definitions"]
 

@@ -23,13 +23,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from callgate.authorize.provenance import SinkFinding, TrustIndex
 from callgate.calls import Stage
 from callgate.canonical import canonical_json, digest
 from callgate.effects import Effect, Grant, Grants
 from callgate.errors import DefinitionError
 from callgate.evidence import Evidence
-from callgate.messages import Problem, Rejection
-from callgate.provenance import SinkFinding, TrustIndex
+from callgate.render import Problem, Rejection
 from callgate.tools import ToolSpec
 
 __all__ = [
@@ -311,7 +311,7 @@ class Policy:
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> Policy:
         """Load a policy from a TOML file; errors name the line, the rule and the fix."""
-        from callgate.policy_file import load_policy_file
+        from callgate.authorize.policy_file import load_policy_file
 
         return load_policy_file(path)
 

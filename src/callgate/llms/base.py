@@ -2,7 +2,7 @@
 
 A model adapter is one method, ``await model.complete(request) -> ModelResponse``,
 plus the name of the provider format its responses are in (``model.format``,
-one of `callgate.models.formats.FORMATS`). The agent loop builds the request in
+one of `callgate.llms.formats.FORMATS`). The agent loop builds the request in
 that format (messages and tool definitions) and reads the response with that
 format's ``extract``; an adapter never interprets tool calls itself.
 """

@@ -16,11 +16,11 @@ import re
 from pathlib import Path
 
 from callgate.errors import DefinitionError
-from callgate.models.anthropic_model import AnthropicModel
-from callgate.models.base import Model, ModelRequest, ModelResponse, Usage
-from callgate.models.formats import FORMATS, Format, get_format
-from callgate.models.openai_model import OpenAIModel
-from callgate.models.scripted import Result, ScriptedModel, Turn, answer, calls, latest_results
+from callgate.llms.anthropic_model import AnthropicModel
+from callgate.llms.base import Model, ModelRequest, ModelResponse, Usage
+from callgate.llms.formats import FORMATS, Format, get_format
+from callgate.llms.openai_model import OpenAIModel
+from callgate.llms.scripted import Result, ScriptedModel, Turn, answer, calls, latest_results
 
 __all__ = [
     "FORMATS",

@@ -50,9 +50,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from callgate.authorize.policy import Action, Policy, Preset, Rule
 from callgate.errors import DefinitionError
-from callgate.messages import bounded
-from callgate.policy import Action, Policy, Preset, Rule
 from callgate.regex import (
     ADVICE,
     RE2Error,
@@ -62,6 +61,7 @@ from callgate.regex import (
     re2_reason,
     safe_text,
 )
+from callgate.render import bounded
 
 __all__ = ["ArgumentTest", "PolicyFileError", "load_policy_file", "parse_policy"]
 

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from callgate.errors import DefinitionError
-from callgate.models.base import Model, ModelRequest, ModelResponse, Usage
-from callgate.models.formats import get_format
+from callgate.llms.base import Model, ModelRequest, ModelResponse, Usage
+from callgate.llms.formats import get_format
 from callgate.providers.base import as_list
 
 __all__ = ["Result", "ScriptedModel", "Turn", "answer", "calls", "latest_results"]

@@ -16,7 +16,7 @@ from typing import Any
 
 from callgate.calls import Observation
 from callgate.errors import DefinitionError
-from callgate.models.base import Usage
+from callgate.llms.base import Usage
 from callgate.providers import anthropic, gemini, openai_chat, openai_responses, text
 from callgate.providers.base import Extraction, Tools, as_data, as_list, pick
 

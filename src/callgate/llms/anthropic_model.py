@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from callgate.errors import DefinitionError
-from callgate.models.base import Model, ModelRequest, ModelResponse
-from callgate.models.formats import get_format
+from callgate.llms.base import Model, ModelRequest, ModelResponse
+from callgate.llms.formats import get_format
 
 __all__ = ["AnthropicModel"]
 
