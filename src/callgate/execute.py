@@ -42,6 +42,7 @@ from callgate.ledger.base import (
 from callgate.redact import Redactor
 from callgate.render import bounded
 from callgate.sync_loop import run_sync
+from callgate.telemetry import Telemetry
 from callgate.tools import CallContext, Risk, ToolSpec
 
 __all__ = [
@@ -63,6 +64,8 @@ class ExecutionSettings:
     """Extra attempts for a read-only call whose outcome was unknown."""
     default_timeout: float | None = None
     """Timeout for tools that declare none (None: no timeout)."""
+    telemetry: Telemetry | None = None
+    """Where each executed call's span goes (`callgate.telemetry`; None: no spans)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -612,7 +615,21 @@ def execute_sync(
     settings: ExecutionSettings,
 ) -> Observation:
     """Execute one admitted call in the calling thread (no thread hop without a timeout)."""
-    result: Observation = _drive_sync(_attempt_logic(item, ledger, evidence, redactor, settings))
+    logic = _attempt_logic(item, ledger, evidence, redactor, settings)
+    telemetry = settings.telemetry
+    if telemetry is None:
+        result: Observation = _drive_sync(logic)
+        return result
+    span = telemetry.tool(item)
+    if span is None:
+        result = _drive_sync(logic)
+        return result
+    try:
+        result = _drive_sync(logic)
+    except BaseException as exc:
+        span.fail(exc)
+        raise
+    span.finish(result, redactor, item.secrets)
     return result
 
 
@@ -652,6 +669,21 @@ async def execute_async(
 ) -> Observation:
     """Execute one admitted call on the running event loop."""
     logic = _attempt_logic(item, ledger, evidence, redactor, settings)
+    telemetry = settings.telemetry
+    span = telemetry.tool(item) if telemetry is not None else None
+    if span is None:
+        return await _drive_async(logic)
+    try:
+        result = await _drive_async(logic)
+    except BaseException as exc:
+        span.fail(exc)
+        raise
+    span.finish(result, redactor, item.secrets)
+    return result
+
+
+async def _drive_async(logic: Generator[_Invoke | _Record, Any, Observation]) -> Observation:
+    """Run a step generator on the running event loop."""
     value: Any = None
     error: BaseException | None = None
     while True:

@@ -1,0 +1,431 @@
+"""OpenTelemetry spans for every call, following the GenAI semantic conventions.
+
+An operator who already collects traces sees callgate's decisions in them:
+
+* one ``execute_tool {tool}`` span per proposed call (``gen_ai.operation.name``
+  ``execute_tool``, ``gen_ai.tool.name``, ``gen_ai.tool.call.id`` — the id the
+  model sent —, ``gen_ai.tool.type`` ``function``), with callgate's own
+  attributes: ``callgate.status``, ``callgate.stage``, ``callgate.decision``
+  (the policy's ``admit``, ``ask`` or ``deny``; absent when the call was
+  refused before the policy stage), ``callgate.rule``, ``callgate.approval.id``,
+  ``callgate.run.id``, ``callgate.call.id`` (the name the ledger records the
+  call under) and ``callgate.attempts``. A call that ran is traced while it
+  runs, so the spans its handler makes are the span's children; a call
+  refused before it ran (rejected at any stage, or waiting for approval) gets
+  a span covering its batch's decision;
+* ``chat {model}`` spans around each model call of the agent loop and an
+  ``invoke_agent callgate`` span around each stretch of the loop (a run, a
+  resumption), which the tool spans belong to.
+
+Arguments, results and effects (which are written from argument values) are
+put on spans only when the deployer asks (``Telemetry(capture_content=True)``),
+and then as the ledger stores them: redacted by the gate's `Redactor`, secret
+fields and trusted-context values scrubbed, and cut to ``max_content_chars``.
+
+Tracing is off unless a `Telemetry` is passed to the gate
+(``Gate(registry, telemetry=Telemetry())``): then every call costs one ``is
+None`` test. ``Telemetry()`` uses the global tracer provider (the one the
+application's OpenTelemetry set-up installed); ``Telemetry(tracer_provider=p)``
+uses ``p``. Without the ``opentelemetry-api`` package (the ``otel`` extra) a
+`Telemetry` does nothing, and says so once in the ``callgate`` log; with the
+API but no SDK configured, its spans are OpenTelemetry's non-recording ones
+and callgate skips building their attributes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from callgate.calls import Observation, Stage, Status
+from callgate.errors import DefinitionError
+from callgate.redact import Redactor
+from callgate.render import bounded
+
+if TYPE_CHECKING:  # pragma: no cover - types only
+    from callgate.execute import Admitted
+
+try:  # the otel extra; without it every span is skipped
+    from opentelemetry import context as _otel_context
+    from opentelemetry import trace as _otel_trace
+except ImportError:  # pragma: no cover - exercised in a subprocess by the tests
+    _otel_context = None  # type: ignore[assignment]
+    _otel_trace = None  # type: ignore[assignment]
+
+__all__ = ["Telemetry", "ToolSpan", "traced_agent", "traced_chat"]
+
+_log = logging.getLogger("callgate")
+
+_R = TypeVar("_R")
+
+# GenAI semantic conventions (opentelemetry-semantic-conventions, gen_ai_attributes).
+OPERATION = "gen_ai.operation.name"
+TOOL_NAME = "gen_ai.tool.name"
+TOOL_CALL_ID = "gen_ai.tool.call.id"
+TOOL_TYPE = "gen_ai.tool.type"
+TOOL_DESCRIPTION = "gen_ai.tool.description"
+TOOL_ARGUMENTS = "gen_ai.tool.call.arguments"
+TOOL_RESULT = "gen_ai.tool.call.result"
+REQUEST_MODEL = "gen_ai.request.model"
+RESPONSE_MODEL = "gen_ai.response.model"
+PROVIDER = "gen_ai.provider.name"
+CONVERSATION = "gen_ai.conversation.id"
+AGENT_NAME = "gen_ai.agent.name"
+INPUT_TOKENS = "gen_ai.usage.input_tokens"
+OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+ERROR_TYPE = "error.type"
+
+# callgate's own.
+STATUS = "callgate.status"
+STAGE = "callgate.stage"
+DECISION = "callgate.decision"
+RULE = "callgate.rule"
+APPROVAL_ID = "callgate.approval.id"
+RUN_ID = "callgate.run.id"
+CALL_ID = "callgate.call.id"
+ATTEMPTS = "callgate.attempts"
+TOOL_VERSION = "callgate.tool.version"
+EFFECTS = "callgate.effects"
+STEP = "callgate.step"
+REASON = "callgate.agent.reason"
+
+_PROVIDERS = {
+    "openai_chat": "openai",
+    "openai_responses": "openai",
+    "anthropic": "anthropic",
+    "gemini": "gcp.gemini",
+}
+"""``gen_ai.provider.name`` by the provider format a model speaks (others: the format's name)."""
+
+_FAILED = frozenset({Status.ERROR, Status.UNKNOWN, Status.REJECTED})
+_BEFORE_POLICY = frozenset({Stage.PARSE, Stage.SCHEMA, Stage.SEMANTIC})
+
+
+class Telemetry:
+    """Where callgate's spans go and what they may carry; give it to ``Gate(telemetry=...)``.
+
+    Args:
+        tracer_provider: an OpenTelemetry ``TracerProvider`` (default: the global one,
+            looked up through the API each time a span starts, so a provider the
+            application installs later is used).
+        capture_content: put arguments, results and effects on spans (redacted as the
+            ledger stores them). Off by default: they are the application's data.
+        max_content_chars: the longest argument or result text a span carries.
+    """
+
+    __slots__ = ("capture_content", "enabled", "max_content_chars", "tracer")
+
+    def __init__(
+        self,
+        tracer_provider: Any | None = None,
+        *,
+        capture_content: bool = False,
+        max_content_chars: int = 4000,
+    ) -> None:
+        if not isinstance(capture_content, bool):
+            raise DefinitionError(
+                f"Telemetry capture_content must be True or False, got {capture_content!r}"
+            )
+        if isinstance(max_content_chars, bool) or not isinstance(max_content_chars, int):
+            raise DefinitionError(
+                f"Telemetry max_content_chars must be an integer, got {max_content_chars!r}"
+            )
+        if max_content_chars < 100:
+            raise DefinitionError(
+                f"Telemetry max_content_chars must be at least 100, got {max_content_chars}"
+            )
+        self.capture_content = capture_content
+        self.max_content_chars = max_content_chars
+        self.enabled = _otel_trace is not None
+        """False when the ``opentelemetry-api`` package is missing: no span is made."""
+        self.tracer: Any = None
+        if _otel_trace is None:
+            _log.warning(
+                "callgate: Telemetry was configured but the opentelemetry-api package is "
+                "not installed, so no spans are made; install callgate[otel]"
+            )
+            return
+        if tracer_provider is not None and not hasattr(tracer_provider, "get_tracer"):
+            raise DefinitionError(
+                "Telemetry tracer_provider must be an OpenTelemetry TracerProvider "
+                f"(with get_tracer), got {type(tracer_provider).__name__}"
+            )
+        self.tracer = _otel_trace.get_tracer("callgate", tracer_provider=tracer_provider)
+
+    # -- tool calls ------------------------------------------------------------------
+
+    def tool(self, item: Admitted) -> ToolSpan | None:
+        """Start the span of an admitted call about to execute, and make it the current
+        span (the handler's own spans become its children); None when tracing is off."""
+        if self.tracer is None:
+            return None
+        name = item.spec.name
+        span = self.tracer.start_span(f"execute_tool {name}", kind=_otel_trace.SpanKind.INTERNAL)
+        token = _otel_context.attach(_otel_trace.set_span_in_context(span))
+        if span.is_recording():
+            record = item.record
+            attributes: dict[str, Any] = {
+                OPERATION: "execute_tool",
+                TOOL_NAME: name,
+                TOOL_CALL_ID: item.answer_id or item.call.id,
+                TOOL_TYPE: "function",
+                RUN_ID: item.run_id,
+                CALL_ID: item.call.id,
+            }
+            if item.spec.description:
+                attributes[TOOL_DESCRIPTION] = bounded(item.spec.description, 500)
+            if item.spec.version:
+                attributes[TOOL_VERSION] = item.spec.version
+            if record is not None:
+                attributes[DECISION] = "ask" if record.approval_id else "admit"
+                if record.decided_by:
+                    attributes[RULE] = record.decided_by
+                if record.approval_id:
+                    attributes[APPROVAL_ID] = record.approval_id
+                if self.capture_content:
+                    attributes[TOOL_ARGUMENTS] = bounded(record.arguments, self.max_content_chars)
+                    attributes[EFFECTS] = list(record.effects)
+            span.set_attributes(attributes)
+        return ToolSpan(self, span, token)
+
+    def decided(
+        self,
+        run_id: str,
+        observations: Iterable[Observation],
+        started: float,
+        redactor: Redactor,
+        secrets: Iterable[str] = (),
+    ) -> None:
+        """Spans for calls settled without running (rejected at any stage, or waiting for
+        a person), from ``started`` (a `time.time` value: when their batch was received)
+        to now."""
+        if self.tracer is None:
+            return
+        start = int(started * 1e9)
+        secrets = tuple(secrets)
+        for obs in observations:
+            span = self.tracer.start_span(
+                f"execute_tool {obs.tool}",
+                kind=_otel_trace.SpanKind.INTERNAL,
+                start_time=start,
+            )
+            if span.is_recording():
+                attributes: dict[str, Any] = {
+                    OPERATION: "execute_tool",
+                    TOOL_NAME: obs.tool,
+                    TOOL_CALL_ID: obs.call_id,
+                    TOOL_TYPE: "function",
+                    RUN_ID: run_id,
+                    CALL_ID: obs.call_id,
+                    ATTEMPTS: obs.attempts,
+                }
+                if obs.tool_version:
+                    attributes[TOOL_VERSION] = obs.tool_version
+                decision = _decision(obs)
+                if decision is not None:
+                    attributes[DECISION] = decision
+                rule, approval_id = _rule_and_approval(obs)
+                if rule is not None:
+                    attributes[RULE] = rule
+                if approval_id is not None:
+                    attributes[APPROVAL_ID] = approval_id
+                if self.capture_content:
+                    attributes[TOOL_RESULT] = bounded(
+                        redactor.text(obs.content, secrets), self.max_content_chars
+                    )
+                span.set_attributes(attributes)
+                _settle(span, obs)
+            span.end()
+
+    # -- the agent loop --------------------------------------------------------------
+
+    def _start(self, name: str, kind: Any, attributes: Mapping[str, Any]) -> tuple[Any, Any]:
+        span = self.tracer.start_span(name, kind=kind)
+        if span.is_recording():
+            span.set_attributes(attributes)
+        token = _otel_context.attach(_otel_trace.set_span_in_context(span))
+        return span, token
+
+
+class ToolSpan:
+    """The span of one executing call: the current span until `finish` or `fail`."""
+
+    __slots__ = ("span", "telemetry", "token")
+
+    def __init__(self, telemetry: Telemetry, span: Any, token: Any) -> None:
+        self.telemetry = telemetry
+        self.span = span
+        self.token = token
+
+    def finish(self, obs: Observation, redactor: Redactor, secrets: Iterable[str] = ()) -> None:
+        """End the span with the call's observation: its status, stage and attempts."""
+        span = self.span
+        _otel_context.detach(self.token)
+        if span.is_recording():
+            attributes: dict[str, Any] = {
+                STATUS: obs.status.value,
+                STAGE: obs.stage.value,
+                ATTEMPTS: obs.attempts,
+            }
+            rule, _ = _rule_and_approval(obs)
+            if rule is not None and obs.status is Status.REJECTED:
+                attributes[RULE] = rule  # an idempotency conflict overrides the policy's rule
+            telemetry = self.telemetry
+            if telemetry.capture_content:
+                attributes[TOOL_RESULT] = bounded(
+                    redactor.text(obs.content, tuple(secrets)), telemetry.max_content_chars
+                )
+            span.set_attributes(attributes)
+            _settle(span, obs)
+        span.end()
+
+    def fail(self, exc: BaseException) -> None:
+        """End the span of a call interrupted while it ran (cancelled, interpreter exit):
+        its outcome is unknown, as the ledger records it."""
+        span = self.span
+        _otel_context.detach(self.token)
+        if span.is_recording():
+            span.set_attributes(
+                {STATUS: Status.UNKNOWN.value, STAGE: Stage.EXECUTE.value, ERROR_TYPE: "cancelled"}
+            )
+            span.set_status(_otel_trace.Status(_otel_trace.StatusCode.ERROR, type(exc).__name__))
+        span.end()
+
+
+def _settle(span: Any, obs: Observation) -> None:
+    """Status attributes and the span's status: an error for error, unknown and rejected."""
+    span.set_attribute(STATUS, obs.status.value)
+    span.set_attribute(STAGE, obs.stage.value)
+    if obs.status in _FAILED:
+        span.set_attribute(ERROR_TYPE, obs.status.value)
+        span.set_status(
+            _otel_trace.Status(
+                _otel_trace.StatusCode.ERROR, f"{obs.status.value} at stage {obs.stage.value}"
+            )
+        )
+
+
+def _decision(obs: Observation) -> str | None:
+    """The policy's decision on a call that did not run, as far as its observation tells."""
+    if obs.status is Status.PENDING:
+        return "ask"
+    if obs.status is not Status.REJECTED:
+        return "admit"
+    if obs.stage in _BEFORE_POLICY:
+        return None
+    if obs.stage is Stage.POLICY:
+        rule, _ = _rule_and_approval(obs)
+        return None if rule == "internal_error" else "deny"
+    if obs.stage is Stage.APPROVAL:
+        return "ask"
+    return "admit"  # refused later: schedule, execute
+
+
+def _rule_and_approval(obs: Observation) -> tuple[str | None, str | None]:
+    rule: str | None = None
+    approval_id = obs.approval_id
+    for detail in obs.details:
+        if rule is None and isinstance(detail.get("rule"), str):
+            rule = detail["rule"]
+        if approval_id is None and isinstance(detail.get("approval_id"), str):
+            approval_id = detail["approval_id"]
+    return rule, approval_id
+
+
+# -- the agent loop's spans ----------------------------------------------------------------
+
+
+class _Usage(Protocol):
+    input_tokens: int
+    output_tokens: int
+
+
+async def traced_chat(
+    telemetry: Telemetry | None,
+    complete: Callable[[], Awaitable[_R]],
+    *,
+    model: str,
+    format: str,
+    run_id: str,
+    step: int,
+) -> _R:
+    """Await ``complete()`` (one model call) inside a ``chat {model}`` span: the request
+    model, provider, run and step; the response model and token usage when it answers;
+    ``error.type`` when it raises or is cancelled (a time budget)."""
+    if telemetry is None or telemetry.tracer is None:
+        return await complete()
+    span, token = telemetry._start(
+        f"chat {model}",
+        _otel_trace.SpanKind.CLIENT,
+        {
+            OPERATION: "chat",
+            REQUEST_MODEL: model,
+            PROVIDER: _PROVIDERS.get(format, format),
+            RUN_ID: run_id,
+            CONVERSATION: run_id,
+            STEP: step,
+        },
+    )
+    try:
+        response = await complete()
+    except BaseException as exc:
+        _otel_context.detach(token)
+        if span.is_recording():
+            kind = "cancelled" if not isinstance(exc, Exception) else type(exc).__name__
+            span.set_attribute(ERROR_TYPE, kind)
+            span.set_status(_otel_trace.Status(_otel_trace.StatusCode.ERROR, kind))
+        span.end()
+        raise
+    _otel_context.detach(token)
+    if span.is_recording():
+        answered = getattr(response, "model", "")
+        if isinstance(answered, str) and answered:
+            span.set_attribute(RESPONSE_MODEL, answered)
+        usage: _Usage | None = getattr(response, "usage", None)
+        if usage is not None:
+            span.set_attribute(INPUT_TOKENS, int(usage.input_tokens))
+            span.set_attribute(OUTPUT_TOKENS, int(usage.output_tokens))
+    span.end()
+    return response
+
+
+async def traced_agent(
+    telemetry: Telemetry | None,
+    drive: Callable[[], Awaitable[_R]],
+    *,
+    model: str,
+    run_id: str,
+) -> _R:
+    """Await ``drive()`` (a stretch of the agent loop: a run, or a resumption) inside an
+    ``invoke_agent callgate`` span, the parent of its chat and tool spans; the reason
+    the stretch ended (``callgate.agent.reason``) when the result has one."""
+    if telemetry is None or telemetry.tracer is None:
+        return await drive()
+    span, token = telemetry._start(
+        "invoke_agent callgate",
+        _otel_trace.SpanKind.INTERNAL,
+        {
+            OPERATION: "invoke_agent",
+            AGENT_NAME: "callgate",
+            REQUEST_MODEL: model,
+            RUN_ID: run_id,
+            CONVERSATION: run_id,
+        },
+    )
+    try:
+        result = await drive()
+    except BaseException as exc:
+        _otel_context.detach(token)
+        if span.is_recording():
+            span.set_attribute(ERROR_TYPE, type(exc).__name__)
+            span.set_status(_otel_trace.Status(_otel_trace.StatusCode.ERROR, type(exc).__name__))
+        span.end()
+        raise
+    _otel_context.detach(token)
+    if span.is_recording():
+        reason = getattr(result, "reason", None)
+        if reason is not None:
+            span.set_attribute(REASON, str(getattr(reason, "value", reason)))
+    span.end()
+    return result
