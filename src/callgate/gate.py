@@ -31,7 +31,7 @@ from callgate.execute import Admitted, ExecutionSettings, execute_async, execute
 from callgate.ledger import default_ledger
 from callgate.ledger.base import CallState, Ledger, LedgerError
 from callgate.recovery import RecoveryReport, recover
-from callgate.redact import DEFAULT_SECRET_PATTERNS, Redactor
+from callgate.redact import DEFAULT_SECRET_PATTERNS, Redactor, redactor_for
 from callgate.resume import rebuild
 from callgate.run_state import RunState
 from callgate.schedule import (
@@ -42,6 +42,7 @@ from callgate.schedule import (
     run_batch_async,
     run_batch_sync,
 )
+from callgate.telemetry import Telemetry
 from callgate.tools import Registry
 
 _log = logging.getLogger("callgate")
@@ -75,6 +76,8 @@ class Gate:
             text) raise `DefinitionError` here.
         repair: try a conservative repair of argument text that is not JSON
             (``callgate.parse.repair_json``); a repaired call is marked ``repaired``.
+        telemetry: where every call's OpenTelemetry span goes (`callgate.telemetry`;
+            None, the default: no spans).
     """
 
     def __init__(
@@ -92,6 +95,7 @@ class Gate:
         approval_ttl: float = DEFAULT_APPROVAL_TTL,
         secret_patterns: Iterable[str] | None = None,
         repair: bool = True,
+        telemetry: Telemetry | None = None,
     ) -> None:
         if not isinstance(registry, Registry):
             raise DefinitionError(f"Gate needs a Registry, got {type(registry).__name__}")
@@ -109,8 +113,14 @@ class Gate:
             )
         self.ledger = ledger
         self.approvals = approvals if approvals is not None else self.ledger.approvals()
+        if telemetry is not None and not isinstance(telemetry, Telemetry):
+            raise DefinitionError(
+                "Gate telemetry must be a callgate.telemetry.Telemetry or None, "
+                f"got {type(telemetry).__name__}"
+            )
+        self.telemetry = telemetry
         self.settings = ExecutionSettings(
-            read_retries=read_retries, default_timeout=default_timeout
+            read_retries=read_retries, default_timeout=default_timeout, telemetry=telemetry
         )
         bounds = (("max_concurrency", max_concurrency), ("max_batch_calls", max_batch_calls))
         for name, value in bounds:
@@ -128,10 +138,15 @@ class Gate:
                 raise DefinitionError(f"Gate {name} must be positive seconds, got {seconds!r}")
         self.approval_ttl = approval_ttl
         # Patterns given here are added to the built-in ones, never replace them.
-        self.redactor = (
-            Redactor()
+        patterns = (
+            DEFAULT_SECRET_PATTERNS
             if secret_patterns is None
-            else Redactor((*DEFAULT_SECRET_PATTERNS, *secret_patterns))
+            else (*DEFAULT_SECRET_PATTERNS, *secret_patterns)
+        )
+        self.redactor: Redactor = (
+            redactor_for(patterns)
+            if all(isinstance(p, str) for p in patterns)
+            else Redactor(patterns)  # refuses what is not a pattern, with the reason
         )
         self.repair = repair
 
@@ -229,6 +244,8 @@ class _Work:
     batch: Batch | None
     """The batch graph, when several calls (or a deadline) need the scheduler."""
     limit: float | None
+    started: float = 0.0
+    """When the batch was received (`time.time`): where the spans of unrun calls start."""
 
 
 class Run:
@@ -346,6 +363,7 @@ class Run:
         and say what runs: nothing, one call in place, or a batch (several calls, or a
         deadline to keep)."""
         self.gate._check_open()
+        started = time.time()
         limit = self._deadline(deadline)  # a bad deadline fails before anything is decided
         lone = self._lone(calls) if limit is None else None
         if lone is not None:  # the common case: one plain call
@@ -355,17 +373,31 @@ class Run:
                 rejected=None if isinstance(lone, Admitted) else lone,
                 batch=None,
                 limit=None,
+                started=started,
             )
         staged = self._admit_batch(calls)
         admitted = [s for s in staged if isinstance(s, Admitted)]
         batch = None
         if len(admitted) > 1 or (admitted and limit is not None):
             batch = self._plan(admitted, limit)
-        return _Work(staged=staged, admitted=admitted, rejected=None, batch=batch, limit=limit)
+        return _Work(
+            staged=staged,
+            admitted=admitted,
+            rejected=None,
+            batch=batch,
+            limit=limit,
+            started=started,
+        )
 
     def _conclude(self, work: _Work, done: list[Observation]) -> list[Observation]:
         """Everything after execution, for both drivers: settle what ran (restore the
         model's ids, give back unused approvals) and answer in proposal order."""
+        if self.gate.telemetry is not None:  # the calls that ran have their spans already
+            unrun = [work.rejected] if work.rejected is not None else []
+            if work.staged is not None:
+                unrun = [s for s in work.staged if isinstance(s, Observation)]
+                unrun += [o for o in done if o.stage is Stage.SCHEDULE]
+            self._trace(unrun, work.started)
         if work.staged is None:  # a lone call
             if work.rejected is not None:
                 return [work.rejected]
@@ -376,6 +408,14 @@ class Run:
         if work.admitted:
             self._settled(work.admitted, done)
         return self._merge(work.staged, done)
+
+    def _trace(self, observations: Sequence[Observation], started: float) -> None:
+        """The spans of calls settled without running (`callgate.telemetry`)."""
+        telemetry = self.gate.telemetry
+        if telemetry is not None and observations:
+            telemetry.decided(
+                self.id, observations, started, self.gate.redactor, self.state.context_secrets
+            )
 
     def _settled(self, admitted: Sequence[Admitted], results: Sequence[Observation]) -> None:
         """After execution: answer each call under the id the model sent (`Admitted.answer_id`),
@@ -408,6 +448,8 @@ class Run:
         (duplicate ids, arguments cut off by the token limit); recording them
         here keeps the ledger a complete account of what the model proposed.
         """
+        observations = list(observations)
+        started = time.time()
         for obs in observations:
             if obs.status is not Status.REJECTED:
                 raise ValueError(
@@ -423,6 +465,7 @@ class Run:
                 arguments="{}",
                 message=self.gate.redactor.text(obs.content),
             )
+        self._trace(observations, started)
 
     def resume(self) -> list[Observation]:
         """Submit again the calls of this run whose approval has since been decided.
@@ -433,6 +476,7 @@ class Run:
         it stays. A call is checked again in full (policy, resource version)
         before it runs. In another process, rebuild the run with `Gate.resume_run`.
         """
+        started = time.time()
         ready: list[ToolCall] = []
         withheld: list[Observation] = []
         for approval_id, call in list(self.state.pending.items()):
@@ -445,6 +489,7 @@ class Run:
                 self.state.resuming[call.id] = approval_id
             elif request is not None:
                 withheld.append(self._admission.withheld(request))
+        self._trace(withheld, started)
         try:
             return withheld + (self.submit(ready) if ready else [])
         finally:

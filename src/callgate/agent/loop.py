@@ -27,6 +27,7 @@ import dataclasses
 import functools
 import json
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -52,8 +53,15 @@ from callgate.gate import Gate
 from callgate.llms.base import Model, ModelRequest, ModelResponse
 from callgate.llms.formats import Format, get_format
 from callgate.providers.base import Extraction
+from callgate.telemetry import traced_agent, traced_chat
 
 __all__ = ["Agent", "AgentResult", "Budgets", "StopReason"]
+
+_Exported = dict[tuple[Any, ...], tuple[list[dict[str, Any]], list[str]]]
+_EXPORTED: weakref.WeakKeyDictionary[Gate, _Exported] = weakref.WeakKeyDictionary()
+"""Exported tool definitions per gate, shared by its agents: exporting a registry costs
+more than a whole turn, and agents are often made one per request."""
+_EXPORTED_PER_GATE = 256
 
 
 class Agent:
@@ -112,11 +120,14 @@ class Agent:
         self._paging_gate: Gate | None = None
         if paging:
             self._paging_gate = Gate(
-                paging_registry(), ledger=gate.ledger, approvals=gate.approvals
+                paging_registry(),
+                ledger=gate.ledger,
+                approvals=gate.approvals,
+                telemetry=gate.telemetry,
             )
             self._paging_gate.redactor = gate.redactor
         self._secret_tools = {s.name: s.secret_fields for s in gate.registry if s.secret_fields}
-        self._tools: dict[tuple[Any, ...], tuple[list[dict[str, Any]], list[str]]] = {}
+        self._tools = _EXPORTED.setdefault(gate, {})
 
     # -- public ----------------------------------------------------------------------
 
@@ -153,7 +164,9 @@ class Agent:
         model sent or a tool did; `AgentResult.reason` says how it ended.
         """
         state = self._start(user_message, authority, system, run_id)
-        return await self._drive(state, None)
+        drive = functools.partial(self._drive, state, None)
+        telemetry = self.gate.telemetry
+        return await traced_agent(telemetry, drive, model=self.model.name, run_id=state.run.id)
 
     def resume(self, result: AgentResult) -> AgentResult:
         """Continue a paused run once its approvals are decided; see `aresume`."""
@@ -173,7 +186,9 @@ class Agent:
                 f"run {result.run_id} is not paused (it ended: {result.reason.value}); "
                 "only a result whose .paused is True can be resumed"
             )
-        return await self._drive(state, state.held)
+        drive = functools.partial(self._drive, state, state.held)
+        telemetry = self.gate.telemetry
+        return await traced_agent(telemetry, drive, model=self.model.name, run_id=state.run.id)
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -243,11 +258,20 @@ class Agent:
             return self._stop(state, StopReason.MAX_SECONDS, f"{budgets.seconds:g} s of work used")
         try:
             response: ModelResponse | None = None
+            complete = functools.partial(
+                traced_chat,
+                self.gate.telemetry,
+                functools.partial(self.model.complete, request),
+                model=self.model.name,
+                format=self.format.name,
+                run_id=state.run.id,
+                step=step,
+            )
             if remaining is None:
-                response = await self.model.complete(request)
+                response = await complete()
             else:
                 with anyio.move_on_after(remaining):
-                    response = await self.model.complete(request)
+                    response = await complete()
         except Exception as exc:
             detail = f"step {step}: {type(exc).__name__}: {exc}"
             return self._stop(state, StopReason.MODEL_ERROR, detail, error=exc)
@@ -413,6 +437,8 @@ class Agent:
     def _tool_definitions(self, authority: Authority) -> tuple[list[dict[str, Any]], list[str]]:
         # The registry may change between runs (a live MCP registry): key on its contents.
         key = (
+            self.format.name,
+            self._paging_gate is not None,
             tuple(g if isinstance(g, str) else g.text for g in authority.grants),
             self.gate.policy.version,
             tuple((spec.name, spec.version) for spec in self.gate.registry),
@@ -423,6 +449,8 @@ class Agent:
             if self._paging_gate is not None:
                 specs.append(READ_RESULT_SPEC)
             cached = (self.format.tool_definitions(specs), [s.name for s in specs])
+            if len(self._tools) >= _EXPORTED_PER_GATE:  # many distinct authorities: start over
+                self._tools.clear()
             self._tools[key] = cached
         return cached
 

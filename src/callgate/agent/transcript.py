@@ -55,8 +55,22 @@ class TranscriptEntry:
     seq: int = 0
 
 
+_LEAVES = frozenset({int, float, bool, type(None)})
+
+
 def _strings(node: Any, out: list[str]) -> list[str]:
-    if isinstance(node, str):
+    kind = type(node)  # exact types first: the ABC checks below cost more than the walk
+    if kind is str:
+        out.append(node)
+    elif kind is dict:
+        for value in node.values():
+            _strings(value, out)
+    elif kind is list or kind is tuple:
+        for value in node:
+            _strings(value, out)
+    elif kind in _LEAVES:
+        pass
+    elif isinstance(node, str):
         out.append(node)
     elif isinstance(node, Mapping):
         for value in node.values():
