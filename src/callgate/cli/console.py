@@ -1,0 +1,141 @@
+"""``callgate console``: serve the web console over a ledger.
+
+The ledger is ``--db PATH`` (SQLite; default ``$CALLGATE_DB`` or
+``./callgate.db``) or ``--dsn DSN`` (PostgreSQL; default ``$CALLGATE_DSN``), an
+existing callgate ledger only, as for ``callgate approvals``. People sign in
+with the tokens of ``--auth-file`` (lines ``name:token``, mode 600); without
+one the console refuses to start, unless ``--no-auth`` is given and it is
+bound to a loopback address (then everyone who reaches it is ``--user``).
+
+Exit codes:
+    0  the server stopped normally
+    2  bad usage or input: no ledger there, a file that is not a callgate
+       ledger, no authentication configured, ``--no-auth`` on an address
+       other machines can reach, a credentials file others can read
+    3  the ledger could not be read
+"""
+
+from __future__ import annotations
+
+import getpass
+import secrets
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from callgate.cli.ledger import DbOption, DsnOption, bad_usage, open_ledger
+from callgate.cli.plain import plain
+from callgate.console import Credentials, NoAuth, TokenAuth, check_binding, create_app, is_loopback
+from callgate.errors import DefinitionError
+from callgate.ledger.sqlite import DEFAULT_PATH
+
+__all__ = ["HELP", "app", "serve"]
+
+HELP = (
+    "Serve the web console: the approvals inbox, runs, run timelines and calls.\n\n"
+    "People sign in with the tokens of --auth-file (lines 'name:token', mode 600); every "
+    "decision is recorded under their name. Without --auth-file the console refuses to "
+    "start, unless --no-auth is given on a loopback address.\n\n"
+    "Exit codes: 0 stopped; 2 bad usage or input (no ledger there, not a callgate ledger, "
+    "no authentication, --no-auth on a reachable address, a credentials file others can "
+    "read); 3 the ledger could not be read."
+)
+
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+def _local_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "local"
+
+
+def serve(
+    db: DbOption = Path(DEFAULT_PATH),
+    dsn: DsnOption = None,
+    host: Annotated[
+        str, typer.Option("--host", help="The address to listen on.", show_default=True)
+    ] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option("--port", min=0, max=65535, help="The port.", show_default=True)
+    ] = 8765,
+    auth_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--auth-file",
+            envvar="CALLGATE_CONSOLE_AUTH_FILE",
+            help="Who may sign in: lines 'name:token' (tokens of 16+ characters), mode 600.",
+        ),
+    ] = None,
+    no_auth: Annotated[
+        bool,
+        typer.Option(
+            "--no-auth",
+            help="Development only: no sign-in, everyone is --user; refused unless --host is "
+            "a loopback address.",
+        ),
+    ] = False,
+    user: Annotated[
+        str | None,
+        typer.Option("--user", help="With --no-auth: the name decisions are recorded under."),
+    ] = None,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host",
+            help="A Host name the console answers to (repeat it); by default the names of a "
+            "loopback address, or any name when listening on another address.",
+        ),
+    ] = None,
+    secure_cookies: Annotated[
+        bool,
+        typer.Option("--secure-cookies", help="Mark the session cookie Secure (behind HTTPS)."),
+    ] = False,
+) -> None:
+    """Serve the web console over the ledger until interrupted."""
+    import uvicorn
+
+    if auth_file is not None and no_auth:
+        raise bad_usage("pass either --auth-file or --no-auth, not both")
+    try:
+        auth: TokenAuth | NoAuth | None = None
+        if auth_file is not None:
+            auth = TokenAuth(Credentials.from_file(auth_file))
+        elif no_auth:
+            auth = NoAuth(user or _local_user())
+        check_binding(host, auth)
+    except DefinitionError as exc:
+        raise bad_usage(str(exc)) from None
+    assert auth is not None
+    hosts = allowed_host or (list(LOCAL_HOSTS) if is_loopback(host) else None)
+    if hosts is not None:
+        hosts = [h for name in hosts for h in (name, f"{name}:{port}")]
+    with open_ledger(db, dsn, write=True) as ledger:
+        app = create_app(
+            ledger,
+            auth=auth,
+            key=secrets.token_bytes(32),
+            allowed_hosts=hosts,
+            secure_cookies=secure_cookies,
+        )
+        shown_host = f"[{host}]" if ":" in host and not host.startswith("[") else host
+        where = "the PostgreSQL ledger (--dsn)" if dsn else str(db)
+        sys.stderr.write(
+            plain(f"callgate console on http://{shown_host}:{port} over {where}") + "\n"
+        )
+        if isinstance(auth, NoAuth):
+            sys.stderr.write(
+                plain(
+                    "WARNING: no authentication (--no-auth): anyone who can reach this address "
+                    f"on this machine decides approvals as {auth.principal.name!r}"
+                )
+                + "\n"
+            )
+        uvicorn.run(app, host=host.strip("[]"), port=port, log_level="warning", access_log=False)
+
+
+app = typer.Typer(name="console", help=HELP, add_completion=False)
+app.command(help=HELP)(serve)
