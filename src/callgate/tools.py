@@ -16,13 +16,18 @@ import inspect
 import json
 import re
 import string
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+import typing
+from collections.abc import Awaitable, Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, overload
 
 from pydantic import BaseModel
 from typing_extensions import Unpack
 
+from callgate.definitions.arguments import UnenforceableSchema, schema_arguments
+from callgate.definitions.dialects import Dialect, to_2020_12
+from callgate.definitions.formats import FormatCheck
+from callgate.definitions.names import tool_name as mapped_tool_name
 from callgate.effects import Effect
 from callgate.errors import DefinitionError
 from callgate.schema import (
@@ -40,11 +45,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CallContext",
+    "ContractOptions",
     "EffectTemplate",
     "Registry",
     "Risk",
     "Template",
     "ToolSpec",
+    "schema_spec",
     "tool",
 ]
 
@@ -252,6 +259,8 @@ class ToolSpec:
     null_means_default: frozenset[str] = field(default=frozenset())
     dump_is_canonical: bool = False
     """Whether ``model_dump_json`` is canonical (no free-form objects whose key order varies)."""
+    external_name: str | None = None
+    """The name the definition gave, when it is not a valid tool name (``billing.refund``)."""
 
     def __post_init__(self) -> None:
         if not self.effects:
@@ -371,6 +380,76 @@ def make_spec(
             f"tool name {tool_name!r} is not allowed: use 1 to 64 letters, digits, '_' or '-' "
             "(the strictest limit among model providers)"
         )
+    doc_description, param_docs = parse_docstring(fn)
+    model, context_param = build_arguments_model(
+        fn, model_name=tool_name, descriptions=param_docs, injected=_is_call_context
+    )
+    schema = json_schema(model)
+    spec = ToolSpec(
+        name=tool_name,
+        description=(description or doc_description).strip(),
+        fn=fn,
+        is_async=inspect.iscoroutinefunction(fn),
+        arguments_model=model,
+        context_param=context_param,
+        input_schema=schema,
+        null_means_default=_null_means_default(model),
+        dump_is_canonical=_dump_is_canonical(schema),
+        **_contract(
+            tool_name,
+            tuple(model.model_fields),
+            effects=effects,
+            reads=reads,
+            writes=writes,
+            risk=risk,
+            precondition=precondition,
+            verify=verify,
+            reconcile=reconcile,
+            checks=checks,
+            preview=preview,
+            idempotency_key=idempotency_key,
+            key_retention=key_retention,
+            timeout=timeout,
+            max_result_chars=max_result_chars,
+            secret_fields=secret_fields,
+            ordered=ordered,
+            max_concurrency=max_concurrency,
+            sinks=sinks,
+            output_trust=output_trust,
+            resource_version=resource_version,
+        ),
+    )
+    return dataclasses.replace(spec, version=_spec_version(spec))
+
+
+def _contract(
+    tool_name: str,
+    params: tuple[str, ...],
+    *,
+    effects: str | Sequence[str] | None = None,
+    reads: str | Sequence[str] | None = None,
+    writes: str | Sequence[str] | None = None,
+    risk: Risk | Literal["read", "write_idempotent", "write"] | None = None,
+    precondition: Precondition | None = None,
+    verify: Verifier | None = None,
+    reconcile: Reconciler | None = None,
+    checks: Sequence[Check] = (),
+    preview: Preview | None = None,
+    idempotency_key: str | None = None,
+    key_retention: float = DEFAULT_KEY_RETENTION_SECONDS,
+    timeout: float | None = None,
+    max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
+    secret_fields: Sequence[str] = (),
+    ordered: bool = False,
+    max_concurrency: int | None = None,
+    sinks: Sequence[str] | Mapping[str, str | None] = (),
+    output_trust: OutputTrust | None = None,
+    resource_version: Callable[[BaseModel], str | None] | None = None,
+) -> dict[str, Any]:
+    """The contract fields of a `ToolSpec`, checked against the tool's parameters.
+
+    One place for every way of defining a tool (a decorated function, a JSON Schema).
+    """
     if timeout is not None and timeout <= 0:
         raise DefinitionError(f"tool {tool_name!r}: timeout must be positive, got {timeout}")
     if max_concurrency is not None and (
@@ -386,11 +465,6 @@ def make_spec(
         raise DefinitionError(
             f"tool {tool_name!r}: max_result_chars must be at least 100, got {max_result_chars}"
         )
-    doc_description, param_docs = parse_docstring(fn)
-    model, context_param = build_arguments_model(
-        fn, model_name=tool_name, descriptions=param_docs, injected=_is_call_context
-    )
-    params = tuple(model.model_fields)
     for secret in secret_fields:
         if secret not in params:
             raise DefinitionError(f"tool {tool_name!r}: secret field {secret!r} is not a parameter")
@@ -410,41 +484,31 @@ def make_spec(
         resolved_risk = Risk.READ if all_reads else Risk.WRITE
     else:
         resolved_risk = Risk(risk)
-    spec = ToolSpec(
-        name=tool_name,
-        description=(description or doc_description).strip(),
-        fn=fn,
-        is_async=inspect.iscoroutinefunction(fn),
-        arguments_model=model,
-        context_param=context_param,
-        input_schema=json_schema(model),
-        effects=effect_templates,
-        reads=templates(reads, "reads"),
-        writes=templates(writes, "writes"),
-        risk=resolved_risk,
-        precondition=precondition,
-        verify=verify,
-        reconcile=reconcile,
-        checks=tuple(checks),
-        preview=preview,
-        idempotency_key=(
+    return {
+        "effects": effect_templates,
+        "reads": templates(reads, "reads"),
+        "writes": templates(writes, "writes"),
+        "risk": resolved_risk,
+        "precondition": precondition,
+        "verify": verify,
+        "reconcile": reconcile,
+        "checks": tuple(checks),
+        "preview": preview,
+        "idempotency_key": (
             Template(idempotency_key, tool=tool_name, parameters=params, what="idempotency key")
             if idempotency_key
             else None
         ),
-        key_retention=key_retention,
-        timeout=timeout,
-        max_result_chars=max_result_chars,
-        secret_fields=frozenset(secret_fields),
-        ordered=ordered,
-        max_concurrency=max_concurrency,
-        sinks=sink_declarations(tool_name, sinks, params),
-        output_trust=output_trust,
-        resource_version=resource_version,
-        null_means_default=_null_means_default(model),
-        dump_is_canonical=_dump_is_canonical(json_schema(model)),
-    )
-    return dataclasses.replace(spec, version=_spec_version(spec))
+        "key_retention": key_retention,
+        "timeout": timeout,
+        "max_result_chars": max_result_chars,
+        "secret_fields": frozenset(secret_fields),
+        "ordered": ordered,
+        "max_concurrency": max_concurrency,
+        "sinks": sink_declarations(tool_name, sinks, params),
+        "output_trust": output_trust,
+        "resource_version": resource_version,
+    }
 
 
 def _dump_is_canonical(schema: Mapping[str, Any]) -> bool:
@@ -502,12 +566,9 @@ def tool(
     return decorate
 
 
-class ToolOptions(TypedDict, total=False):
-    """The contract options of `tool` and `Registry.tool`: one typed signature for both,
-    so a misspelt option (``effect=``) is a type error, and a `DefinitionError` at once."""
+class ContractOptions(TypedDict, total=False):
+    """The contract options every tool takes, however it is defined (see `tool`)."""
 
-    name: str | None
-    description: str | None
     effects: str | Sequence[str] | None
     reads: str | Sequence[str] | None
     writes: str | Sequence[str] | None
@@ -529,9 +590,18 @@ class ToolOptions(TypedDict, total=False):
     resource_version: Callable[[BaseModel], str | None] | None
 
 
-def _check_options(contract: Mapping[str, Any]) -> None:
+class ToolOptions(ContractOptions, total=False):
+    """The contract options of `tool` and `Registry.tool`: one typed signature for both,
+    so a misspelt option (``effect=``) is a type error, and a `DefinitionError` at once."""
+
+    name: str | None
+    description: str | None
+
+
+def _check_options(
+    contract: Mapping[str, Any], known: Mapping[str, Any] = ToolOptions.__annotations__
+) -> None:
     """A misspelt option fails where the tool is declared, naming the closest option."""
-    known = ToolOptions.__annotations__
     for option in contract:
         if option not in known:
             near = difflib.get_close_matches(option, known, n=1)
@@ -539,6 +609,168 @@ def _check_options(contract: Mapping[str, Any]) -> None:
             raise DefinitionError(
                 f"unknown tool option {option!r}{hint} (options: {', '.join(sorted(known))})"
             )
+
+
+# -- tools defined by a JSON Schema ------------------------------------------------
+
+_SCHEMA_CONTEXT = "__callgate_context__"
+_CONTRACT_OPTIONS = ContractOptions.__annotations__
+
+
+def schema_spec(
+    name: str,
+    description: str,
+    schema: Mapping[str, Any],
+    handler: Callable[..., Any],
+    *,
+    dialect: Dialect = "2020-12",
+    formats: Mapping[str, FormatCheck | None] | None = None,
+    taken: Container[str] = (),
+    **contract: Unpack[ContractOptions],
+) -> ToolSpec:
+    """Build a `ToolSpec` from a name, a description, a JSON Schema and a handler.
+
+    See `Registry.add_schema_tool`, which also registers it.
+    """
+    _check_options(contract, _CONTRACT_OPTIONS)
+    if not isinstance(name, str) or not name:
+        raise DefinitionError(f"a tool needs a non-empty name, got {name!r}")
+    if not callable(handler):
+        raise DefinitionError(f"tool {name!r}: the handler must be callable, got {handler!r}")
+    final_name = mapped_tool_name(name, taken)
+    if not isinstance(schema, Mapping):
+        raise UnenforceableSchema(
+            f"tool {name!r}: the arguments schema must be a JSON object (a dict), "
+            f"got {type(schema).__name__}"
+        )
+    converted = to_2020_12(schema, dialect, tool=name)
+    extra = converted.get("additionalProperties", False)
+    if extra is not False:
+        raise UnenforceableSchema(
+            f"tool {name!r}: the schema's top level accepts arguments beyond its properties "
+            f"(additionalProperties is {json.dumps(extra)[:60]}); callgate hands a handler only "
+            "declared arguments. Declare each argument under 'properties', or put the open "
+            "map in one property of type object"
+        )
+    converted.setdefault("type", "object")
+    converted.setdefault("properties", {})
+    converted["additionalProperties"] = False
+    try:
+        arguments = schema_arguments(final_name, converted, formats=formats)
+    except UnenforceableSchema as exc:
+        text = str(exc)
+        raise UnenforceableSchema(
+            text if text.startswith("tool ") else f"tool {name!r}: {text}"
+        ) from None
+    fields = arguments.fields
+    context_param = _schema_handler_check(name, handler, list(fields))
+    options: dict[str, Any] = dict(contract)
+    for key in ("effects", "reads", "writes"):
+        if options.get(key) is not None:
+            options[key] = [_renamed(t, fields) for t in _as_tuple(options[key])]
+    if options.get("idempotency_key"):
+        options["idempotency_key"] = _renamed(options["idempotency_key"], fields)
+    for key in ("secret_fields", "sinks"):
+        value = options.get(key)
+        if isinstance(value, Mapping):
+            options[key] = {fields.get(k, k): v for k, v in value.items()}
+        elif value is not None:
+            options[key] = [fields.get(k, k) for k in value]
+    names = arguments.names
+    optional = frozenset(fields[n] for n in fields) - arguments.required
+
+    def values(given: dict[str, Any]) -> dict[str, Any]:
+        # Optional arguments that were not given are not passed: the handler's own default.
+        out = {names.get(k, k): v for k, v in given.items() if v is not None or k not in optional}
+        if context_param is not None:
+            out[context_param] = given.pop(_SCHEMA_CONTEXT, None)
+        out.pop(_SCHEMA_CONTEXT, None)
+        return out
+
+    fn: Callable[..., Any]
+    if inspect.iscoroutinefunction(handler):
+
+        async def call_async(**given: Any) -> Any:
+            return await handler(**values(given))
+
+        fn = call_async
+    else:
+
+        def call(**given: Any) -> Any:
+            return handler(**values(given))
+
+        fn = call
+    fn.__name__ = final_name
+    fn.__qualname__ = getattr(handler, "__qualname__", final_name)
+    spec = ToolSpec(
+        name=final_name,
+        description=description.strip(),
+        fn=fn,
+        is_async=inspect.iscoroutinefunction(handler),
+        arguments_model=arguments.model,
+        context_param=_SCHEMA_CONTEXT if context_param is not None else None,
+        input_schema=converted,
+        null_means_default=arguments.null_means_default,
+        dump_is_canonical=arguments.typed_only,
+        external_name=name if final_name != name else None,
+        **_contract(final_name, tuple(arguments.model.model_fields), **options),
+    )
+    return dataclasses.replace(spec, version=_spec_version(spec))
+
+
+def _schema_handler_check(tool: str, handler: Callable[..., Any], names: list[str]) -> str | None:
+    """The handler's `CallContext` parameter, after checking it takes every argument."""
+    try:
+        signature = inspect.signature(handler)
+    except (TypeError, ValueError):
+        return None  # a builtin or C callable: called with the arguments as they are
+    try:
+        hints = typing.get_type_hints(handler)
+    except Exception:
+        hints = {}
+    context = None
+    takes_any = False
+    params = signature.parameters
+    for pname, param in params.items():
+        annotation = hints.get(pname, param.annotation)
+        if annotation is CallContext or annotation == "CallContext":
+            context = pname
+        if param.kind is param.VAR_KEYWORD:
+            takes_any = True
+    if not takes_any:
+        missing = [
+            n for n in names if n not in params or params[n].kind is params[n].VAR_POSITIONAL
+        ]
+        if missing:
+            raise DefinitionError(
+                f"tool {tool!r}: the handler {getattr(handler, '__qualname__', handler)} takes "
+                f"no parameter {missing[0]!r}, which the schema declares; add it, or take "
+                "**arguments (names such as 'class' or 'a.b' can only arrive that way)"
+            )
+    return context
+
+
+def _renamed(text: str, fields: Mapping[str, str]) -> str:
+    """A template on the schema's names, rewritten on the field names (``{_from}``)."""
+    if all(k == v for k, v in fields.items()):
+        return text
+    try:
+        parsed = list(string.Formatter().parse(text))
+    except ValueError:
+        return text  # Template reports it
+    out = []
+    for literal, field_name, spec, conversion in parsed:
+        out.append(literal.replace("{", "{{").replace("}", "}}"))
+        if field_name is not None:
+            name = fields.get(field_name, field_name)
+            out.append(
+                "{"
+                + name
+                + (f"!{conversion}" if conversion else "")
+                + (f":{spec}" if spec else "")
+                + "}"
+            )
+    return "".join(out)
 
 
 class Registry:
@@ -577,6 +809,48 @@ class Registry:
             return self.add(make_spec(f, **contract))
 
         return decorate
+
+    def add_schema_tool(
+        self,
+        name: str,
+        description: str,
+        schema: Mapping[str, Any],
+        handler: Callable[..., Any],
+        *,
+        dialect: Dialect = "2020-12",
+        formats: Mapping[str, FormatCheck | None] | None = None,
+        **contract: Unpack[ContractOptions],
+    ) -> ToolSpec:
+        """Register a tool defined by a JSON Schema instead of a Python signature.
+
+        ``schema`` is the arguments object's JSON Schema (``dialect`` ``"2020-12"``,
+        or ``"openapi-3.0"`` for an OpenAPI 3.0 Schema Object); calls are
+        validated with its own semantics (formats, patterns on RE2, ``$ref``,
+        ``anyOf``/``oneOf``, ``additionalProperties`` below the top level).
+        ``handler(**arguments)`` receives the validated arguments by the
+        schema's names (a parameter annotated `CallContext` receives the
+        context); optional arguments not given are left out. The contract
+        options are `tool`'s; templates, ``secret_fields`` and ``sinks`` name
+        arguments by the schema's names. A name providers would refuse
+        (``billing.refund``) is mapped (``billing_refund``) and kept in
+        `ToolSpec.external_name`. A schema callgate cannot enforce as written
+        raises `UnenforceableSchema` (a `DefinitionError`) saying why.
+        """
+        spec = schema_spec(
+            name,
+            description,
+            schema,
+            handler,
+            dialect=dialect,
+            formats=formats,
+            taken=self._tools,
+            **contract,
+        )
+        return self.add(spec)
+
+    def renamed(self) -> dict[str, str]:
+        """``{tool name: name its definition gave}`` for every tool whose name was mapped."""
+        return {n: s.external_name for n, s in self._tools.items() if s.external_name}
 
     def replace(self, spec: ToolSpec) -> ToolSpec:
         """Put ``spec`` in place of the registered tool of the same name (it must exist)."""
