@@ -48,14 +48,18 @@ def test_a_run_is_one_trace_of_agent_chat_and_tool_spans(spans: Spans) -> None:
         ]
     )
     gate = Gate(registry(ran), ledger=MemoryLedger(), telemetry=Telemetry(spans.provider))
-    result = Agent(model, gate).run("where is o-1?", authority=Authority(principal="agent", grants=["read:orders"]))
-    assert result.answered and ran == ["lookup"]
+    result = Agent(model, gate).run(
+        "where is o-1?", authority=Authority(principal="agent", grants=["read:orders"])
+    )
+    assert result.answered
+    assert ran == ["lookup"]
     agent = spans.one("invoke_agent callgate")
     chats = spans.named(f"chat {model.name}")
     tool = spans.one("execute_tool lookup")
     assert len(chats) == 2
     for child in [*chats, tool]:
-        assert child.parent is not None and child.parent.span_id == agent.context.span_id
+        assert child.parent is not None
+        assert child.parent.span_id == agent.context.span_id
         assert child.context.trace_id == agent.context.trace_id
     first, second = sorted(chats, key=lambda s: s.start_time or 0)
     assert first.kind is SpanKind.CLIENT
@@ -93,15 +97,17 @@ def test_a_paused_run_and_its_resumption_are_two_agent_spans(spans: Spans) -> No
     assert paused.paused
     gate.approvals.approve(paused.pending_approvals[0], by="lead")
     done = agent.resume(paused)
-    assert done.answered and ran == ["wire"]
+    assert done.answered
+    assert ran == ["wire"]
     first, second = sorted(spans.named("invoke_agent callgate"), key=lambda s: s.start_time or 0)
     assert (first.attributes or {})["callgate.agent.reason"] == "awaiting_approval"
     assert (second.attributes or {})["callgate.agent.reason"] == done.reason.value
     wires = spans.named("execute_tool wire")
     statuses = sorted((s.attributes or {})["callgate.status"] for s in wires)
     assert statuses == ["ok", "pending"]
-    ran_span = [s for s in wires if (s.attributes or {})["callgate.status"] == "ok"][0]
-    assert ran_span.parent is not None and ran_span.parent.span_id == second.context.span_id
+    ran_span = next(s for s in wires if (s.attributes or {})["callgate.status"] == "ok")
+    assert ran_span.parent is not None
+    assert ran_span.parent.span_id == second.context.span_id
 
 
 def test_a_failing_model_call_is_an_error_chat_span(spans: Spans) -> None:
@@ -112,7 +118,9 @@ def test_a_failing_model_call_is_an_error_chat_span(spans: Spans) -> None:
 
     model = ScriptedModel([broken])
     gate = Gate(registry([]), ledger=MemoryLedger(), telemetry=Telemetry(spans.provider))
-    result = Agent(model, gate).run("hi", authority=Authority(principal="agent", grants=["read:orders"]))
+    result = Agent(model, gate).run(
+        "hi", authority=Authority(principal="agent", grants=["read:orders"])
+    )
     assert result.reason.value == "model_error"
     chat = spans.one(f"chat {model.name}")
     assert chat.status.status_code is StatusCode.ERROR

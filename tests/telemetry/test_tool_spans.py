@@ -167,10 +167,11 @@ def test_the_handlers_own_spans_are_children_of_its_execute_tool_span(
     submit(run, calls, driver)
     tools = spans.named("execute_tool get_order")
     queries = spans.named("orders.select")
-    assert len(tools) == 3 and len(queries) == 3
+    assert len(tools) == 3
+    assert len(queries) == 3
     parents = sorted(q.parent.span_id for q in queries if q.parent is not None)
     assert parents == sorted(t.context.span_id for t in tools)
-    lone = [t for t in tools if attrs(t)["gen_ai.tool.call.id"] == "a"][0]
+    lone = next(t for t in tools if attrs(t)["gen_ai.tool.call.id"] == "a")
     assert lone.parent is not None
     assert lone.parent.span_id == request.context.span_id
 
@@ -182,9 +183,7 @@ def test_rejections_get_spans_with_their_stage_and_an_error_status(
     """Calls refused at parse, schema, policy and an unknown tool each get a span: status
     rejected, the stage, error.type, the rule; the policy's deny where the policy decided."""
     ran: list[str] = []
-    run = gate_for(spans, ran).run(
-        authority=Authority(principal="support", grants=["read:orders"])
-    )
+    run = gate_for(spans, ran).run(authority=Authority(principal="support", grants=["read:orders"]))
     calls = [
         ToolCall(id="parse", name="get_order", arguments='{"order_id": '),
         ToolCall(id="schema", name="get_order", arguments='{"order_id": "nope"}'),
@@ -217,7 +216,8 @@ def test_a_pending_call_and_its_resumption_carry_the_approval_id(spans: Spans) -
     run = gate.run(authority=AUTHORITY)
     arguments = '{"order_id": "o-1", "amount": 80, "operation_id": "op-1"}'
     [obs] = run.submit([ToolCall(id="r1", name="refund", arguments=arguments)])
-    assert obs.status.value == "pending" and obs.approval_id is not None
+    assert obs.status.value == "pending"
+    assert obs.approval_id is not None
     waiting = spans.one("execute_tool refund")
     assert attrs(waiting)["callgate.status"] == "pending"
     assert attrs(waiting)["callgate.decision"] == "ask"
@@ -225,7 +225,8 @@ def test_a_pending_call_and_its_resumption_carry_the_approval_id(spans: Spans) -
     assert waiting.status.status_code is StatusCode.UNSET
     gate.approvals.approve(obs.approval_id, by="lead@shop")
     [done] = run.resume()
-    assert done.status.value == "ok" and ran == ["refund"]
+    assert done.status.value == "ok"
+    assert ran == ["refund"]
     ran_span = [s for s in spans.named("execute_tool refund") if s is not waiting][-1]
     assert attrs(ran_span)["callgate.status"] == "ok"
     assert attrs(ran_span)["callgate.decision"] == "ask"
@@ -240,7 +241,8 @@ def test_an_unknown_outcome_is_an_error_span_of_one_attempt(spans: Spans, driver
     ran: list[str] = []
     run = gate_for(spans, ran).run(authority=AUTHORITY)
     [obs] = submit(run, [ToolCall(id="p1", name="charge", arguments='{"amount": 5}')], driver)
-    assert obs.status.value == "unknown" and ran == ["charge"]
+    assert obs.status.value == "unknown"
+    assert ran == ["charge"]
     span = spans.one("execute_tool charge")
     assert attrs(span)["callgate.attempts"] == 1
     assert attrs(span)["callgate.status"] == "unknown"
@@ -286,9 +288,9 @@ def test_content_is_on_spans_only_when_asked_and_then_redacted(spans: Spans) -> 
         text = " ".join(str(v) for v in attrs(span).values())
         assert "hunter2-xyz" not in text
     logged = [attrs(s) for s in spans.named("execute_tool login")]
-    ran_login = [a for a in logged if a["callgate.status"] == "ok"][0]
+    ran_login = next(a for a in logged if a["callgate.status"] == "ok")
     assert '"user":"ana"' in ran_login["gen_ai.tool.call.arguments"]
-    rejected = [a for a in logged if a["callgate.status"] == "rejected"][0]
+    rejected = next(a for a in logged if a["callgate.status"] == "rejected")
     assert "gen_ai.tool.call.result" in rejected
 
 
