@@ -304,7 +304,17 @@ def test_made_up_value_asks_and_records_no_source() -> None:
     assert obs.approval_id is not None
     assert done == []
     assert findings(gate, run, obs.call_id) == [
-        {"argument": "to", "value": "boss@acme.example", "kind": None, "tainted_by": []}
+        {
+            "rule": "untrusted_sink",
+            "argument": "to",
+            "value": "boss@acme.example",
+            "kind": None,
+            "via": "value",
+            "match": "made_up",
+            "source": None,
+            "sources": [],
+            "tainted_by": [],
+        }
     ]
     request = gate.approvals.get(obs.approval_id)
     assert request is not None

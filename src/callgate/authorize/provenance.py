@@ -13,8 +13,10 @@ nowhere was made up. Either way the policy escalates (``ask``) or denies.
 
 What the matcher detects, and what it does not:
 
-* Values are compared after normalisation: case, surrounding whitespace,
-  URL scheme, ``www.`` and trailing slash, spaces inside IBAN-like values.
+* Values are compared after normalisation (`callgate.authorize.text`): NFKC,
+  case, whitespace, spaces inside IBAN-like values, and links in one form
+  (scheme, ``www.``, default port and trailing slash dropped), the same way
+  for the value and for trusted text.
 * Inside free text (a user's message) only whole tokens count: a word, an
   email, a URL, an IBAN written in groups, a path or dotfile (``/srv/a.pdf``,
   ``.env``). Numbers never match free text: "June 13" does not vouch for
@@ -24,33 +26,45 @@ What the matcher detects, and what it does not:
   or a field of another kind with the same value. An *untyped* sink accepts
   a trusted field of any kind, so declare trusted only fields whose content
   no third party chooses (not a shared file's name, not a sender's subject).
-* URLs inside free-text arguments of a tool with sinks are sinks too, also
-  when nested in lists or objects. Only ``http(s)://`` links are found: a
-  bare ``evil.example/x`` in a message body is not.
+* Links inside free-text arguments of a tool with sinks are sinks too, also
+  when nested in lists or objects: with a scheme, ``www.`` names, names with
+  a path or port (``evil.example/x``), and bare domains under a common
+  top-level domain (``example.com``).
+* A multi-word value ("Le Marais Boutique") is vouched for by trusted text
+  holding the same words in the same order as whole words; when it is not,
+  the finding names the untrusted observation it appears in.
+* Keys of mappings in tool output are indexed like values, with their
+  record's trust; ``output_trust`` addresses fields by path (`TrustPath`):
+  ``owner.email``, ``meta."x.y"``, ``files.*.id``, ``keys(shared_with)``.
+* The index knows which observations brought untrusted text into the run
+  (`TrustIndex.exposed_by`): the intent and integrity checks read it.
 * It does not detect a value the model derived from tainted text (spelled
   differently, computed, translated, a prefix of it), nor a harmful action
   whose values are all trusted, nor a value that trusted text merely
   mentions ("never write to eve@evil.example" vouches for that address):
-  narrow the run's authority for those.
+  narrow the run's authority for those (`callgate.authorize.intent`).
 * Indexing is linear in the size of tool output, so a hostile page cannot
   stall the gate.
 """
 
 from __future__ import annotations
 
-import re
+import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
 
+from callgate.authorize.text import is_number, links, normalize, phrase, tokens, words
+from callgate.errors import DefinitionError
 from callgate.evidence import Evidence, EvidenceItem
 
 __all__ = [
     "OutputTrust",
     "SinkFinding",
     "TrustIndex",
+    "TrustPath",
     "normalize",
 ]
 
@@ -59,61 +73,98 @@ OutputTrust = (
 )
 """How a tool labels its output.
 
-* ``True``: every field of every record is trusted (a system of record);
-* a mapping ``{field: kind}``: those fields are trusted, tagged with a kind
-  (``"file"``, ``"contact"``; ``True`` for no kind);
+* ``True``: every field and key of every record is trusted (a system of record);
+* a mapping ``{path: kind}``: the fields at those paths (`TrustPath`) are
+  trusted, tagged with a kind (``"file"``, ``"contact"``; ``True`` for no
+  kind); the path ``"*"`` alone stands for the whole record;
 * a function of one output record returning either of the above: trust
   decided per record (sent mail versus received mail).
 """
 
-_URL = re.compile(r"\bhttps?://[^\s<>\"'()\[\]{}]+", re.IGNORECASE)
-# Matched against one piece of a token only (``fullmatch``, possessive): a
-# search over the whole text is quadratic on untrusted input such as "a.a.a…".
-_EMAIL = re.compile(r"[\w.+-]++@[\w-]++(?:\.[\w-]++)++")
-_TOKEN = re.compile(r"[\w.+@:/-]+")
-# An IBAN written in groups ("DE89 3704 0044 ..."), which whitespace would split.
-_IBAN_GROUPED = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?\b")
-_IBANISH = re.compile(r"^[A-Z]{2}\d{2}[A-Z0-9 ]{10,40}$", re.IGNORECASE)
-_NUMBER = re.compile(r"^[+-]?\d+(?:[.,]\d+)*$")
+_MAX_DEPTH = 64
+_SHOWN = 200
 
 
-def normalize(value: Any) -> str:
-    """The form in which values are compared."""
-    text = str(value).strip()
-    if _IBANISH.match(text):
-        return text.replace(" ", "").upper()
-    lowered = " ".join(text.split()).casefold()
-    if lowered.startswith(("http://", "https://")):
-        lowered = lowered.split("://", 1)[1]
-        lowered = lowered.removeprefix("www.")
-        lowered = lowered.rstrip("/")
-    return lowered
+@dataclass(frozen=True, slots=True)
+class TrustPath:
+    """Where in an output record an ``output_trust`` label applies.
 
-
-def _tokens(text: str, *, numbers: bool = False) -> Iterator[str]:
-    """Whole tokens of free text, normalised; URLs, emails, grouped IBANs, paths kept whole.
-
-    Numbers are left out unless ``numbers`` (used only to say where an untrusted
-    value came from, never to vouch for one).
+    Written as segments joined by ``.``: a name (``owner.email``), a JSON string
+    for a key holding a dot or a quote (``meta."x.y"``), or ``*`` for any one key
+    (``files.*.id``). Lists are transparent: ``attachments.name`` is the name of
+    every attachment. ``keys(path)`` labels the keys of the mapping at ``path``
+    (``keys(shared_with)``: the addresses a file is shared with); ``keys()`` the
+    record's own field names. A path names one place only: a key holding a dot
+    is always quoted, so ``a.b`` is never the key ``"a.b"``.
     """
-    for match in _URL.finditer(text):
-        yield normalize(match.group(0).rstrip(".,;:!?"))
-    for match in _IBAN_GROUPED.finditer(text):
-        yield normalize(match.group(0))
-    for raw in _TOKEN.findall(text):
-        token = raw.strip(".,;:!?/-")
-        if not token:
+
+    segments: tuple[str | None, ...]
+    """The names on the way; None for ``*``."""
+    keys: bool = False
+    """Whether the label is on the keys of the mapping at the path."""
+
+    @classmethod
+    def parse(cls, text: str) -> TrustPath:
+        """Read a path; `DefinitionError` names what is wrong and how to write it."""
+        inner, keys = text, False
+        if text.startswith("keys(") and text.endswith(")"):
+            inner, keys = text[5:-1], True
+        if not inner:
+            if keys:
+                return cls((), keys=True)
+            raise DefinitionError("an output_trust path is empty; name a field, e.g. 'id'")
+        segments: list[str | None] = []
+        i = 0
+        while True:
+            if inner.startswith('"', i):
+                end = _closing_quote(inner, i)
+                if end < 0:
+                    raise DefinitionError(
+                        f"output_trust path {text!r}: the quoted key at position {i} is not "
+                        'closed; write it as a JSON string, e.g. meta."x.y"'
+                    )
+                segments.append(json.loads(inner[i : end + 1]))
+                i = end + 1
+                if i < len(inner) and inner[i] != ".":
+                    raise DefinitionError(
+                        f"output_trust path {text!r}: expected '.' after the quoted key at "
+                        f"position {i}, got {inner[i]!r}"
+                    )
+            else:
+                end = inner.find(".", i)
+                end = len(inner) if end < 0 else end
+                name = inner[i:end]
+                if not name or '"' in name:
+                    raise DefinitionError(
+                        f"output_trust path {text!r}: segment {len(segments) + 1} is "
+                        f"{name!r}; write names joined by '.', quote a key holding '.' "
+                        'or \'"\' as a JSON string (meta."x.y"), or use * for any key'
+                    )
+                segments.append(None if name == "*" else name)
+                i = end
+            if i >= len(inner):
+                return cls(tuple(segments), keys=keys)
+            i += 1  # the dot
+            if i >= len(inner):
+                raise DefinitionError(f"output_trust path {text!r} ends with '.'; name a field")
+
+    def matches(self, path: tuple[str, ...]) -> bool:
+        """Whether this path names the place ``path`` (the keys on the way to it)."""
+        if len(path) != len(self.segments):
+            return False
+        return all(s is None or s == p for s, p in zip(self.segments, path, strict=True))
+
+
+def _closing_quote(text: str, start: int) -> int:
+    i = start + 1
+    while i < len(text):
+        if text[i] == "\\":
+            i += 2
             continue
-        if "@" in token:
-            for piece in re.split(r"[:/]", token):
-                piece = piece.strip(".,;:!?-")
-                if piece != token and _EMAIL.fullmatch(piece):
-                    yield normalize(piece)
-        if numbers or not _NUMBER.match(token):
-            yield normalize(token)
-        kept = raw.rstrip(".,;:!?")
-        if kept != token and kept.startswith(("/", ".")):
-            yield normalize(kept)  # a path or dotfile: "/etc/passwd", "./run.sh", ".env"
+        if text[i] == '"':
+            return i
+        i += 1
+    return -1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -125,38 +176,73 @@ class SinkFinding:
     kind: str | None
     tainted_by: tuple[str, ...]
     """Call ids of untrusted observations where the value appears (empty: made up)."""
+    via: str = "value"
+    """How the value was read: ``value`` (a sink argument), ``link`` (a link inside a
+    free-text argument) or ``phrase`` (a multi-word value, compared word by word)."""
+
+    @property
+    def source(self) -> str | None:
+        """The first untrusted observation the value appears in (None: made up)."""
+        return self.tainted_by[0] if self.tainted_by else None
+
+    @property
+    def match(self) -> str:
+        """``tainted`` (found in untrusted output) or ``made_up`` (found nowhere)."""
+        return "tainted" if self.tainted_by else "made_up"
 
     def explain(self) -> str:
         """One line for the model and the audit trail."""
-        shown = self.value if len(self.value) <= 80 else self.value[:77] + "..."
+        shown = _shown(self.value, 80)
+        what = "a link in" if self.via == "link" else "the value of"
         if self.tainted_by:
             where = ", ".join(self.tainted_by[:3])
             return (
-                f"the value of '{self.argument}' ({shown!r}) does not come from trusted input: "
+                f"{what} '{self.argument}' ({shown!r}) does not come from trusted input: "
                 f"it appears only in untrusted tool output (call {where})"
             )
         kind = f" of kind '{self.kind}'" if self.kind else ""
         return (
-            f"the value of '{self.argument}' ({shown!r}) appears in no trusted input or "
+            f"{what} '{self.argument}' ({shown!r}) appears in no trusted input or "
             f"trusted record{kind}; it may have been made up"
         )
 
     def as_dict(self) -> dict[str, Any]:
-        """The finding as a plain record for the ledger."""
+        """The finding as a plain record for the ledger and `Observation.details`."""
         return {
+            "rule": "untrusted_sink",
             "argument": self.argument,
-            "value": self.value,
+            "value": _shown(self.value, _SHOWN),
             "kind": self.kind,
+            "via": self.via,
+            "match": self.match,
+            "source": self.source,
+            "sources": list(self.tainted_by),
             "tainted_by": list(self.tainted_by),
         }
+
+
+def _shown(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 @dataclass(slots=True)
 class _Index:
     trusted_tokens: set[str] = field(default_factory=set)
     trusted_values: dict[str, set[str | None]] = field(default_factory=dict)
+    trusted_words: list[str] = field(default_factory=list)
     untrusted: dict[str, list[str]] = field(default_factory=dict)
+    untrusted_words: list[tuple[str, str]] = field(default_factory=list)
+    exposed_by: list[str] = field(default_factory=list)
     indexed: int = 0
+
+
+class _Deep:
+    """A subtree below the depth the index reads: unread, so taken as untrusted text."""
+
+
+_DEEP = _Deep()
+_Labels = tuple[str | bool | None, tuple[tuple[TrustPath, str | bool], ...]]
+"""What one record trusts: the label of every place (``*``) and labels by path."""
 
 
 class TrustIndex:
@@ -173,13 +259,26 @@ class TrustIndex:
         for value in trusted_values:
             self.add_trusted_value(value)
 
+    @property
+    def exposed_by(self) -> tuple[str, ...]:
+        """Call ids (or sources) of the untrusted text this run has read, oldest first:
+        empty while the run has seen only trusted input."""
+        return tuple(self._index.exposed_by)
+
     def add_trusted_text(self, text: str) -> None:
         """Record trusted free text (a system, developer or user message)."""
-        self._index.trusted_tokens.update(_tokens(text))
+        self._index.trusted_tokens.update(tokens(text))
+        self._index.trusted_words.append(words(text))
 
     def add_trusted_value(self, value: Any, kind: str | None = None) -> None:
         """Record one value the application vouches for, optionally of a kind."""
         self._index.trusted_values.setdefault(normalize(value), set()).add(kind)
+
+    def add_untrusted(self, text: str, source: str) -> None:
+        """Record untrusted text that reached the run by another way than a tool call (a
+        retrieved document put into the prompt); ``source`` names it in findings."""
+        self._untrusted(text, source)
+        self._exposed(source)
 
     def absorb(self, evidence: Evidence, trust_of: Callable[[str], OutputTrust | None]) -> None:
         """Index the observations recorded since the last call."""
@@ -191,34 +290,53 @@ class TrustIndex:
         result = item.result
         if isinstance(result, BaseModel):
             result = result.model_dump(mode="json")
+        call_id = item.call_id
         for record in _records(result):
             labels = _labels(record, trust)
-            for name, value in _fields(record):
-                label = labels.get(name, labels.get("*")) if labels is not None else None
+            seen: dict[tuple[tuple[str, ...], bool], str | bool | None] = {}
+            for path, value, is_key in _walk(record, (), 0):
+                place = (path, is_key)
+                if place not in seen:
+                    seen[place] = _label_of(labels, path, is_key)
+                label = seen[place]
                 if label:
                     self.add_trusted_value(value, label if isinstance(label, str) else None)
+                    if isinstance(value, str) and " " in value.strip():
+                        self._index.trusted_words.append(words(value))
+                elif value is _DEEP:
+                    self._exposed(call_id)
                 else:
-                    self._untrusted(value, item.call_id)
+                    self._untrusted(value, call_id)
+                    if isinstance(value, str) and value.strip() and (path or not is_key):
+                        self._exposed(call_id)
+
+    def _exposed(self, source: str) -> None:
+        exposed = self._index.exposed_by
+        if source not in exposed:
+            exposed.append(source)
 
     def _untrusted(self, value: Any, call_id: str) -> None:
         text = str(value)
         seen = self._index.untrusted
-        for token in {normalize(text), *_tokens(text, numbers=True)}:
+        for token in {normalize(text), *tokens(text, numbers=True)}:
             calls = seen.setdefault(token, [])
             if call_id not in calls:
                 calls.append(call_id)
+        if " " in text.strip():
+            self._index.untrusted_words.append((call_id, words(text)))
 
     def check(
         self, sinks: Mapping[str, str | None], values: Mapping[str, Any], *, links: bool
     ) -> list[SinkFinding]:
-        """The sink values of a call that nothing trusted vouches for."""
+        """The sink values of a call that nothing trusted vouches for; with ``links``,
+        also the links inside its other (free-text) arguments."""
         findings: list[SinkFinding] = []
         for argument, kind in sinks.items():
             value = values.get(argument)
             if value is None:
                 continue
-            for one in value if isinstance(value, list | tuple | set) else (value,):
-                finding = self._check_value(argument, one, kind)
+            for one in value if isinstance(value, list | tuple | set | frozenset) else (value,):
+                finding = self._check_value(argument, one, kind, "value")
                 if finding is not None:
                     findings.append(finding)
         if links:
@@ -226,14 +344,15 @@ class TrustIndex:
                 if argument in sinks:
                     continue
                 for text in _strings(value):
-                    for match in _URL.finditer(text):
-                        url = match.group(0).rstrip(".,;:!?")
-                        finding = self._check_value(argument, url, None)
+                    for link in _links_of(text):
+                        finding = self._check_value(argument, link, None, "link")
                         if finding is not None:
                             findings.append(finding)
         return findings
 
-    def _check_value(self, argument: str, value: Any, kind: str | None) -> SinkFinding | None:
+    def _check_value(
+        self, argument: str, value: Any, kind: str | None, via: str
+    ) -> SinkFinding | None:
         if hasattr(value, "value") and not isinstance(value, str):
             value = value.value  # an Enum
         key = normalize(value)
@@ -241,10 +360,29 @@ class TrustIndex:
         kinds = index.trusted_values.get(key)
         if kinds is not None and (kind is None or kind in kinds):
             return None
-        if kind is None and not _NUMBER.match(key) and key in index.trusted_tokens:
-            return None
-        tainted = tuple(index.untrusted.get(key, ()))
-        return SinkFinding(argument=argument, value=str(value), kind=kind, tainted_by=tainted)
+        words_of = phrase(str(value)) if kind is None and via == "value" else None
+        if kind is None:
+            if not is_number(key) and key in index.trusted_tokens:
+                return None
+            if words_of is not None and any(words_of in text for text in index.trusted_words):
+                return None
+        tainted = list(index.untrusted.get(key, ()))
+        if words_of is not None:
+            for call_id, text in index.untrusted_words:
+                if call_id not in tainted and words_of in text:
+                    tainted.append(call_id)
+        return SinkFinding(
+            argument=argument,
+            value=str(value),
+            kind=kind,
+            tainted_by=tuple(tainted),
+            via="phrase" if words_of is not None and via == "value" else via,
+        )
+
+
+def _links_of(text: str) -> list[str]:
+    """The distinct links of one argument text, in order."""
+    return list(dict.fromkeys(links(text)))
 
 
 def _strings(value: Any, depth: int = 0) -> Iterator[str]:
@@ -290,24 +428,37 @@ def _all_maps(values: list[Any]) -> bool:
     return all(isinstance(v, Mapping) for v in values)
 
 
-def _fields(record: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
-    """Leaf values of a record with their field names (nested names dotted)."""
-    for name, value in record.items():
-        path = f"{prefix}{name}"
-        if isinstance(value, Mapping):
-            yield from _fields(value, path + ".")
-        elif isinstance(value, list | tuple):
-            for item in value:
-                if isinstance(item, Mapping):
-                    yield from _fields(item, path + ".")
-                elif item is not None:
-                    yield path, item
-        elif value is not None:
-            yield path, value
+def _walk(
+    node: Any, path: tuple[str, ...], depth: int
+) -> Iterator[tuple[tuple[str, ...], Any, bool]]:
+    """Each leaf value of a record with the keys on the way to it (lists are transparent),
+    and each key of each mapping with the mapping's path, marked ``True``."""
+    if depth > _MAX_DEPTH:
+        yield path, _DEEP, False
+    elif isinstance(node, Mapping):
+        for key, value in node.items():
+            yield path, key, True
+            yield from _walk(value, (*path, str(key)), depth + 1)
+    elif isinstance(node, list | tuple):
+        for item in node:
+            yield from _walk(item, path, depth + 1)
+    elif node is not None:
+        yield path, node, False
 
 
-def _labels(record: Mapping[str, Any], trust: OutputTrust | None) -> dict[str, str | bool] | None:
-    """Which fields of this record are trusted, and their kinds (None: nothing trusted)."""
+def _label_of(labels: _Labels | None, path: tuple[str, ...], is_key: bool) -> str | bool | None:
+    """The label of one place of a record: a path that names it, else the record's ``*``."""
+    if labels is None:
+        return None
+    everything, by_path = labels
+    for trust_path, label in by_path:
+        if trust_path.keys == is_key and trust_path.matches(path):
+            return label
+    return everything
+
+
+def _labels(record: Mapping[str, Any], trust: OutputTrust | None) -> _Labels | None:
+    """Which places of this record are trusted, and their kinds (None: nothing trusted)."""
     if trust is None or trust is False:
         return None
     if callable(trust) and not isinstance(trust, Mapping):
@@ -316,8 +467,39 @@ def _labels(record: Mapping[str, Any], trust: OutputTrust | None) -> dict[str, s
         except Exception:
             return None  # a labeller that fails trusts nothing
     if trust is True:
-        return {"*": True}
-    if trust is False or trust is None:
+        return (True, ())
+    if trust is False or trust is None or not isinstance(trust, Mapping):
         return None
-    labels: dict[str, str | bool] = {str(k): v for k, v in trust.items() if v}
-    return labels or None
+    everything: str | bool | None = None
+    by_path: list[tuple[TrustPath, str | bool]] = []
+    for raw, label in trust.items():
+        if not label:
+            continue
+        if raw == "*":
+            everything = label
+            continue
+        parsed = _parsed(str(raw))
+        if parsed is not None:
+            by_path.append((parsed, label))
+    if everything is None and not by_path:
+        return None
+    return (everything, tuple(by_path))
+
+
+_PARSED: dict[str, TrustPath | None] = {}
+
+
+def _parsed(text: str) -> TrustPath | None:
+    """A label's path, remembered; a path that does not parse labels nothing (trusts less)."""
+    hit = _PARSED.get(text, _MISSING)
+    if hit is _MISSING:
+        try:
+            hit = TrustPath.parse(text)
+        except DefinitionError:
+            hit = None
+        if len(_PARSED) < 4096:
+            _PARSED[text] = hit
+    return hit if isinstance(hit, TrustPath) else None
+
+
+_MISSING: Any = object()

@@ -1,0 +1,212 @@
+"""How provenance reads text: values normalised, links found, words and phrases compared.
+
+Everything here reads text a model, a tool or a web page chose, so every
+pattern runs on RE2 (`callgate.regex`: linear in the text, never
+backtracking) and everything else is a split or a dictionary lookup.
+
+* `normalize` is the one form in which a sink value and a trusted value are
+  compared: NFKC (full-width letters and ligatures fold to their plain
+  form), case-folded, whitespace collapsed, spaces dropped from IBAN-like
+  values, and links reduced to one form (`link_key`).
+* `link_key` reads a link with or without a scheme: ``https://www.x.com:443/a/``,
+  ``www.x.com/a`` and ``x.com/a`` are all ``x.com/a``. The same function is
+  applied to trusted text and to arguments, so both sides meet in one form.
+* `links` finds the links inside free text (a message body): anything with a
+  scheme, ``www.`` names, names with a path or port, and bare domains under a
+  common top-level domain (``example.com``). A bare name under a TLD that is
+  also a common file extension (``notes.md``, ``archive.zip``) counts only
+  with ``www.``, a scheme, a port or a path.
+* `words` and `phrase` compare multi-word values ("Le Marais Boutique") with
+  trusted text: the value's words must appear in the text in the same order
+  as whole words, never as part of a longer word.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Iterator
+from typing import Any
+
+from callgate.regex import compile_re2, python_regex, safe_text
+
+__all__ = ["is_number", "link_key", "links", "normalize", "phrase", "tokens", "words"]
+
+# Python's \w (letters, digits, underscore of every script), as RE2 runs it.
+_TOKEN = compile_re2(python_regex(r"[\w.+@:/-]+"))
+_EMAIL = compile_re2(python_regex(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"))
+_WORD = compile_re2(r"[\pL\pN\pM]+")
+# An IBAN written in groups ("DE89 3704 0044 ..."), which whitespace would split.
+_IBAN_GROUPED = compile_re2(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?\b")
+_IBANISH = compile_re2(r"(?i)[A-Z]{2}\d{2}[A-Z0-9 ]{10,40}")
+_NUMBER = compile_re2(r"[+-]?\d+(?:[.,]\d+)*")
+_SCHEME = compile_re2(r"[a-z][a-z0-9+.-]{0,15}")
+# Characters that end a link or a token in prose: brackets and quotes.
+_BREAKS = str.maketrans(dict.fromkeys("<>\"'()[]{}`|\\^", " "))
+_EDGE = ".,;:!?"
+_DEFAULT_PORTS = {"http": "80", "https": "443", "": "443"}
+
+# Top-level domains under which a bare name ("example.com") counts as a link in prose.
+_TLDS = """
+com net org edu gov mil int info biz name pro mobi asia tel
+io co ai app dev me tv cc ly to gg ws fm am im is la su tk ml ga cf gq cx nu
+uk de fr es it nl be ch at se no dk fi pl cz sk hu ro bg gr pt ie lu li lt lv ee
+ru ua by kz cn jp kr tw hk sg my th vn id ph in pk au nz ca us mx br ar cl pe
+za ng ke eg ma tr il ir sa ae qa
+eu xyz online site top store shop tech cloud link live club page blog news email
+website space fun world today digital network systems solutions agency finance
+bank money pay travel hotel booking events chat social support help login
+example test invalid localhost local internal corp home lan
+"""
+_COMMON_TLDS = frozenset(_TLDS.split())
+# Top-level domains that are also common file extensions: a bare "notes.md" is a file.
+_FILE_EXTENSIONS = "md py sh rs pl zip mov doc pdf txt csv json yaml toml"
+_FILE_LIKE = frozenset(_FILE_EXTENSIONS.split())
+
+
+def is_number(text: str) -> bool:
+    """Whether ``text`` is a number (digits, with sign and separators)."""
+    return _NUMBER.fullmatch(text) is not None
+
+
+def normalize(value: Any) -> str:
+    """The form in which sink values and trusted values are compared."""
+    text = unicodedata.normalize("NFKC", safe_text(str(value))).strip()
+    if _IBANISH.fullmatch(text):
+        return text.replace(" ", "").upper()
+    lowered = " ".join(text.split()).casefold()
+    if " " not in lowered:
+        key = link_key(lowered, strict=False)
+        if key is not None:
+            return key
+    return lowered
+
+
+def link_key(piece: str, *, strict: bool = True) -> str | None:
+    """``piece`` (one word of text, case-folded) in the one form links are compared in,
+    or None if it is not a link.
+
+    The form drops ``http(s)://``, a leading ``www.``, a default port (80 for http,
+    443 for https or no scheme) and trailing slashes; the host's trailing dot too.
+    ``strict``: a name without scheme, ``www.``, port or path counts only under a
+    common top-level domain that is not also a file extension (for finding links in
+    prose); without it any alphabetic TLD does (for normalising a value).
+    """
+    scheme = ""
+    rest = piece
+    head, sep, tail = piece.partition("://")
+    if sep:
+        if not _SCHEME.fullmatch(head):
+            return None
+        scheme, rest = head, tail
+    cut = len(rest)
+    for mark in "/?#":
+        found = rest.find(mark)
+        if 0 <= found < cut:
+            cut = found
+    host, remainder = rest[:cut], rest[cut:]
+    if not host:
+        return None
+    if "@" in host and not scheme:
+        return None  # an email address
+    port = ""
+    name, colon, digits = host.rpartition(":")
+    if colon and digits.isdigit() and "@" not in digits:
+        host, port = name, digits
+    elif colon and not scheme:
+        return None  # "note:" or "a:b" is not a host
+    host = host.rstrip(".")
+    had_www = host.startswith("www.")
+    host = host.removeprefix("www.")
+    named = had_www or bool(port) or bool(remainder)
+    if not scheme and not _host_like(host, named=named, strict=strict):
+        return None
+    if port == _DEFAULT_PORTS.get(scheme, "") or (not scheme and port in ("80", "443")):
+        port = ""
+    remainder = remainder.rstrip("/")
+    key = host + (":" + port if port else "") + remainder
+    if scheme and scheme not in ("http", "https"):
+        key = scheme + "://" + key
+    return key
+
+
+def _host_like(host: str, *, named: bool, strict: bool) -> bool:
+    """Whether ``host`` reads as a domain name (or, with a port or path, an IPv4 address)."""
+    labels = host.split(".")
+    if len(labels) < 2 or not all(labels):
+        return False
+    if all(label.isdigit() for label in labels):
+        return named and len(labels) == 4 and all(int(label) <= 255 for label in labels)
+    for label in labels:
+        if not label.replace("-", "").replace("_", "").isalnum():
+            return False
+    tld = labels[-1]
+    if len(tld) < 2 or not tld.isalpha():
+        return False
+    if named or not strict:
+        return True
+    return tld in _COMMON_TLDS and tld not in _FILE_LIKE
+
+
+def _pieces(text: str) -> Iterator[str]:
+    """The words of prose split at whitespace, brackets and quotes, with the punctuation
+    that ends a sentence or a clause taken off (a leading dot stays: ``.env``)."""
+    for raw in text.translate(_BREAKS).split():
+        piece = raw.rstrip(_EDGE).lstrip(",;:!?")
+        if piece:
+            yield piece
+
+
+def links(text: str) -> Iterator[str]:
+    """The links inside free text, as written (NFKC); `link_key` gives their one form."""
+    for piece in _pieces(unicodedata.normalize("NFKC", safe_text(text))):
+        if link_key(piece.casefold()) is not None:
+            yield piece
+
+
+def tokens(text: str, *, numbers: bool = False) -> Iterator[str]:
+    """Whole tokens of free text, normalised: links, emails, grouped IBANs and paths whole.
+
+    Numbers are left out unless ``numbers`` (used only to say where an untrusted
+    value came from, never to vouch for one).
+    """
+    text = unicodedata.normalize("NFKC", safe_text(text))
+    for match in _IBAN_GROUPED.finditer(text):
+        yield normalize(match.group(0))
+    for piece in _pieces(text):
+        key = link_key(piece.casefold())
+        if key is not None:
+            yield key
+        for raw in _TOKEN.findall(piece):
+            token = raw.strip(".,;:!?/-")
+            if not token:
+                continue
+            if "@" in token:
+                for part in token.replace(":", "/").split("/"):
+                    part = part.strip(".,;:!?-")
+                    if part != token and _EMAIL.fullmatch(part):
+                        yield normalize(part)
+            if numbers or not _NUMBER.fullmatch(token):
+                yield normalize(token)
+            kept = raw.rstrip(".,;:!?")
+            if kept != token and kept.startswith(("/", ".")):
+                yield normalize(kept)  # a path or dotfile: "/etc/passwd", "./run.sh", ".env"
+
+
+def words(text: str) -> str:
+    """``text`` as its words (letters, digits and marks of any script), normalised and
+    joined by single spaces, with a space at each end: the form `phrase` searches."""
+    folded = unicodedata.normalize("NFKC", safe_text(text)).casefold()
+    return " " + " ".join(_WORD.findall(folded)) + " "
+
+
+def phrase(value: str) -> str | None:
+    """The words of a multi-word value in `words` form, or None when ``value`` is one
+    word (no whitespace once normalised) or has no word with a letter (numbers alone
+    never match prose)."""
+    if " " not in normalize(value):
+        return None  # one word, a link, or an IBAN written in groups: compared whole
+    found = words(value)
+    inner = found.strip()
+    if " " not in inner or not any(ch.isalpha() for ch in inner):
+        return None
+    return found
