@@ -1,0 +1,235 @@
+"""The stage funnel: where a tool-using agent fails, from the ledger alone.
+
+The notes factor success by the chain rule (exact, no independence assumed):
+P(A∩B∩C∩D) = P(A)·P(B|A)·P(C|A,B)·P(D|A,B,C). The unit is one proposed call:
+
+* **A, the tool**: the call names a tool the run was shown (otherwise the
+  gate rejects it as an unknown tool, at the schema stage);
+* **B, the arguments** (given A): the call was not rejected at the ``parse``,
+  ``schema`` or ``semantic`` stage;
+* **C, execution** (given A, B): the call ran and ended ``ok`` — a rejection
+  at ``policy``, ``approval``, ``schedule`` or ``execute``, an ``error``, an
+  ``unknown`` or a ``pending`` fails it;
+* **D, the task** (given A, B, C): the verifier passed the run the call served.
+
+Each rate has a Wilson interval; the product has a bootstrap interval
+resampling tasks (the calls of a task stay together). Every failed call is
+also counted by the stage that stopped it (``rejected_by``). Rows are per
+surface and tool (the coarse ``do`` by operation: ``do(write)``), per
+surface, and over everything.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from callgate.eval.record import CallView, RunView
+from callgate.eval.stats import Estimate, bootstrap, wilson
+
+__all__ = ["ARGUMENT_STAGES", "Funnel", "FunnelRow", "call_stage", "funnel", "funnel_png"]
+
+ARGUMENT_STAGES = frozenset({"parse", "schema", "semantic"})
+
+
+def call_stage(call: CallView, shown: Sequence[str]) -> str:
+    """The funnel stage a call failed at (``A``, ``B``, ``C``) or ``ok`` if it executed."""
+    if call.tool not in shown:
+        return "A"
+    if call.status == "rejected" and call.stage in ARGUMENT_STAGES:
+        return "B"
+    if call.status != "ok":
+        return "C"
+    return "ok"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FunnelRow:
+    """The four conditional rates of one group of calls, and their product."""
+
+    surface: str
+    tool: str
+    calls: int
+    tasks: int
+    a: Estimate
+    b: Estimate
+    c: Estimate
+    d: Estimate
+    product: Estimate
+    rejected_by: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain JSON data."""
+        return {
+            "surface": self.surface,
+            "tool": self.tool,
+            "calls": self.calls,
+            "tasks": self.tasks,
+            "A": self.a.as_dict(),
+            "B|A": self.b.as_dict(),
+            "C|A,B": self.c.as_dict(),
+            "D|A,B,C": self.d.as_dict(),
+            "product": self.product.as_dict(),
+            "rejected_by": dict(sorted(self.rejected_by.items())),
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Funnel:
+    """The funnel table and the runs it came from."""
+
+    rows: tuple[FunnelRow, ...]
+    runs: int
+    unverified: int
+    """Runs without a verdict (left out of D)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain JSON data (``callgate eval funnel --json``)."""
+        return {
+            "unit": "proposed call; D is the verdict of the run the call served",
+            "runs": self.runs,
+            "unverified_runs": self.unverified,
+            "rows": [r.as_dict() for r in self.rows],
+        }
+
+    def text(self) -> str:
+        """The table as fixed-width text."""
+        head = (
+            f"{'surface':<8} {'tool':<14} {'calls':>5}  {'A':>15}  {'B|A':>15}  "
+            f"{'C|A,B':>15}  {'D|A,B,C':>15}  {'product':>15}  rejected by"
+        )
+        lines = [head, "-" * len(head)]
+        for r in self.rows:
+            cells = [_cell(e) for e in (r.a, r.b, r.c, r.d, r.product)]
+            stages = ", ".join(f"{k} {v}" for k, v in sorted(r.rejected_by.items())) or "-"
+            lines.append(
+                f"{r.surface:<8} {r.tool[:14]:<14} {r.calls:>5}  "
+                + "  ".join(cells)
+                + f"  {stages}"
+            )
+        return "\n".join(lines)
+
+
+def _cell(e: Estimate) -> str:
+    if math.isnan(e.value):
+        return f"{'-':>15}"
+    return f"{e.value:.2f} [{e.low:.2f},{e.high:.2f}]".rjust(15)
+
+
+# One observation per call: (task index, A, B, C, D) with -1 for "not reached".
+_Obs = tuple[int, bool, bool, bool, bool]
+
+
+def _rates(obs: Sequence[_Obs]) -> tuple[tuple[int, int], ...]:
+    a = list(obs)
+    b = [o for o in a if o[1]]
+    c = [o for o in b if o[2]]
+    d = [o for o in c if o[3]]
+    return (
+        (len(b), len(a)),
+        (len(c), len(b)),
+        (len(d), len(c)),
+        (sum(1 for o in d if o[4]), len(d)),
+    )
+
+
+def _product(obs: Sequence[_Obs]) -> float:
+    if not obs:
+        return math.nan
+    return sum(1 for o in obs if o[1] and o[2] and o[3] and o[4]) / len(obs)
+
+
+def _row(
+    surface: str, tool: str, obs: list[_Obs], stages: Counter[str], reps: int, seed: int
+) -> FunnelRow:
+    (ka, na), (kb, nb), (kc, nc), (kd, nd) = _rates(obs)
+    tasks = sorted({o[0] for o in obs})
+    by_task: dict[int, list[_Obs]] = {t: [] for t in tasks}
+    for o in obs:
+        by_task[o[0]].append(o)
+    groups = [by_task[t] for t in tasks]
+
+    def stat(idx: np.ndarray[Any, Any]) -> float:
+        return _product([o for i in idx for o in groups[int(i)]])
+
+    product = bootstrap(len(groups), stat, reps=reps, seed=seed)
+    return FunnelRow(
+        surface=surface,
+        tool=tool,
+        calls=len(obs),
+        tasks=len(tasks),
+        a=wilson(ka, na),
+        b=wilson(kb, nb),
+        c=wilson(kc, nc),
+        d=wilson(kd, nd),
+        product=product,
+        rejected_by=dict(stages),
+    )
+
+
+def funnel(runs: Sequence[RunView], *, reps: int = 1000, seed: int = 0) -> Funnel:
+    """The funnel of ``runs`` (see the module docstring); runs without a verdict count for
+    A, B and C but not for D."""
+    task_index: dict[str, int] = {}
+    groups: dict[tuple[str, str], list[_Obs]] = {}
+    stages: dict[tuple[str, str], Counter[str]] = {}
+    unverified = 0
+    for run in runs:
+        if run.passed is None:
+            unverified += 1
+        t = task_index.setdefault(run.task or run.run_id, len(task_index))
+        for call in run.calls:
+            where = call_stage(call, run.tools)
+            reached_d = where == "ok" and run.passed is not None
+            o: _Obs = (
+                t,
+                where != "A",
+                where not in ("A", "B"),
+                where == "ok",
+                bool(reached_d and run.passed),
+            )
+            if where == "ok" and run.passed is None:
+                continue  # no verdict: D cannot be judged, and the product would be biased
+            for key in ((run.surface, call.label), (run.surface, "all"), ("all", "all")):
+                groups.setdefault(key, []).append(o)
+                counter = stages.setdefault(key, Counter())
+                if where != "ok":
+                    counter[(call.stage or call.status) if where != "A" else "unknown_tool"] += 1
+    order = sorted(groups, key=lambda k: (k[0] == "all", k[0], k[1] == "all", k[1]))
+    rows = tuple(_row(s, t, groups[(s, t)], stages[(s, t)], reps, seed) for s, t in order)
+    return Funnel(rows=rows, runs=len(runs), unverified=unverified)
+
+
+def funnel_png(f: Funnel, path: Path) -> Path:
+    """A bar chart of each surface's four rates and product with their intervals (Agg)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in f.rows if r.tool == "all"]
+    labels = ["A", "B|A", "C|A,B", "D|A,B,C", "product"]
+    fig, ax = plt.subplots(figsize=(8, 4))
+    width = 0.8 / max(1, len(rows))
+    for i, r in enumerate(rows):
+        est = [r.a, r.b, r.c, r.d, r.product]
+        x = np.arange(len(labels)) + i * width
+        vals = np.array([0.0 if math.isnan(e.value) else e.value for e in est])
+        lo = np.array([0.0 if math.isnan(e.low) else e.value - e.low for e in est])
+        hi = np.array([0.0 if math.isnan(e.high) else e.high - e.value for e in est])
+        ax.bar(x, vals, width, yerr=[np.maximum(lo, 0), np.maximum(hi, 0)], label=r.surface)
+    ax.set_xticks(np.arange(len(labels)) + width * (len(rows) - 1) / 2, labels)
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("rate (95% interval)")
+    ax.set_title("Stage funnel: conditional success by stage")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
