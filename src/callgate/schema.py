@@ -400,7 +400,7 @@ def has_open_objects(node: Any) -> bool:
     cannot be described by OpenAI's strict mode. An object that does not say
     ``additionalProperties`` is open: that is JSON Schema's default.
     """
-    return strict_obstacle(node) is not None
+    return _open_reason(node) is not None
 
 
 def strict_obstacle(node: Any) -> str | None:
@@ -408,9 +408,27 @@ def strict_obstacle(node: Any) -> str | None:
 
     Strict mode closes every object; a schema with an open object (an
     ``additionalProperties`` that is absent or not ``false``, an object without
-    ``properties``) or an untyped value would be narrowed by it, so such a
-    schema is exported as it is, without ``strict``.
+    ``properties``) or an untyped value would be narrowed by it. Strict mode has
+    no ``oneOf`` ("exactly one of", which ``anyOf`` would loosen) and no
+    ``allOf`` of several schemas. Such a schema is exported as it is, without
+    ``strict``, and this text says why.
     """
+    open_reason = _open_reason(node)
+    if open_reason is not None:
+        return open_reason
+    for path, sub in _located(node, _ROOT):
+        if isinstance(sub.get("oneOf"), list):
+            return (
+                f"{path} must match exactly one of several schemas (oneOf), "
+                "which strict mode cannot express"
+            )
+        all_of = sub.get("allOf")
+        if isinstance(all_of, list) and len(all_of) > 1:
+            return f"{path} must match several schemas at once (allOf), which strict mode lacks"
+    return None
+
+
+def _open_reason(node: Any) -> str | None:
     for path, sub in _located(node, _ROOT):
         if not any(k in sub for k in ("type", "anyOf", "oneOf", "allOf", "$ref", "enum", "const")):
             return f"{path} may hold any value, which strict mode cannot express"

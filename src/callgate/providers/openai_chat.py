@@ -34,7 +34,7 @@ from callgate.providers.base import (
     unreadable,
 )
 from callgate.render import bounded
-from callgate.schema import has_open_objects, strict_schema
+from callgate.schema import strict_obstacle, strict_schema
 from callgate.tools import ToolSpec
 
 __all__ = ["StreamAssembler", "extract", "render", "strict_parameters", "tool_definitions"]
@@ -295,10 +295,12 @@ _DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})
 def strict_parameters(spec: ToolSpec) -> tuple[dict[str, Any], bool]:
     """The tool's parameters schema for OpenAI, and whether it can be ``strict``.
 
-    Strict mode needs every object closed; a tool taking a free-form object
-    (``dict[str, X]``) is exported with its own schema and ``strict: false``.
+    Strict mode needs every object closed and has no ``oneOf``; a tool taking a
+    free-form object (``dict[str, X]``) or one of several exclusive shapes is
+    exported with its own schema and ``strict: false``; `ToolSpec.strict_obstacle`
+    says why.
     """
-    if has_open_objects(spec.input_schema):
+    if strict_obstacle(spec.input_schema) is not None:
         return spec.input_schema, False
     strict = strict_schema(spec.input_schema)
     return _drop_unsupported(strict, strict.get("$defs", {})), True
