@@ -18,7 +18,9 @@ from pydantic import Field
 from starlette.applications import Starlette
 
 from callgate import Authority, Gate, Policy, Registry, Run, ToolCall, allow, ask
+from callgate.agent.transcript import Recorder
 from callgate.ledger import Ledger
+from callgate.redact import Redactor
 
 HOSTILE = '<script>alert("x")</script> it\'s \u202egnp.exe\u202c \x1b[31mred\x1b[0m'
 """Markup, quotes, a right-to-left override and an ANSI escape: what a tool or model may send."""
@@ -97,7 +99,11 @@ def play(ledger: Ledger) -> Scenario:
     effects: list[dict[str, Any]] = []
     g = gate(ledger, effects)
     run = g.run(authority=AUTHORITY, trusted=[CUSTOMER])
+    said = Recorder(ledger, run.id, Redactor(), None)
+    said("agent.started", {"model": "scripted", "principal": AUTHORITY.principal, "user": CUSTOMER})
+    said("agent.model", {"step": 1, "text": "Let me look the order up.", "calls": []})
     run.submit([ToolCall(id="call_1", name="get_order", arguments={"order_id": "o-1"})])
+    said("agent.model", {"step": 2, "text": "The order says: " + HOSTILE, "calls": []})
     run.submit([ToolCall(id="call_2", name="get_order", arguments={"order_id": HOSTILE})])
     refund = run.submit(
         [
