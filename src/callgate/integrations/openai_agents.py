@@ -1,0 +1,146 @@
+"""The OpenAI Agents SDK under callgate: every function tool call goes through a callgate run.
+
+```python
+from agents import Agent, Runner, function_tool
+from callgate import Authority, Gate, Policy, allow, ask
+from callgate.integrations import openai_agents
+
+@function_tool(failure_error_function=None)   # callgate classifies the failures
+def refund(order_id: str, amount: float) -> str: ...
+
+agent = Agent(name="support", tools=[refund])
+registry = openai_agents.registry(agent.tools, {"refund": {"effects": "spend:USD={amount}"}})
+gate = Gate(registry, policy=Policy([ask("refund")]))
+run = gate.run(authority=Authority(principal="support", grants=["spend:USD<=100"]))
+result = await Runner.run(openai_agents.gate_agent(agent, run), "refund o-1")
+```
+
+`registry` turns the agent's `FunctionTool`s into callgate tools (their own
+JSON schema, the contract you give per tool); `gate_agent` returns a copy of
+the agent whose tools' ``on_invoke_tool`` submits each call to the run and
+returns the observation's text, which the SDK hands to the model as the
+tool's output: a result, or callgate's message for a rejection, a failure,
+an unknown outcome, or a call waiting for a person's approval. The SDK's own
+loop, guardrails and tracing are unchanged. A waiting call runs once a
+person approves it: when the model proposes it again (the approval covers
+the exact call, under any call id), or through ``run.resume()``.
+
+The original tool runs as callgate's handler with the SDK's `ToolContext`
+of the call, its exceptions passed to callgate (the wrapped copy has no
+failure formatter), so a `ToolFailure` is an ``error``, an `OutcomeUnknown`
+or any other exception an ``unknown`` outcome that is never retried.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+from collections.abc import Iterable
+from typing import Any
+
+from agents import Agent, FunctionTool
+from agents.tool import set_function_tool_failure_error_function
+from agents.tool_context import ToolContext
+
+from callgate.errors import DefinitionError
+from callgate.gate import Run
+from callgate.integrations.common import (
+    Contracts,
+    contract_for,
+    frozen_arguments,
+    submit_one,
+)
+from callgate.tools import Registry
+
+__all__ = ["gate_agent", "gate_tool", "registry"]
+
+_CONTEXT: contextvars.ContextVar[ToolContext[Any] | None] = contextvars.ContextVar(
+    "callgate_openai_agents_context", default=None
+)
+"""The SDK's context of the call being run, for the original tool (callgate's handler)."""
+
+
+def registry(tools: Iterable[Any], contracts: Contracts | None = None) -> Registry:
+    """A callgate `Registry` of the SDK ``FunctionTool``s among ``tools`` (an agent's
+    ``tools``), each with the contract ``contracts`` gives its name.
+
+    Tools of other kinds (hosted tools such as web search, which the provider runs) cannot
+    be gated and raise `DefinitionError`; give the agent only tools callgate can run.
+    """
+    tools = list(tools)
+    for tool in tools:
+        if not isinstance(tool, FunctionTool):
+            raise DefinitionError(
+                f"tool {getattr(tool, 'name', tool)!r} is a {type(tool).__name__}, not a "
+                "FunctionTool: callgate cannot run it, so it would bypass the gate. Remove "
+                "it from the agent, or wrap what it does in a function tool"
+            )
+    names = [t.name for t in tools]
+    built = Registry()
+    for tool in tools:
+        built.add_schema_tool(
+            tool.name,
+            tool.description or "",
+            tool.params_json_schema,
+            _handler(tool),
+            **contract_for(tool.name, contracts, names),
+        )
+    return built
+
+
+def _handler(tool: FunctionTool) -> Any:
+    """The original tool as callgate's handler: its SDK invoker, without the SDK's failure
+    formatter (so callgate sees the exception), called with the SDK context of the call."""
+    inner = dataclasses.replace(tool)
+    set_function_tool_failure_error_function(inner, None)
+
+    async def invoke(**arguments: Any) -> Any:
+        context = _CONTEXT.get()
+        if context is None:  # called outside a gated invocation (tests, run.resume())
+            context = ToolContext(
+                None,
+                tool_name=tool.name,
+                tool_call_id="callgate",
+                tool_arguments=frozen_arguments(arguments),
+            )
+        return await inner.on_invoke_tool(context, frozen_arguments(arguments))
+
+    invoke.__name__ = tool.name
+    return invoke
+
+
+def gate_tool(tool: FunctionTool, run: Run) -> FunctionTool:
+    """A copy of ``tool`` whose every call goes through ``run`` (its gate's registry must
+    hold the tool: see `registry`); its output is the observation's text."""
+    if run.gate.registry.get(tool.name) is None:
+        raise DefinitionError(
+            f"the run's gate has no tool {tool.name!r}: build the gate from "
+            "callgate.integrations.openai_agents.registry(agent.tools, ...)"
+        )
+    name = tool.name
+
+    async def on_invoke_tool(context: ToolContext[Any], arguments: str) -> str:
+        token = _CONTEXT.set(context)
+        try:
+            observation = await submit_one(run, context.tool_call_id, name, arguments)
+        finally:
+            _CONTEXT.reset(token)
+        return observation.content
+
+    wrapped = dataclasses.replace(tool, on_invoke_tool=on_invoke_tool, needs_approval=False)
+    set_function_tool_failure_error_function(wrapped, None)
+    return wrapped
+
+
+def gate_agent(agent: Agent[Any], run: Run) -> Agent[Any]:
+    """A copy of ``agent`` whose function tools all go through ``run``. Any tool the
+    gate cannot run raises `DefinitionError` (see `registry`)."""
+    tools = []
+    for tool in agent.tools:
+        if not isinstance(tool, FunctionTool):
+            raise DefinitionError(
+                f"agent {agent.name!r} has tool {getattr(tool, 'name', tool)!r}, a "
+                f"{type(tool).__name__} callgate cannot run: it would bypass the gate"
+            )
+        tools.append(gate_tool(tool, run))
+    return agent.clone(tools=tools)
