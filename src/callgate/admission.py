@@ -119,7 +119,7 @@ class Admission:
             return validated
         call, model = validated
         provenance = None
-        if spec.sinks:
+        if spec.sinks or self.run.intents or gate.policy.integrity_grants is not None:
             provenance = self.run.provenance
             provenance.absorb(self.run.evidence, self._output_trust)
         try:
@@ -131,6 +131,7 @@ class Admission:
                 self.run.evidence,
                 provenance,
                 cache=self.run.decisions,
+                intents=self.run.intents,
             )
         except Exception as exc:  # a precondition or rule predicate failed on these values
             if raised_by_callgate(exc):
@@ -359,6 +360,8 @@ class Admission:
         why = "; ".join(f.explain() for f in decision.provenance)
         if why:
             preview = f"{preview} [provenance: {why}]"
+        if decision.intent is not None:
+            preview = f"{preview} [intent: {decision.intent.explain()}]"
         secrets = [
             *gate.redactor.secret_values(model.__dict__, spec.secret_fields),
             *self.run.context_secrets,
@@ -381,16 +384,10 @@ class Admission:
                 resumable=not spec.secret_fields and stored == canonical,
             )
         )
-        if decision.provenance:
-            gate.ledger.record_event(
-                "provenance.untrusted_sink",
-                run_id=self.run.id,
-                call_id=call.id,
-                data={"findings": [f.as_dict() for f in decision.provenance]},
-            )
         if request.status is ApprovalStatus.DENIED:
             rejection = denied_rejection(request)
             return self._rejected(call, spec, rejection, model=model, decision=decision)
+        self._record_findings(call.id, decision)
         # Kept under the model's id: resumed, it is answered under that id, and the
         # run finds it waiting under its name (`CallNames.name_for`).
         self.run.pending[request.id] = dataclasses.replace(call, id=model_id)
@@ -419,7 +416,10 @@ class Admission:
             retryable=False,
             approval_id=request.id,
             tool_version=spec.version,
-            details=({"rule": decision.rule, "approval_id": request.id},),
+            details=(
+                {"rule": decision.rule, "approval_id": request.id},
+                *findings_of(decision),
+            ),
         )
 
     def withheld(self, request: ApprovalRequest) -> Observation:
@@ -508,14 +508,10 @@ class Admission:
         record: bool = True,
     ) -> Observation:
         message = rejection.message
-        if decision is not None and decision.provenance:
-            self.gate.ledger.record_event(
-                "provenance.untrusted_sink",
-                run_id=self.run.id,
-                call_id=call.id,
-                data={"findings": [f.as_dict() for f in decision.provenance]},
-            )
         details: tuple[Mapping[str, Any], ...] = tuple(p.as_dict() for p in rejection.problems)
+        if decision is not None:
+            self._record_findings(call.id, decision)
+            details = (*details, *findings_of(decision))
         secret = spec is not None and bool(spec.secret_fields)
         if secret:
             # A secret field's value never reaches the model or the ledger, not even
@@ -555,6 +551,24 @@ class Admission:
             repaired=call.repaired,
             details=details,
         )
+
+    def _record_findings(self, call_id: str, decision: Decision) -> None:
+        """Audit why a call needs a person or was refused: its sink and intent findings."""
+        ledger = self.gate.ledger
+        if decision.provenance:
+            ledger.record_event(
+                "provenance.untrusted_sink",
+                run_id=self.run.id,
+                call_id=call_id,
+                data={"findings": [f.as_dict() for f in decision.provenance]},
+            )
+        if decision.intent is not None:
+            ledger.record_event(
+                f"intent.{decision.intent.rule}",
+                run_id=self.run.id,
+                call_id=call_id,
+                data=decision.intent.as_dict(),
+            )
 
     def _scrubbed_rejection(
         self,
@@ -683,6 +697,15 @@ class Admission:
             created_at=now,
             updated_at=now,
         )
+
+
+def findings_of(decision: Decision) -> tuple[dict[str, Any], ...]:
+    """A decision's findings as `Observation.details` entries: each sink value no trusted
+    input vouches for, and the intent finding (rule, argument, value, source call id)."""
+    found = [f.as_dict() for f in decision.provenance]
+    if decision.intent is not None:
+        found.append(decision.intent.as_dict())
+    return tuple(found)
 
 
 def raised_by_callgate(exc: BaseException) -> bool:

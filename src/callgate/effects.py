@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 from callgate.errors import DefinitionError
 
-__all__ = ["Effect", "Grant", "Grants"]
+__all__ = ["Effect", "Grant", "Grants", "star_match"]
 
 _GRANT = re.compile(r"^(?P<pattern>[^<>=\s]+?)(?:<=(?P<bound>-?\d+(?:\.\d+)?))?$")
 
@@ -65,7 +65,7 @@ class Grant:
 
     def covers(self, effect: Effect) -> bool:
         """Whether this grant covers ``effect`` (name matches; quantity within the bound)."""
-        if not _star_match(self.parts, effect.name):
+        if not star_match(self.parts, effect.name):
             return False
         if self.bound is None:
             return True
@@ -77,7 +77,7 @@ class Grant:
         return f"Grant({self.text!r})"
 
 
-def _star_match(parts: tuple[str, ...], text: str) -> bool:
+def star_match(parts: tuple[str, ...], text: str) -> bool:
     """Whether ``text`` is ``parts`` joined by runs of any characters.
 
     The first part must begin the text and the last end it; each part between

@@ -21,6 +21,7 @@ from callgate.approvals import (
     Approvals,
     ApprovalStatus,
 )
+from callgate.authorize.intent import Intent
 from callgate.authorize.policy import Authority, Policy
 from callgate.authorize.provenance import TrustIndex
 from callgate.call_names import CallNames
@@ -193,12 +194,15 @@ class Gate:
         run_id: str | None = None,
         trusted: Iterable[str] = (),
         trusted_values: Iterable[Any] = (),
+        intent: Intent | None = None,
     ) -> Run:
         """Start a run: a sequence of batches under one authority, sharing evidence.
 
         ``trusted`` is the run's trusted text (system, developer and user
         messages); ``trusted_values`` are values the application vouches for.
         Sink arguments must come from them or from trusted tool output.
+        ``intent`` narrows what the run may do once it has read untrusted content
+        (`callgate.authorize.intent`); `Run.narrow` adds one later.
         """
         if not isinstance(authority, Authority):
             raise DefinitionError(f"run() needs an Authority, got {type(authority).__name__}")
@@ -207,6 +211,8 @@ class Gate:
             trusted = [trusted]
         run = Run(self, authority, run_id or "run_" + uuid.uuid4().hex[:20])
         run.provenance = TrustIndex(trusted, trusted_values)
+        if intent is not None:
+            run.narrow(intent)
         return run
 
     def resume_run(
@@ -216,6 +222,7 @@ class Gate:
         authority: Authority,
         trusted: Iterable[str] = (),
         trusted_values: Iterable[Any] = (),
+        intent: Intent | None = None,
     ) -> Run:
         """Rebuild from the ledger a run that stopped waiting for approvals (another
         process, a restart); then ``run.resume()`` submits the calls decided since.
@@ -226,7 +233,11 @@ class Gate:
         """
 
         run = self.run(
-            authority=authority, run_id=run_id, trusted=trusted, trusted_values=trusted_values
+            authority=authority,
+            run_id=run_id,
+            trusted=trusted,
+            trusted_values=trusted_values,
+            intent=intent,
         )
         rebuild(self, run.state)
         return run
@@ -302,6 +313,23 @@ class Run:
     def trust_value(self, value: Any, kind: str | None = None) -> None:
         """Vouch for one value (optionally of a kind, such as ``"file"``)."""
         self.provenance.add_trusted_value(value, kind)
+
+    def untrusted(self, text: str, *, source: str) -> None:
+        """Record untrusted text the run read by another way than a tool call (a document
+        put into the prompt): the run counts as exposed from now on (intent checks)."""
+        self.provenance.add_untrusted(text, source)
+
+    def narrow(self, intent: Intent) -> None:
+        """Narrow the run to ``intent`` as well: after untrusted content, a call must be
+        inside every intent of the run. There is no way to widen them again."""
+        if not isinstance(intent, Intent):
+            raise DefinitionError(f"narrow() takes an Intent, got {type(intent).__name__}")
+        self.state.intents = (*self.state.intents, intent)
+
+    @property
+    def intents(self) -> tuple[Intent, ...]:
+        """The run's intents, oldest first (`narrow`)."""
+        return self.state.intents
 
     # -- public ------------------------------------------------------------
 

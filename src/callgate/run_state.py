@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from callgate.approvals import Approvals
+from callgate.authorize.intent import Intent
 from callgate.authorize.policy import Authority, Decision, Policy
 from callgate.authorize.provenance import TrustIndex
 from callgate.call_names import CallNames
@@ -58,5 +59,8 @@ class RunState:
     """Policy decisions remembered for this run's authority (see `authorize`)."""
     names: CallNames = field(default_factory=CallNames)
     """The names this run records its calls under (`callgate.call_names`)."""
+    intents: tuple[Intent, ...] = ()
+    """What the trusted request needs (`callgate.authorize.intent`): after untrusted
+    content, a call must be inside every one. They only accumulate (`Run.narrow`)."""
     batch_ids: tuple[str, ...] = ()
     """The model's ids in the batch being admitted: no new name may take one."""

@@ -4,6 +4,8 @@
 version = "2026-11-29"           # optional label recorded with approvals
 preset = "standard"              # optional fallback by risk: "none" (default) or "standard"
 untrusted_sinks = "ask"          # or "deny": sink values no trusted input vouches for
+integrity = ["write:calendar*"]  # effects that need the run's intent after untrusted content
+outside_intent = "ask"           # or "deny": calls outside the intent after untrusted content
 
 [[rule]]
 name = "small refunds"
@@ -72,7 +74,7 @@ class PolicyFileError(DefinitionError):
 
 _ACTIONS = {"allow": Action.ADMIT, "ask": Action.ASK, "deny": Action.DENY}
 _RULE_KEYS = {"name", "action", "tool", "effect", "reason", "when"}
-_TOP_KEYS = {"version", "preset", "untrusted_sinks", "rule"}
+_TOP_KEYS = {"version", "preset", "untrusted_sinks", "integrity", "outside_intent", "rule"}
 _OPS = ("eq", "ne", "in", "not_in", "glob", "regex", "lt", "le", "gt", "ge", "under")
 _RULE_HEADER = re.compile(r"^\s*\[\[\s*rule\s*\]\]\s*(?:#.*)?$")
 _ERROR_LINE = re.compile(r"at line (?P<line>\d+)")
@@ -266,11 +268,19 @@ def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
         name = raw.get("name") if isinstance(raw, dict) else None
         label = f"rule {index + 1}" + (f" ({name!r})" if name else "")
         rules.append(_rule(raw, f"{where}: {label}"))
+    integrity = data.get("integrity", [])
+    if not isinstance(integrity, list) or not all(isinstance(p, str) for p in integrity):
+        raise PolicyFileError(
+            f"{source}: 'integrity' must be a list of effect patterns, got {integrity!r}; "
+            'write integrity = ["write:calendar*", "delete:*"]'
+        )
     try:
         return Policy(
             rules,
             preset=data.get("preset", Preset.NONE),
             untrusted_sinks=data.get("untrusted_sinks", "ask"),
+            integrity=integrity,
+            outside_intent=data.get("outside_intent", "ask"),
             version=str(data["version"]) if "version" in data else None,
         )
     except DefinitionError as exc:

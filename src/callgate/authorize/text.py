@@ -166,30 +166,39 @@ def links(text: str) -> Iterator[str]:
 def tokens(text: str, *, numbers: bool = False) -> Iterator[str]:
     """Whole tokens of free text, normalised: links, emails, grouped IBANs and paths whole.
 
-    Numbers are left out unless ``numbers`` (used only to say where an untrusted
-    value came from, never to vouch for one).
+    Tokens are cut from the text as written and from its NFKC form (a full-width
+    ``ｂｏｂ＠ｘ．ｃｏｍ`` is ``bob@x.com``), each then normalised. Numbers are left out
+    unless ``numbers`` (used only to say where an untrusted value came from, never to
+    vouch for one).
     """
-    text = unicodedata.normalize("NFKC", safe_text(text))
-    for match in _IBAN_GROUPED.finditer(text):
+    text = safe_text(text)
+    folded = unicodedata.normalize("NFKC", text)
+    for match in _IBAN_GROUPED.finditer(folded):
         yield normalize(match.group(0))
     for piece in _pieces(text):
-        key = link_key(piece.casefold())
+        nfkc = unicodedata.normalize("NFKC", piece)
+        key = link_key(nfkc.casefold())
         if key is not None:
             yield key
-        for raw in _TOKEN.findall(piece):
-            token = raw.strip(".,;:!?/-")
-            if not token:
-                continue
-            if "@" in token:
-                for part in token.replace(":", "/").split("/"):
-                    part = part.strip(".,;:!?-")
-                    if part != token and _EMAIL.fullmatch(part):
-                        yield normalize(part)
-            if numbers or not _NUMBER.fullmatch(token):
-                yield normalize(token)
-            kept = raw.rstrip(".,;:!?")
-            if kept != token and kept.startswith(("/", ".")):
-                yield normalize(kept)  # a path or dotfile: "/etc/passwd", "./run.sh", ".env"
+        for form in (piece,) if nfkc == piece else (piece, nfkc):
+            yield from _word_tokens(form, numbers=numbers)
+
+
+def _word_tokens(piece: str, *, numbers: bool) -> Iterator[str]:
+    for raw in _TOKEN.findall(piece):
+        token = raw.strip(".,;:!?/-")
+        if not token:
+            continue
+        if "@" in token:
+            for part in token.replace(":", "/").split("/"):
+                part = part.strip(".,;:!?-")
+                if part != token and _EMAIL.fullmatch(part):
+                    yield normalize(part)
+        if numbers or not _NUMBER.fullmatch(token):
+            yield normalize(token)
+        kept = raw.rstrip(".,;:!?")
+        if kept != token and kept.startswith(("/", ".")):
+            yield normalize(kept)  # a path or dotfile: "/etc/passwd", "./run.sh", ".env"
 
 
 def words(text: str) -> str:
