@@ -29,7 +29,7 @@ MAX_SHOWN = 4000
 """The most characters of one value a page shows; the rest is counted, not shown."""
 
 _HIDDEN = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
-_SHORT = {"\t": "\\t", "\r": "\\r"}
+_SHORT = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 _REDACTOR = Redactor()
 
 
