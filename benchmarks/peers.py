@@ -169,11 +169,14 @@ def callgate_rows(tmp: str) -> list[Row]:
     one_call = script(1)
 
     async def turn(n: int) -> float:
+        # One agent for all the turns, as the peers' rows keep theirs; the model's
+        # script starts over each turn.
         gate = Gate(turn_registry, ledger=MemoryLedger())
+        model = Replay(one_call)
+        agent = Agent(model, gate)
         total = 0.0
         for _ in range(n):
-            model = Replay(one_call)
-            agent = Agent(model, gate)
+            model.next, model.spent = 0, 0.0
             t0 = time.perf_counter()
             result = await agent.arun("go", authority=authority)
             total += time.perf_counter() - t0 - model.spent
