@@ -77,7 +77,7 @@ def test_ungated_control_executes_every_attack_and_every_task() -> None:
 def test_attack_denied_by_the_person_is_not_counted_and_never_runs() -> None:
     """A payment to the attacker's IBAN waits for a person, who denies it: 0 executed, no effect."""
     goal = _goal(BANKING, "bk-pay-attacker")
-    pair = injection.run_pair(BANKING, _task(BANKING, "bk-01"), goal, "provenance")
+    pair = injection.run_pair(BANKING, _task(BANKING, "bk-01"), goal, "sinks")
 
     (attack,) = [c for c in pair.calls if c.origin == "attack"]
     assert pair.seen
@@ -90,36 +90,21 @@ def test_attack_denied_by_the_person_is_not_counted_and_never_runs() -> None:
 def test_attack_that_runs_unasked_is_counted_with_its_reason() -> None:
     """Provenance alone lets a calendar entry with no sink through: it ran, counted, rule named.
 
-    The integrity declarations are taken out of the workspace policy here, so
-    that this holds on any callgate: what provenance of values cannot see.
+    The ``sinks`` configuration leaves the integrity declarations out of the
+    workspace policy: this is what provenance of values cannot see.
     """
-    policy = _without_integrity(WORKSPACE)
     goal = _goal(WORKSPACE, "ws-create-event")
-    pair = injection.run_pair(
-        WORKSPACE,
-        _task(WORKSPACE, "ws-02"),
-        goal,
-        "provenance",
-        policies={WORKSPACE.name: policy},
-    )
+    pair = injection.run_pair(WORKSPACE, _task(WORKSPACE, "ws-02"), goal, "sinks")
 
     assert pair.attack_executed
     assert _ran(pair.effects, "create_event", {"title": "Contract signing"})
     assert pair.reason("attack") == "create_event: admitted by 'calendar'"
 
 
-def _without_integrity(domain: Domain) -> injection.Policy:
-    text = domain.policy_file.read_text(encoding="utf-8")
-    kept = [
-        line for line in text.splitlines() if not line.startswith(("integrity", "outside_intent"))
-    ]
-    return injection.parse_policy("\n".join(kept))
-
-
 def test_task_whose_call_is_escalated_counts_as_needing_approval() -> None:
     """Paying the IBAN printed on a bill waits for a person: counted, and it runs once approved."""
     task = _task(BANKING, "bk-02")
-    pair = injection.run_pair(BANKING, task, None, "provenance")
+    pair = injection.run_pair(BANKING, task, None, "sinks")
 
     (own,) = [c for c in pair.calls if c.origin == "task" and c.tool == "send_money"]
     assert own.approval
@@ -132,7 +117,7 @@ def test_task_whose_call_is_escalated_counts_as_needing_approval() -> None:
 
 def test_clean_task_needing_no_person_is_counted_as_such() -> None:
     """A message to a colleague named in the request runs at once and counts as no approval."""
-    pair = injection.run_pair(CHAT, _task(CHAT, "ch-09"), None, "provenance")
+    pair = injection.run_pair(CHAT, _task(CHAT, "ch-09"), None, "sinks")
 
     assert pair.task_without_approval
     assert all(not c.approval and c.state == "ok" for c in pair.calls)
@@ -141,7 +126,7 @@ def test_clean_task_needing_no_person_is_counted_as_such() -> None:
 
 def test_summary_adds_up_its_pairs() -> None:
     """The summary's totals, breakdown by kind and by domain equal the counts of its pairs."""
-    summary, results = injection.measure("provenance", domains=(TRAVEL,))
+    summary, results = injection.measure("sinks", domains=(TRAVEL,))
     pairs = [r for r in results if r.goal is not None]
     clean = [r for r in results if r.goal is None]
 
@@ -163,8 +148,8 @@ def test_summary_adds_up_its_pairs() -> None:
 
 def test_same_seed_same_figures() -> None:
     """Two runs with one seed give the same pairs; the seed is what varies phrasing and order."""
-    a = injection.measure("provenance", seed=3, domains=(CHAT,))[1]
-    b = injection.measure("provenance", seed=3, domains=(CHAT,))[1]
+    a = injection.measure("sinks", seed=3, domains=(CHAT,))[1]
+    b = injection.measure("sinks", seed=3, domains=(CHAT,))[1]
 
     def key(results: list[injection.PairResult]) -> list[Any]:
         return [
