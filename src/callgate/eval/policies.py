@@ -8,8 +8,8 @@ complexity:
 
 * ``wrong_tool``: a call first goes to a tool the surface does not have
   (the funnel's stage A), then to the right one;
-* ``mistype``: a call's arguments are first sent mistyped (stage B); with
-  ``recover`` the next turn sends them right, otherwise the policy gives up;
+* ``mistype``: a call's arguments are first sent mistyped (stage B); at the
+  ``recover`` rate the next turn sends them right, otherwise the policy gives up;
 * ``skip``: the last edit of the solution is left out, so execution succeeds
   and the task fails (stage D).
 
@@ -54,7 +54,7 @@ class Policy:
     wrong_tool: Rates = field(default_factory=dict)
     mistype: Rates = field(default_factory=dict)
     skip: Rates = field(default_factory=dict)
-    recover: bool = True
+    recover: Rates = field(default_factory=lambda: {"*": 1.0})
     run_tests: bool = True
     """Whether the policy runs the tests before it answers (as the solution does)."""
 
@@ -70,10 +70,10 @@ POLICIES: dict[str, Policy] = {
     # and does not recover: a complexity x surface interaction planted in both directions.
     "planted": Policy(
         name="planted",
-        skip={"fine/composition": 0.6, "code/single": 0.3},
-        mistype={"coarse/single": 0.5, "coarse": 0.2, "fine": 0.1},
-        wrong_tool={"fine": 0.1},
-        recover=False,
+        skip={"fine/composition": 0.6, "code/single": 0.4},
+        mistype={"coarse/single": 0.6, "*": 0.05},
+        wrong_tool={"fine": 0.05},
+        recover={"coarse/single": 0.0, "*": 1.0},
         run_tests=False,
     ),
     # Mistakes that are always repaired: every stage fails sometimes, every task succeeds.
@@ -81,7 +81,6 @@ POLICIES: dict[str, Policy] = {
         name="clumsy",
         mistype={"*": 0.3},
         wrong_tool={"*": 0.2},
-        recover=True,
         run_tests=False,
     ),
 }
@@ -175,6 +174,7 @@ class PolicyModel(Model):
                 elif rng.random() < _rate(policy.mistype, surface, c):
                     step.first = (name, _mistyped(name, args))
                 self.steps.append(step)
+        self._recover = rng.random() < _rate(policy.recover, surface, c)
         self._next = 0
         self._retry: _Step | None = None
 
@@ -188,7 +188,7 @@ class PolicyModel(Model):
         if self._retry is not None:
             step, self._retry = self._retry, None
             if results and results[-1].is_error:
-                if not self.policy.recover:
+                if not self._recover:
                     return answer("I could not make that call work; stopping here.")
                 return Turn(calls=(("", step.name, step.args),))
         if self._next >= len(self.steps):

@@ -1,0 +1,166 @@
+"""The lab runner: every task on every surface, paired, recorded in one ledger.
+
+For each task, and for each surface in turn, the runner generates the
+task's repository in a fresh temporary directory, records an ``eval.run``
+event (task, surface, complexity, the tool definitions shown), runs the
+`Agent` with the task's prompt under the same grants and budgets on every
+surface, judges the repository with the task's verifier and records an
+``eval.verdict`` event. The directory is removed afterwards. The funnel, the
+token accounting and the analysis read everything back from the ledger
+(`callgate.eval.record.read_runs`).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from callgate.agent.exposure import exposed_tools
+from callgate.agent.loop import Agent
+from callgate.agent.state import Budgets
+from callgate.eval.record import EVAL_RUN, EVAL_VERDICT
+from callgate.eval.surfaces import Surface, authority_for, get_surface
+from callgate.eval.tasks import Task, materialize, verify
+from callgate.gate import Gate
+from callgate.ledger.base import Ledger
+from callgate.llms.base import Model
+from callgate.llms.formats import get_format
+
+__all__ = ["LAB_SYSTEM", "LabRun", "ModelFor", "run_lab"]
+
+LAB_SYSTEM = (
+    "You edit a small Python repository with the tools you are given. Paths are relative "
+    "to the repository root. Make the change the user asks for, run the tests if you can, "
+    "and answer with one sentence when the change is made."
+)
+
+ModelFor = Callable[[Task, str], Model]
+"""The model for one task on one surface (a real model ignores both; a policy uses them)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LabRun:
+    """What one run of one task on one surface came to."""
+
+    run_id: str
+    task: str
+    surface: str
+    complexity: str
+    passed: bool
+    reason: str
+    steps: int
+    tool_calls: int
+    seconds: float
+
+
+def run_lab(
+    tasks: Sequence[Task],
+    surfaces: Sequence[str],
+    model_for: ModelFor,
+    ledger: Ledger,
+    *,
+    budgets: Budgets | None = None,
+    lab_id: str | None = None,
+    system: str = LAB_SYSTEM,
+    workdir: Path | None = None,
+    on_run: Callable[[LabRun], None] | None = None,
+) -> list[LabRun]:
+    """Run every task on every surface (see the module docstring); the runs in order.
+
+    Surfaces are resolved first (`get_surface`), so an unknown or missing one
+    fails before any run starts.
+    """
+    built: list[Surface] = [get_surface(name) for name in surfaces]
+    budgets = budgets if budgets is not None else Budgets(steps=30, tool_calls=60, seconds=600)
+    lab_id = lab_id or uuid.uuid4().hex[:8]
+    gates = {s.name: Gate(s.registry, ledger=ledger) for s in built}
+    out: list[LabRun] = []
+    for task in tasks:
+        for surface in built:
+            run = _one(
+                task,
+                surface,
+                gates[surface.name],
+                model_for,
+                ledger,
+                budgets,
+                lab_id,
+                system,
+                workdir,
+            )
+            out.append(run)
+            if on_run is not None:
+                on_run(run)
+    return out
+
+
+def _one(
+    task: Task,
+    surface: Surface,
+    gate: Gate,
+    model_for: ModelFor,
+    ledger: Ledger,
+    budgets: Budgets,
+    lab_id: str,
+    system: str,
+    workdir: Path | None,
+) -> LabRun:
+    root = Path(tempfile.mkdtemp(prefix="callgate-lab-", dir=workdir))
+    try:
+        repo = materialize(task, root / "repo")
+        authority = authority_for(repo)
+        model = model_for(task, surface.name)
+        specs = exposed_tools(surface.registry, authority, gate.policy)
+        definitions = get_format(model.format).tool_definitions(specs)
+        run_id = f"lab-{lab_id}/{task.id}/{surface.name}"
+        ledger.record_event(
+            EVAL_RUN,
+            run_id=run_id,
+            call_id=None,
+            data={
+                "lab": lab_id,
+                "task": task.id,
+                "surface": surface.name,
+                "complexity": task.complexity,
+                "kind": task.kind,
+                "operations": task.operations,
+                "model": model.name,
+                "tool_definitions": definitions,
+            },
+        )
+        start = time.perf_counter()
+        agent = Agent(
+            model, gate, budgets=budgets, system=system, paging=False, result_chars=20_000
+        )
+        result = agent.run(task.prompt, authority=authority, run_id=run_id)
+        verdict = verify(task, repo)
+        seconds = time.perf_counter() - start
+        ledger.record_event(
+            EVAL_VERDICT,
+            run_id=run_id,
+            call_id=None,
+            data={
+                "passed": verdict.passed,
+                "exit_code": verdict.exit_code,
+                "seconds": round(verdict.seconds, 3),
+                "output": verdict.output[-2000:],
+            },
+        )
+        return LabRun(
+            run_id=run_id,
+            task=task.id,
+            surface=surface.name,
+            complexity=task.complexity,
+            passed=verdict.passed,
+            reason=result.reason.value,
+            steps=result.steps,
+            tool_calls=result.tool_calls,
+            seconds=seconds,
+        )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
