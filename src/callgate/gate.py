@@ -44,11 +44,34 @@ from callgate.schedule import (
     run_batch_sync,
 )
 from callgate.telemetry import Telemetry
-from callgate.tools import Registry
+from callgate.tools import CallContext, Registry
 
 _log = logging.getLogger("callgate")
 
-__all__ = ["Gate", "Run"]
+__all__ = ["Gate", "Run", "running_run"]
+
+_running: dict[tuple[str, str], Run] = {}
+"""(run id, call name) → the run executing that call, for handlers that take a `CallContext`
+(`running_run`). Entered when a batch starts executing, left when it ends."""
+
+
+def running_run(context: CallContext) -> Run:
+    """The run executing the handler that received ``context``: the re-entrant entry.
+
+    A handler that composes other calls (the sandbox's ``run_python``, whose code calls
+    tools) submits them through the *same* run with ``await run.asubmit(...)`` while it
+    runs, so they are validated, authorized under the run's authority, approved and
+    recorded like any call. Only a handler that asks for a `CallContext` is found, and
+    only while its call executes; anything else raises `LookupError`.
+    """
+    try:
+        return _running[context.run_id, context.call_id]
+    except KeyError:
+        raise LookupError(
+            f"call {context.call_id!r} of run {context.run_id!r} is not executing in this "
+            "process: running_run() works only inside a handler, with the CallContext "
+            "it was given"
+        ) from None
 
 
 class Gate:
@@ -344,20 +367,26 @@ class Run:
         (seconds; default the gate's ``batch_deadline``) bounds the batch.
         """
         work = self._prepare(calls, deadline)
-        if work.batch is not None:
-            done = run_batch_sync(
-                work.batch,
-                self._execute,
-                max_concurrency=self.gate.max_concurrency,
-                deadline=work.limit,
-                on_skipped=self._skipped,
-            )
-        elif work.admitted:  # one call, run here, in this thread
-            gate = self.gate
-            item = work.admitted[0]
-            done = [execute_sync(item, gate.ledger, self.evidence, gate.redactor, gate.settings)]
-        else:
-            done = []
+        entered = self._enter(work.admitted)
+        try:
+            if work.batch is not None:
+                done = run_batch_sync(
+                    work.batch,
+                    self._execute,
+                    max_concurrency=self.gate.max_concurrency,
+                    deadline=work.limit,
+                    on_skipped=self._skipped,
+                )
+            elif work.admitted:  # one call, run here, in this thread
+                gate = self.gate
+                item = work.admitted[0]
+                done = [
+                    execute_sync(item, gate.ledger, self.evidence, gate.redactor, gate.settings)
+                ]
+            else:
+                done = []
+        finally:
+            self._leave(entered)
         return self._conclude(work, done)
 
     async def asubmit(
@@ -370,21 +399,41 @@ class Run:
         cancellation propagates.
         """
         work = self._prepare(calls, deadline)
-        if work.batch is not None:
-            done = await run_batch_async(
-                work.batch,
-                self._execute,
-                max_concurrency=self.gate.max_concurrency,
-                deadline=work.limit,
-                on_skipped=self._skipped,
-            )
-        elif work.admitted:  # one call, awaited here
-            item = work.admitted[0]
-            item.offload = True  # a sync handler never blocks the caller's event loop
-            done = [await self._execute(item)]
-        else:
-            done = []
+        entered = self._enter(work.admitted)
+        try:
+            if work.batch is not None:
+                done = await run_batch_async(
+                    work.batch,
+                    self._execute,
+                    max_concurrency=self.gate.max_concurrency,
+                    deadline=work.limit,
+                    on_skipped=self._skipped,
+                )
+            elif work.admitted:  # one call, awaited here
+                item = work.admitted[0]
+                item.offload = True  # a sync handler never blocks the caller's event loop
+                done = [await self._execute(item)]
+            else:
+                done = []
+        finally:
+            self._leave(entered)
         return self._conclude(work, done)
+
+    def _enter(self, admitted: Sequence[Admitted]) -> list[tuple[str, str]]:
+        """Make this run findable by `running_run` from the handlers about to run that take
+        a `CallContext` (the others cannot ask)."""
+        entered = []
+        for item in admitted:
+            if item.spec.context_param is not None:
+                key = (self.state.id, item.call.id)
+                _running[key] = self
+                entered.append(key)
+        return entered
+
+    @staticmethod
+    def _leave(entered: list[tuple[str, str]]) -> None:
+        for key in entered:
+            _running.pop(key, None)
 
     def _prepare(self, calls: Iterable[ToolCall], deadline: float | None) -> _Work:
         """Everything before execution, for both drivers: admit the calls and record them,
