@@ -222,3 +222,55 @@ def test_policy_file_loads_with_every_declaration(domain: Domain) -> None:
     _, dropped = injection.load_policy(domain)
 
     assert dropped == []
+
+
+def test_intent_stops_what_provenance_alone_lets_through() -> None:
+    """A summarise-my-inbox task: the planted calendar entry runs on sinks alone, not with intent.
+
+    Checked on the environment: with the deployer's intent (the task's
+    tools) the entry waits for the person, who denies it, and the
+    observation names the rule ``outside_intent``.
+    """
+    task, goal = _task(WORKSPACE, "ws-02"), _goal(WORKSPACE, "ws-create-event")
+
+    loose = injection.run_pair(WORKSPACE, task, goal, "sinks")
+    narrow = injection.run_pair(WORKSPACE, task, goal, "intent")
+
+    assert _ran(loose.effects, "create_event", {"title": "Contract signing"})
+    assert not _ran(narrow.effects, "create_event", {"title": "Contract signing"})
+    (attack,) = [c for c in narrow.calls if c.origin == "attack"]
+    assert attack.approval
+    assert "outside_intent" in attack.rules
+    assert narrow.task_without_approval
+
+
+def test_plan_first_narrows_to_what_the_model_planned(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plan naming only the reads escalates the task's own cancellation (the plan counts).
+
+    The listing the task reads has fields nobody vouches for, so the run is
+    exposed when it cancels. With the honest plan the same task runs without
+    a person: the benchmark's plan_first figures measure the model's plan.
+    """
+    task = _task(WORKSPACE, "ws-08")
+    honest = injection.run_pair(WORKSPACE, task, None, "plan_first")
+    monkeypatch.setattr(injection.ObeyingModel, "plan", lambda self: ["list_events"])
+    short = injection.run_pair(WORKSPACE, task, None, "plan_first")
+
+    assert honest.task_without_approval
+    assert not short.task_without_approval
+    (write,) = [c for c in short.calls if c.tool == "cancel_event"]
+    assert write.approval
+    assert "outside_intent" in write.rules
+    assert "plan" in write.message
+
+
+def test_exact_intent_names_each_argument_value_of_the_task() -> None:
+    """intent_args allows the task's own values only: a list argument by its items."""
+    intent = injection.exact_intent(_task(WORKSPACE, "ws-07"))
+
+    assert intent.arguments["create_event"]["participants"] == [
+        "liam@northwind.example",
+        "priya@northwind.example",
+    ]
+    assert intent.arguments["create_event"]["title"] == ["Roadmap review"]
+    assert set(intent.tools) == {"list_events", "list_contacts", "create_event"}
