@@ -43,9 +43,11 @@ from callgate.agent.paging import (
     paging_registry,
     store_context,
 )
+from callgate.agent.planning import PLAN_SPEC, plan_instruction, read_plan
 from callgate.agent.state import AgentResult, Budgets, HeldBatch, RunState, StopReason
 from callgate.agent.transcript import Recorder, TranscriptEntry
 from callgate.agent.triage import Oscillation, boundary_rule
+from callgate.authorize.intent import Intent
 from callgate.authorize.policy import Authority
 from callgate.calls import Observation, Provenance, Status, ToolCall
 from callgate.errors import DefinitionError
@@ -80,6 +82,9 @@ class Agent:
             authority boundary (it is always recorded as ``security.boundary``).
         on_event: called with every transcript entry as it is recorded
             (progress displays, live transcripts).
+        plan_first: begin every run with a planning turn: the model, having seen
+            only the system prompt and the user's message, names the tools it will
+            use, and they become the run's intent (`callgate.agent.planning`).
     """
 
     def __init__(
@@ -94,6 +99,7 @@ class Agent:
         paging: bool = True,
         halt_on_boundary: bool = False,
         on_event: Callable[[TranscriptEntry], None] | None = None,
+        plan_first: bool = False,
     ) -> None:
         if not isinstance(model, Model):
             raise DefinitionError(f"Agent needs a callgate.llms.Model, got {type(model).__name__}")
@@ -117,6 +123,7 @@ class Agent:
         self.result_chars = result_chars
         self.halt_on_boundary = halt_on_boundary
         self.on_event = on_event
+        self.plan_first = plan_first
         self._paging_gate: Gate | None = None
         if paging:
             self._paging_gate = Gate(
@@ -142,10 +149,18 @@ class Agent:
         authority: Authority,
         system: str | None = None,
         run_id: str | None = None,
+        intent: Intent | None = None,
+        plan_first: bool | None = None,
     ) -> AgentResult:
         """Run the loop to an answer, a pause or a budget; see `arun`."""
         call = functools.partial(
-            self.arun, user_message, authority=authority, system=system, run_id=run_id
+            self.arun,
+            user_message,
+            authority=authority,
+            system=system,
+            run_id=run_id,
+            intent=intent,
+            plan_first=plan_first,
         )
         return anyio.run(call)
 
@@ -156,14 +171,19 @@ class Agent:
         authority: Authority,
         system: str | None = None,
         run_id: str | None = None,
+        intent: Intent | None = None,
+        plan_first: bool | None = None,
     ) -> AgentResult:
         """Start a run for ``user_message`` under ``authority``.
 
         The user's message and the system prompt are the run's trusted text
-        (sink arguments may come from them). Never raises because of what the
-        model sent or a tool did; `AgentResult.reason` says how it ended.
+        (sink arguments may come from them). ``intent``: what the request needs
+        (`callgate.authorize.intent`); ``plan_first`` (default: the agent's)
+        adds the model's own plan to it. Never raises because of what the model
+        sent or a tool did; `AgentResult.reason` says how it ended.
         """
-        state = self._start(user_message, authority, system, run_id)
+        state = self._start(user_message, authority, system, run_id, intent)
+        state.planning = self.plan_first if plan_first is None else plan_first
         drive = functools.partial(self._drive, state, None)
         telemetry = self.gate.telemetry
         return await traced_agent(telemetry, drive, model=self.model.name, run_id=state.run.id)
@@ -193,11 +213,18 @@ class Agent:
     # -- the loop ------------------------------------------------------------------------
 
     def _start(
-        self, user_message: str, authority: Authority, system: str | None, run_id: str | None
+        self,
+        user_message: str,
+        authority: Authority,
+        system: str | None,
+        run_id: str | None,
+        intent: Intent | None = None,
     ) -> RunState:
         system = system if system is not None else self.system
         trusted = [text for text in (system, user_message) if text]
         run = self.gate.run(authority=authority, run_id=run_id, trusted=trusted)
+        if intent is not None:
+            run.narrow(intent)
         tools, names = self._tool_definitions(authority)
         first = self.format.user(user_message)
         state = RunState(
@@ -228,12 +255,68 @@ class Agent:
                 ended = await self._resume_held(state, held)
                 if ended is not None:
                     return ended
+            if state.planning:
+                state.planning = False
+                ended = await self._plan(state)
+                if ended is not None:
+                    return ended
             while True:
                 ended = await self._step(state)
                 if ended is not None:
                     return ended
         finally:
             state.active += time.perf_counter() - state.since
+
+    async def _plan(self, state: RunState) -> AgentResult | None:
+        """The planning turn (`callgate.agent.planning`): the model names the tools it will
+        use, seeing only trusted input; the run is narrowed to them. Nothing runs."""
+        names = [n for n in self._tool_definitions(state.run.authority)[1] if n != READ_RESULT]
+        state.steps += 1
+        request = ModelRequest(
+            system=plan_instruction(state.system, names, self.gate.registry),
+            messages=list(state.messages),
+            tools=self.format.tool_definitions([PLAN_SPEC]),
+            format=self.format.name,
+            step=state.steps,
+        )
+        complete = functools.partial(
+            traced_chat,
+            self.gate.telemetry,
+            functools.partial(self.model.complete, request),
+            model=self.model.name,
+            format=self.format.name,
+            run_id=state.run.id,
+            step=state.steps,
+        )
+        remaining = self._remaining(state)
+        response: ModelResponse | None = None
+        try:
+            if remaining is None:
+                response = await complete()
+            else:
+                with anyio.move_on_after(max(remaining, 0.001)):
+                    response = await complete()
+        except Exception as exc:
+            detail = f"planning turn: {type(exc).__name__}: {exc}"
+            return self._stop(state, StopReason.MODEL_ERROR, detail, error=exc)
+        if response is None:
+            return self._stop(state, StopReason.MAX_SECONDS, "the model did not plan in time")
+        if response.usage is not None:
+            state.usage = state.usage + response.usage
+        extraction = self.format.extract(response.raw)
+        plan = read_plan(extraction, names)
+        state.run.narrow(plan.intent)
+        state.record(
+            "agent.plan",
+            {
+                "step": state.steps,
+                "tools": list(plan.intent.tools),
+                "ignored": list(plan.ignored),
+                "read": plan.read,
+                "text": extraction.text,
+            },
+        )
+        return None
 
     async def _step(self, state: RunState) -> AgentResult | None:
         """One model call and its batch; a result when the run ends or pauses."""

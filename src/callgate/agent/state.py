@@ -112,6 +112,8 @@ class RunState:
     model_ids: dict[str, str] = field(default_factory=dict)
     """Ledger call id → the id the model gave, for ids the model reused across steps."""
     finished: bool = False
+    planning: bool = False
+    """A planning turn is due before the first step (`callgate.agent.planning`)."""
 
 
 @dataclass(kw_only=True)

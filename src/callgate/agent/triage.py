@@ -9,9 +9,10 @@ The loop sends every observation back to the model, except that, decided here:
   settle it from the ledger, and the model is never invited to retry it;
 * an attempted crossing of the authority boundary is recorded as a
   ``security.boundary`` event (and ends the run when the agent is so
-  configured): a call denied for the provenance of a sink value, or escalated
-  to a person for it, and, once the run has read untrusted content, a call
-  denied because its effect is not granted or a policy rule forbids it;
+  configured): a call denied for the provenance of a sink value or for being
+  outside the run's intent, or escalated to a person for either, and, once the
+  run has read untrusted content, a call denied because its effect is not
+  granted or a policy rule forbids it;
 * the same failing call (same tool, same canonical arguments, same
   rejection) proposed ``limit`` times ends the run as ``oscillation``.
 
@@ -30,7 +31,7 @@ from callgate.canonical import canonical_json
 
 __all__ = ["Oscillation", "boundary_rule", "failure_key"]
 
-_ALWAYS = frozenset({"untrusted_sink"})
+_ALWAYS = frozenset({"untrusted_sink", "outside_intent", "integrity_effect"})
 _AFTER_UNTRUSTED = frozenset({"effect_not_granted", "policy_denied"})
 
 
@@ -41,7 +42,7 @@ def _rules(obs: Observation) -> tuple[str, ...]:
 def boundary_rule(obs: Observation, read_untrusted: bool) -> str | None:
     """The rule of an attempted boundary crossing this observation shows, or None."""
     if obs.status is Status.PENDING:
-        return next((r for r in _rules(obs) if r.startswith("provenance")), None)
+        return next((r for r in _rules(obs) if r.startswith(("provenance", "intent"))), None)
     if obs.status is not Status.REJECTED or obs.stage is not Stage.POLICY:
         return None
     for rule in _rules(obs):
