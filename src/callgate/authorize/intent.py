@@ -43,7 +43,8 @@ class Intent:
     A call is inside the intent when its tool matches one of ``tools`` (names,
     ``*`` globs), or it declares effects and ``effects`` (grant patterns,
     ``"read:*"``, ``"spend:USD<=50"``) cover every one of them, or ``reads``
-    and its tool is read-only with no declared effect; and every constrained
+    and its tool is read-only with no effect but reads (``read:...``): it can
+    neither change nor send anything; and every constrained
     argument (``arguments={"send_email": {"to": ["bob@acme.example"]}}``) holds
     one of its allowed values, compared as provenance compares values (case,
     whitespace, link form). An argument that is absent passes; each item of a
@@ -113,7 +114,7 @@ class Intent:
         inside = (
             any(star_match(parts, spec.name) for parts in self._tool_parts)
             or (bool(effects) and not self._grants.missing(effects))
-            or (self.reads and not spec.side_effecting and not effects)
+            or (self.reads and _reads_only(spec, effects))
         )
         if not inside:
             return (None, None)
@@ -128,6 +129,11 @@ class Intent:
                 if normalize(item) not in allowed:
                     return (argument, str(item))
         return None
+
+
+def _reads_only(spec: ToolSpec, effects: Sequence[Effect]) -> bool:
+    """A read-only tool whose effects, if any, are all reads (``read:...``)."""
+    return not spec.side_effecting and all(e.name.startswith("read:") for e in effects)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
