@@ -715,7 +715,10 @@ def schema_spec(
         external_name=name if final_name != name else None,
         **_contract(final_name, tuple(arguments.model.model_fields), **options),
     )
-    return dataclasses.replace(spec, version=_spec_version(spec))
+    # The ledger records arguments by the schema's names (``_token``), the gate reads them
+    # by field name (``token_``): a secret is known by both.
+    secrets = spec.secret_fields | {names[f] for f in spec.secret_fields if f in names}
+    return dataclasses.replace(spec, secret_fields=secrets, version=_spec_version(spec))
 
 
 def _schema_handler_check(tool: str, handler: Callable[..., Any], names: list[str]) -> str | None:

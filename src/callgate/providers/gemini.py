@@ -256,6 +256,7 @@ def openapi_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """A JSON Schema rewritten into Gemini's OpenAPI subset.
 
     References are inlined, ``anyOf`` with ``null`` becomes ``nullable``,
+    ``oneOf`` is told as ``anyOf`` (the gate still enforces "exactly one"),
     ``const`` becomes a one-value ``enum``, and keywords outside the subset
     (``additionalProperties``, ``default``, exclusive bounds, ...) are dropped.
     """
@@ -267,6 +268,9 @@ def _convert(node: Any) -> Any:
     if not isinstance(node, dict):
         return node
     node = dict(node)
+    if isinstance(node.get("oneOf"), list) and "anyOf" not in node:
+        # The subset has no oneOf: "any of" tells the model the shapes; the gate keeps "one".
+        node["anyOf"] = node.pop("oneOf")
     nullable = False
     alternatives = node.get("anyOf")
     if isinstance(alternatives, list):
