@@ -75,7 +75,8 @@ def test_shown_redacts_credentials_and_bounds_length() -> None:
 @given(st.text(min_size=1, max_size=200), st.text(min_size=1, max_size=40))
 def test_a_record_of_any_text_renders_to_the_same_markup(text: str, call_id: str) -> None:
     """Whatever text a record holds (in its data and its call id), the timeline's HTML has the
-    same tags and attributes as for plain text: nothing a model wrote becomes markup."""
+    same tags and attributes as for plain text, and no hidden character: nothing a model wrote
+    becomes markup or hides itself."""
     from callgate.console.app import _environment
 
     env = _environment()
@@ -94,7 +95,9 @@ def test_a_record_of_any_text_renders_to_the_same_markup(text: str, call_id: str
         )
         return template.render(events=timeline([record]))
 
-    assert _tags(render(text, call_id)) == _tags(render("plain", "c"))
+    rendered = render(text, call_id)
+    assert _tags(rendered) == _tags(render("plain", "c"))
+    assert not [c for c in rendered if c != "\n" and unicodedata.category(c) in HIDDEN]
 
 
 def test_hostile_text_in_every_page_is_shown_as_text(
