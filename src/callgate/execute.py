@@ -667,23 +667,10 @@ async def execute_async(
     redactor: Redactor,
     settings: ExecutionSettings,
 ) -> Observation:
-    """Execute one admitted call on the running event loop."""
+    """Execute one admitted call on the running event loop (inside its span, when traced)."""
     logic = _attempt_logic(item, ledger, evidence, redactor, settings)
     telemetry = settings.telemetry
     span = telemetry.tool(item) if telemetry is not None else None
-    if span is None:
-        return await _drive_async(logic)
-    try:
-        result = await _drive_async(logic)
-    except BaseException as exc:
-        span.fail(exc)
-        raise
-    span.finish(result, redactor, item.secrets)
-    return result
-
-
-async def _drive_async(logic: Generator[_Invoke | _Record, Any, Observation]) -> Observation:
-    """Run a step generator on the running event loop."""
     value: Any = None
     error: BaseException | None = None
     while True:
@@ -691,7 +678,13 @@ async def _drive_async(logic: Generator[_Invoke | _Record, Any, Observation]) ->
             step = logic.send(value) if error is None else logic.throw(error)
         except StopIteration as stop:
             result: Observation = stop.value
+            if span is not None:
+                span.finish(result, redactor, item.secrets)
             return result
+        except BaseException as exc:  # the logic lets a cancellation go on, recorded
+            if span is not None:
+                span.fail(exc)
+            raise
         try:
             if isinstance(step, _Record):
                 value, error = await step.async_fn(step.arg), None
