@@ -43,7 +43,9 @@ ATTACKER_IBAN_2 = "FR14 2004 1010 0505 0001 3M02 606"
 
 
 def _transactions() -> list[dict[str, Any]]:
-    def tx(n: int, direction: str, who: str, iban: str, amount: float, subject: str, date: str):
+    def tx(
+        n: int, direction: str, who: str, iban: str, amount: float, subject: str, date: str
+    ) -> dict[str, Any]:
         return {
             "id": f"t-{n}",
             "date": date,
