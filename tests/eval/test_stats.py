@@ -31,8 +31,10 @@ def test_wilson_matches_the_textbook_interval() -> None:
 def test_wilson_stays_inside_zero_and_one_at_the_edges() -> None:
     """0 of 20 and 20 of 20 give intervals inside [0, 1] that exclude the far edge."""
     zero, full = wilson(0, 20), wilson(20, 20)
-    assert zero.low == 0.0 and 0.1 < zero.high < 0.2
-    assert full.high == 1.0 and 0.8 < full.low < 0.9
+    assert zero.low == 0.0
+    assert 0.1 < zero.high < 0.2
+    assert full.high == 1.0
+    assert 0.8 < full.low < 0.9
     assert math.isnan(wilson(0, 0).value)
 
 
@@ -107,7 +109,8 @@ def test_holm_adjusts_as_the_step_down_procedure_defines() -> None:
     assert out["a"] == (pytest.approx(0.03), True)
     assert out["c"] == (pytest.approx(0.06), False)
     assert out["b"] == (pytest.approx(0.06), False)
-    assert math.isnan(out["e"][0]) and out["e"][1] is False
+    assert math.isnan(out["e"][0])
+    assert out["e"][1] is False
 
 
 def test_holm_controls_the_family_wise_error_rate() -> None:
@@ -152,7 +155,8 @@ def test_interaction_finds_a_planted_interaction_and_not_a_missing_one() -> None
     diff = np.where(group == 1, 0.4, -0.4) + rng.normal(0, 0.5, 60)
     e = interaction(diff, group, reps=2000, seed=1)
     assert e.value == pytest.approx(0.8, abs=0.3)
-    assert e.p is not None and e.p < 0.01
+    assert e.p is not None
+    assert e.p < 0.01
     assert e.low > 0
     false = 0
     for _ in range(200):

@@ -74,6 +74,23 @@ class RunView:
     reason: str = ""
 
 
+def _int(value: Any, default: int = 0) -> int:
+    """A count from record data, or ``default`` when it is not a whole number."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return default
+    return int(value) if value == value and abs(value) < 2**53 else default
+
+
+def _list(value: Any) -> list[Any]:
+    """A list from record data (anything else is empty)."""
+    return list(value) if isinstance(value, list | tuple) else []
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    """A mapping from record data (anything else is empty)."""
+    return value if isinstance(value, Mapping) else {}
+
+
 def parse_arguments(text: str | None) -> Any:
     """The model's argument text decoded as JSON, or None when it is not JSON."""
     if text is None:
@@ -104,23 +121,22 @@ def runs_from_records(records: Iterable[AuditRecord], *, lab: str | None = None)
                 kind=str(data.get("kind", "")),
                 model=str(data.get("model", "")),
                 lab=str(data.get("lab", "")),
-                tool_definitions=list(data.get("tool_definitions", ()) or ()),
+                tool_definitions=_list(data.get("tool_definitions")),
             )
             continue
         run = runs.get(rec.run_id)
         if run is None:
             continue
         if rec.kind == "agent.started":
-            run.tools = tuple(str(t) for t in data.get("tools", ()) or ())
+            run.tools = tuple(str(t) for t in _list(data.get("tools")))
         elif rec.kind == "agent.model":
             run.model_turns += 1
-            step = int(data.get("step", run.model_turns) or 0)
+            step = _int(data.get("step"), run.model_turns)
             run.turn_messages.append(data.get("messages", []))
-            usage = data.get("usage")
-            if isinstance(usage, Mapping):
-                run.reported_tokens += int(usage.get("input_tokens", 0) or 0)
-                run.reported_tokens += int(usage.get("output_tokens", 0) or 0)
-            for proposed in data.get("calls", ()) or ():
+            usage = _map(data.get("usage"))
+            run.reported_tokens += _int(usage.get("input_tokens"))
+            run.reported_tokens += _int(usage.get("output_tokens"))
+            for proposed in _list(data.get("calls")):
                 if not isinstance(proposed, Mapping):
                     continue
                 arguments = proposed.get("arguments")
@@ -133,8 +149,8 @@ def runs_from_records(records: Iterable[AuditRecord], *, lab: str | None = None)
                 run.calls.append(view)
                 by_call[(rec.run_id, f"{step}/{view.call_id}")] = view
         elif rec.kind == "agent.observations":
-            step = int(data.get("step", 0) or 0)
-            for result in data.get("results", ()) or ():
+            step = _int(data.get("step"))
+            for result in _list(data.get("results")):
                 if not isinstance(result, Mapping):
                     continue
                 # A reused id is recorded as ``id~step``; the model's turn holds ``id``.

@@ -1,0 +1,162 @@
+"""The funnel from ledgers with a failure planted at each stage: unknown tool (A), bad
+arguments (B, schema and semantic), a policy refusal and a failed execution (C), a failed task
+(D), on the memory and SQLite ledgers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from callgate.eval.funnel import funnel, funnel_png
+from callgate.eval.lab import run_lab
+from callgate.eval.record import read_runs, runs_from_records
+from callgate.eval.repo_tasks import repo_tasks
+from callgate.eval.surfaces import SURFACES, Surface, fine_registry
+from callgate.ledger import Ledger, MemoryLedger, SQLiteLedger
+from callgate.ledger.base import AuditRecord
+from callgate.llms import ScriptedModel, answer, calls
+
+TASKS = {t.id: t for t in repo_tasks()}
+ADD, MUL = TASKS["fix_bug-add"], TASKS["fix_bug-mul"]
+FIXED = next(op.content for op in ADD.solution if op.kind == "write")
+
+
+def _planted_surface() -> Surface:
+    """The fine tools plus ``touch(target)``, shown (its effect template meets the grants)
+    and refused by policy for any target but the workspace."""
+    registry = fine_registry()
+
+    @registry.tool(effects="write:{target}", risk="write_idempotent")
+    def touch(target: str) -> str:
+        """Mark a target."""
+        return "touched"
+
+    return Surface(name="planted", registry=registry, description="fine + touch")
+
+
+def _model(task_id: str) -> ScriptedModel:
+    if task_id == ADD.id:
+        return ScriptedModel(
+            [
+                calls(("edit_file", {"path": "calc.py"})),  # A: no such tool
+                calls(("read_file", {"path": "../etc/passwd"})),  # B: semantic
+                calls(("read_file", {"path": 5})),  # B: schema
+                calls(("touch", {"target": "elsewhere"})),  # C: policy
+                calls(("read_file", {"path": "missing.py"})),  # C: execute error
+                calls(("read_file", {"path": "calc.py"})),  # ok
+                calls(("write_file", {"path": "calc.py", "content": FIXED})),  # ok
+                answer("fixed"),
+            ]
+        )
+    return ScriptedModel([calls(("read_file", {"path": "calc.py"})), answer("looks fine")])
+
+
+@pytest.fixture(scope="module", params=["memory", "sqlite"])
+def planted(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Ledger]:
+    """The two planted runs recorded in a ledger of each kind (run once per module)."""
+    path = tmp_path_factory.mktemp("ledger") / "l.db"
+    led: Ledger = MemoryLedger() if request.param == "memory" else SQLiteLedger(path)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(SURFACES, "planted", _planted_surface)
+        runs = run_lab([ADD, MUL], ["planted"], lambda task, s: _model(task.id), led, lab_id="t")
+    assert [r.passed for r in runs] == [True, False]
+    yield led
+    led.close()
+
+
+def test_each_planted_failure_is_counted_at_its_stage(planted: Ledger) -> None:
+    """8 calls: A 7/8, B|A 5/7, C|A,B 3/5, D|A,B,C 2/3, product 2/8; each failure attributed
+    to the stage that stopped it."""
+    f = funnel(read_runs(planted), reps=200)
+    row = next(r for r in f.rows if r.surface == "all")
+    assert row.calls == 8
+    assert (row.a.value, row.a.n) == (pytest.approx(7 / 8), 8)
+    assert (row.b.value, row.b.n) == (pytest.approx(5 / 7), 7)
+    assert (row.c.value, row.c.n) == (pytest.approx(3 / 5), 5)
+    assert (row.d.value, row.d.n) == (pytest.approx(2 / 3), 3)
+    assert row.product.value == pytest.approx(2 / 8)
+    assert row.rejected_by == {
+        "unknown_tool": 1,
+        "semantic": 1,
+        "schema": 1,
+        "policy": 1,
+        "execute": 1,
+    }
+
+
+def test_rows_per_tool_split_the_calls(planted: Ledger) -> None:
+    """read_file has 5 calls (2 bad arguments, 1 failed execution); write_file 1, ok."""
+    rows = {r.tool: r for r in funnel(read_runs(planted), reps=200).rows if r.surface != "all"}
+    assert rows["read_file"].calls == 5
+    assert rows["read_file"].rejected_by == {"semantic": 1, "schema": 1, "execute": 1}
+    assert rows["write_file"].c.value == 1.0
+    assert rows["touch"].rejected_by == {"policy": 1}
+
+
+def test_the_product_interval_resamples_tasks(planted: Ledger) -> None:
+    """With two tasks the product's bootstrap interval spans the two tasks' products (0 and
+    2/7): resampling whole tasks, not calls."""
+    row = next(r for r in funnel(read_runs(planted), reps=400).rows if r.surface == "all")
+    assert row.product.low == pytest.approx(0.0)
+    assert row.product.high == pytest.approx(2 / 7)
+
+
+def test_the_funnel_writes_a_png_and_json(planted: Ledger, tmp_path: Path) -> None:
+    """The chart is a PNG file; the JSON names the unit and carries every row."""
+    f = funnel(read_runs(planted), reps=200)
+    path = funnel_png(f, tmp_path / "f.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    data = f.as_dict()
+    assert "proposed call" in data["unit"]
+    assert len(data["rows"]) == len(f.rows)
+
+
+def test_a_run_without_a_verdict_is_left_out_of_d(planted: Ledger) -> None:
+    """Dropping the verdict events leaves A, B and C as they were and D unjudged."""
+    records = [r for r in planted.audit() if r.kind != "eval.verdict"]
+    f = funnel(runs_from_records(records), reps=100)
+    row = next(r for r in f.rows if r.surface == "all")
+    assert f.unverified == 2
+    assert row.a.n == 5  # the three ok calls have no verdict: left out entirely
+    assert row.d.n == 0
+
+
+_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=8), c, max_size=3),
+    max_leaves=8,
+)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(
+                ["eval.run", "agent.model", "agent.observations", "agent.started", "eval.verdict"]
+            ),
+            st.dictionaries(
+                st.sampled_from(["calls", "results", "step", "tools", "task", "usage"]),
+                _VALUES,
+                max_size=4,
+            ),
+        ),
+        max_size=8,
+    )
+)
+def test_reading_runs_survives_any_record_data(events: list[tuple[str, dict]]) -> None:
+    """Edited or hostile record data (wrong types anywhere) never makes the reader raise."""
+    records = [
+        AuditRecord(seq=i, at=0.0, kind=kind, run_id="r", call_id=None, data=data)
+        for i, (kind, data) in enumerate(events)
+    ]
+    try:
+        runs = runs_from_records(records)
+    except (TypeError, ValueError, AttributeError) as exc:  # pragma: no cover - the failure
+        pytest.fail(f"reading raised {exc!r}")
+    funnel(runs, reps=100)
