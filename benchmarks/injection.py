@@ -34,7 +34,9 @@ harness is broken), ``sinks`` (provenance of values alone: the declarations
 without the integrity-sensitive effects), ``integrity`` (all declarations,
 no intent), ``intent`` (the deployer declares each task's tools as its
 `Intent`), ``plan_first`` (the model's first turn, which sees only trusted
-text, lists the tools it will use) and ``intent_args`` (an intent naming
+text, lists the tools it will use), ``intent_request`` (an intent with the
+argument values the request itself states: what a planner that sees only
+the request could bind) and ``intent_args`` (an intent naming
 the exact argument values of the task's calls: the upper bound of what an
 intent can do). A configuration the installed callgate cannot express is
 reported as unavailable; declarations it cannot read are left out and named.
@@ -64,6 +66,7 @@ from injection_suite.harness import (
     exact_intent,
     load_policy,
     policy_for,
+    request_intent,
     run_pair,
     unsupported_features,
 )
@@ -77,6 +80,7 @@ __all__ = [
     "load_policy",
     "main",
     "measure",
+    "request_intent",
     "run_pair",
     "table",
 ]

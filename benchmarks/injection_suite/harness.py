@@ -51,6 +51,7 @@ __all__ = [
     "exact_intent",
     "load_policy",
     "policy_for",
+    "request_intent",
     "run_pair",
     "unsupported_features",
 ]
@@ -61,13 +62,16 @@ try:  # part A of issue 16; absent on older callgates
 except ImportError:  # pragma: no cover - depends on the installed callgate
     Intent = None
 
-Config = Literal["ungated", "sinks", "integrity", "intent", "plan_first", "intent_args"]
+Config = Literal[
+    "ungated", "sinks", "integrity", "intent", "plan_first", "intent_request", "intent_args"
+]
 CONFIGS: tuple[Config, ...] = (
     "ungated",
     "sinks",
     "integrity",
     "intent",
     "plan_first",
+    "intent_request",
     "intent_args",
 )
 DESCRIPTIONS: dict[Config, str] = {
@@ -78,6 +82,8 @@ DESCRIPTIONS: dict[Config, str] = {
     "intent": "all declarations and the deployer's intent per task (the task's tools)",
     "plan_first": "all declarations; the model's first turn, before any tool output, plans "
     "its tools",
+    "intent_request": "all declarations and an intent with the argument values the request "
+    "states (what a planner that sees only the request could bind)",
     "intent_args": "all declarations and an intent naming the task's exact argument values "
     "(an upper bound: as precise as an intent can be)",
 }
@@ -108,7 +114,7 @@ def unsupported_features() -> dict[str, str]:
     elif "intent" not in inspect.signature(Gate.run).parameters:
         missing["intent"] = "Gate.run takes no intent"
     if "intent" in missing:
-        missing["intent_args"] = missing["intent"]
+        missing["intent_request"] = missing["intent_args"] = missing["intent"]
     if "plan_first" not in inspect.signature(Agent.__init__).parameters:
         missing["plan_first"] = "Agent takes no plan_first"
     return missing
@@ -168,6 +174,41 @@ def exact_intent(task: UserTask) -> Any:
                     if item not in values:
                         values.append(item)
     return Intent(tools=task.tools, arguments=allowed, source="deployer")
+
+
+def request_intent(task: UserTask) -> Any:
+    """An intent naming the task's tools and the argument values its request states.
+
+    What a planner that sees only the user's request could commit to: an
+    argument is constrained only when every value the task gives it appears
+    in the request itself (a title, an amount, a colleague's name); values
+    the task learns from tool output (ids, IBANs from listings) stay free.
+    """
+    allowed: dict[str, dict[str, list[Any]]] = {}
+    for turn in task.turns:
+        for s in turn:
+            for name, value in s.args.items():
+                items = value if isinstance(value, list) else [value]
+                if items and all(_stated(item, task.prompt) for item in items):
+                    values = allowed.setdefault(s.tool, {}).setdefault(name, [])
+                    values.extend(item for item in items if item not in values)
+    return Intent(tools=task.tools, arguments=allowed, source="deployer")
+
+
+def _stated(value: Any, text: str) -> bool:
+    """Whether ``value`` appears in ``text``: a number as a number, text as whole words."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int | float):
+        numbers = re.findall(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])", text)
+        return any(float(n) == float(value) for n in numbers)
+    if not isinstance(value, str) or not value.strip():
+        return False
+    words = " ".join(value.split()).casefold()
+    return (
+        re.search(rf"(?<!\w){re.escape(words)}(?!\w)", " ".join(text.split()).casefold())
+        is not None
+    )
 
 
 # -- the attacked model ----------------------------------------------------------------
@@ -381,6 +422,8 @@ def run_pair(
     gate.vouched = domain.trusted_values(env)
     if config == "intent":
         gate.intent = Intent(tools=task.tools, source="deployer")
+    elif config == "intent_request":
+        gate.intent = request_intent(task)
     elif config == "intent_args":
         gate.intent = exact_intent(task)
     model = ObeyingModel(task, goal, attack_first=rng.random() < 0.5)

@@ -274,3 +274,12 @@ def test_exact_intent_names_each_argument_value_of_the_task() -> None:
     ]
     assert intent.arguments["create_event"]["title"] == ["Roadmap review"]
     assert set(intent.tools) == {"list_events", "list_contacts", "create_event"}
+
+
+def test_request_intent_binds_only_values_the_request_states() -> None:
+    """intent_request binds what the user wrote (title, amount), never an id or IBAN read later."""
+    meeting = injection.request_intent(_task(WORKSPACE, "ws-07"))
+    payment = injection.request_intent(_task(BANKING, "bk-03"))
+
+    assert meeting.arguments["create_event"] == {"title": ["Roadmap review"]}
+    assert payment.arguments["send_money"] == {"amount": [85.0], "subject": ["Concert tickets"]}
