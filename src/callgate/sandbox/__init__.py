@@ -1,0 +1,29 @@
+"""The code surface: model-written code in a bubblewrap sandbox, its tool calls through the gate.
+
+``registry.add(python_tool(workspace=..., timeout=..., tools=[...]))`` adds a
+``run_python`` tool (effect ``exec:sandbox``). Its code runs confined (see
+`callgate.sandbox.launch` and docs/sandbox.md for what is and is not), and
+each ``tools.<name>(...)`` call it makes is submitted through the same run:
+validated, authorized under the run's authority, approved and recorded.
+Where bubblewrap or user namespaces are missing the tool refuses to run code
+(`unavailable_reason` says why); ``mode="unsafe_subprocess"`` is for
+development only.
+"""
+
+from callgate.sandbox.config import Limits, Mode, SandboxConfig
+from callgate.sandbox.launch import unavailable_reason
+from callgate.sandbox.runner import SandboxResult, run_code
+from callgate.sandbox.seccomp import seccomp_missing
+from callgate.sandbox.tool import EXEC_EFFECT, python_tool
+
+__all__ = [
+    "EXEC_EFFECT",
+    "Limits",
+    "Mode",
+    "SandboxConfig",
+    "SandboxResult",
+    "python_tool",
+    "run_code",
+    "seccomp_missing",
+    "unavailable_reason",
+]

@@ -1,0 +1,86 @@
+"""The host side of the bridge: each call the code makes becomes a `ToolCall` of the same run.
+
+The code's authority is the run's own, narrowed to the tools the deployer
+made visible to code: a call to any other tool is answered ``rejected``
+without reaching the gate, and a visible tool's call is submitted through the
+run that is executing ``run_python`` (`callgate.gate.running_run`), so it is
+parsed, validated, authorized (grants, policy rules, intents, provenance of
+its sink values), approved and recorded exactly as if the model had proposed
+it. Nothing here decides policy: the bridge only chooses which calls reach
+the gate, never lets one past it.
+
+The answer the code reads back is the observation's content: the same
+redacted, bounded text the model would read, and still untrusted. Values the
+code computes from it and passes on are judged by the gate's provenance rule
+like any other (a sink value must be vouched for by trusted input).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+
+from callgate.approvals import ApprovalStatus
+from callgate.calls import Status, ToolCall
+from callgate.gate import Run
+from callgate.sandbox.protocol import CallRequest
+
+__all__ = ["Bridge"]
+
+_POLL_SECONDS = 0.05
+
+
+class Bridge:
+    """Answers the calls of one run of code, through ``run``, under ``parent_id``."""
+
+    def __init__(
+        self, run: Run, visible: Sequence[str], parent_id: str, *, wait_until: float
+    ) -> None:
+        self.run = run
+        self.visible = frozenset(visible)
+        self.parent_id = parent_id
+        self.wait_until = wait_until
+        """``time.monotonic()`` after which a call waiting for approval stops waiting."""
+
+    async def answer(self, request: CallRequest) -> dict[str, Any]:
+        """Submit one call from the code; the reply the code reads (status, content)."""
+        if request.tool not in self.visible:
+            shown = ", ".join(sorted(self.visible)) or "none"
+            return {
+                "status": "rejected",
+                "content": (
+                    f"tool {request.tool!r} is not available to code (rule: not_visible_to_code); "
+                    f"the tools this code may call are: {shown}"
+                ),
+            }
+        call = ToolCall(
+            id=f"{self.parent_id}.{request.id}", name=request.tool, arguments=request.arguments
+        )
+        obs = (await self.run.asubmit([call]))[0]
+        if obs.status is Status.PENDING and obs.approval_id is not None:
+            obs = await self._after_approval(call, obs.approval_id) or obs
+        return {"status": obs.status.value, "content": obs.content}
+
+    async def _after_approval(self, call: ToolCall, approval_id: str) -> Any:
+        """Wait for a person's decision on the call (until the code's deadline), then submit
+        it again under that approval, as `Run.resume` does for one call."""
+        approvals = self.run.gate.approvals
+        while time.monotonic() < self.wait_until:
+            request = approvals.get(approval_id)
+            if request is None or request.status is not ApprovalStatus.PENDING:
+                break
+            await anyio.sleep(_POLL_SECONDS)
+        else:
+            return None
+        state = self.run.state
+        waiting = state.pending.pop(approval_id, None)
+        if waiting is None:
+            return None
+        state.resuming[waiting.id] = approval_id
+        try:
+            return (await self.run.asubmit([waiting]))[0]
+        finally:
+            state.resuming.pop(waiting.id, None)

@@ -1,0 +1,194 @@
+"""How the sandboxed process is started: the bubblewrap command line, and whether it can run.
+
+The sandbox gets new user, PID, IPC, UTS, network (and, where the kernel
+allows, cgroup) namespaces; ``/usr`` read-only (the interpreter and its
+libraries) and nothing else of the host's file system; a minimal ``/dev``;
+``/proc`` of its own PID namespace; a private ``/tmp`` and ``/workspace``
+(size-bounded tmpfs); an empty environment but what is configured; no new
+user namespaces inside; a seccomp filter (`callgate.sandbox.seccomp`). It
+dies with its parent and runs in a session of its own.
+
+When the host runs as root, bubblewrap itself is started as an unprivileged
+user (`SandboxConfig.sandbox_uid`), so the same unprivileged-user-namespace
+path is taken as for any other user, and the process limit counts that
+user's processes only.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from callgate.sandbox.config import SandboxConfig
+
+__all__ = ["Files", "bwrap_command", "process_user", "unavailable_reason"]
+
+GUEST_DIR = "/callgate"
+GUEST_PATH = GUEST_DIR + "/guest.py"
+SEED_PATH = "/tmp/.callgate-seed.tar"
+WORKSPACE = "/workspace"
+
+
+@dataclass(frozen=True, slots=True)
+class Files:
+    """Descriptors handed to bubblewrap, each read once while it sets the sandbox up."""
+
+    guest: int
+    seed: int | None
+    seccomp: int | None
+
+
+def process_user(config: SandboxConfig) -> dict[str, object]:
+    """``subprocess`` keyword arguments that start bubblewrap unprivileged when we are root."""
+    if os.geteuid() != 0:
+        return {}
+    uid = config.sandbox_uid
+    return {"user": uid, "group": uid, "extra_groups": []}
+
+
+def _system_binds() -> list[str]:
+    """``/usr`` read-only, and the merged-/usr links (or binds, on a split system)."""
+    args = ["--ro-bind", "/usr", "/usr"]
+    for name in ("bin", "sbin", "lib", "lib64", "lib32", "libx32"):
+        host = "/" + name
+        if os.path.islink(host):
+            args += ["--symlink", os.readlink(host), host]
+        elif os.path.isdir(host):
+            args += ["--ro-bind", host, host]
+    return args
+
+
+def bwrap_command(
+    config: SandboxConfig, files: Files, bridge_fd: int, env: Mapping[str, str]
+) -> list[str]:
+    """The full command line that runs the guest under bubblewrap."""
+    limits = config.limits
+    args = [
+        _bwrap_path() or "bwrap",
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-net",
+        "--unshare-cgroup-try",
+        "--disable-userns",
+        "--die-with-parent",
+        "--new-session",
+        "--uid",
+        "1000",
+        "--gid",
+        "1000",
+        "--hostname",
+        "sandbox",
+        "--clearenv",
+    ]
+    for key, value in env.items():
+        args += ["--setenv", key, value]
+    args += _system_binds()
+    python_dir = os.path.dirname(os.path.realpath(config.python))
+    if not python_dir.startswith("/usr/"):
+        prefix = os.path.dirname(python_dir)
+        args += ["--ro-bind", prefix, prefix]
+    for path in config.read_only:
+        args += ["--ro-bind", path, path]
+    args += [
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--size",
+        str(limits.tmp_bytes),
+        "--tmpfs",
+        "/tmp",
+        "--size",
+        str(limits.workspace_bytes),
+        "--tmpfs",
+        WORKSPACE,
+        "--dir",
+        GUEST_DIR,
+        "--ro-bind-data",
+        str(files.guest),
+        GUEST_PATH,
+    ]
+    if files.seed is not None:
+        args += ["--file", str(files.seed), SEED_PATH]
+    if files.seccomp is not None:
+        args += ["--seccomp", str(files.seccomp)]
+    args += ["--remount-ro", "/", "--chdir", WORKSPACE, "--"]
+    args += [config.python, "-I", "-S", "-B", GUEST_PATH]
+    args += [str(bridge_fd), str(limits.message_bytes)]
+    return args
+
+
+@functools.cache
+def _bwrap_path() -> str | None:
+    return shutil.which("bwrap") or next(
+        (p for p in ("/usr/bin/bwrap", "/bin/bwrap") if os.access(p, os.X_OK)), None
+    )
+
+
+@functools.cache
+def _probe(python: str, uid: int | None) -> str | None:
+    bwrap = _bwrap_path()
+    if bwrap is None:
+        return (
+            "bubblewrap (bwrap) is not installed: install the Debian package 'bubblewrap' "
+            "(apt-get install bubblewrap); run_python refuses to run code without it"
+        )
+    if not os.access(python, os.X_OK):
+        return f"the sandbox interpreter {python!r} does not exist or is not executable"
+    command = [
+        bwrap,
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-net",
+        "--disable-userns",
+        "--die-with-parent",
+        *_system_binds(),
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--",
+        python,
+        "-I",
+        "-S",
+        "-c",
+        "pass",
+    ]
+    try:
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            timeout=10,
+            env={},
+            stdin=subprocess.DEVNULL,
+            check=False,
+            user=uid,
+            group=uid,
+            extra_groups=[] if uid is not None else None,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"bubblewrap could not be started ({type(exc).__name__}: {exc})"
+    if done.returncode != 0:
+        detail = done.stderr.decode("utf-8", "replace").strip()[:300]
+        return (
+            f"bubblewrap cannot create the sandbox's namespaces here ({detail or 'no message'}): "
+            "unprivileged user namespaces must be enabled (sysctl user.max_user_namespaces > 0, "
+            "and kernel.unprivileged_userns_clone=1 or an AppArmor profile that allows bwrap); "
+            "run_python refuses to run code without them"
+        )
+    return None
+
+
+def unavailable_reason(config: SandboxConfig | None = None) -> str | None:
+    """Why bubblewrap sandboxes cannot run here (None: they can). Checked once per process."""
+    config = config if config is not None else SandboxConfig()
+    uid = config.sandbox_uid if os.geteuid() == 0 else None
+    return _probe(config.python, uid)

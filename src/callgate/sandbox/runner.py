@@ -1,0 +1,310 @@
+"""One run of code: start the sandbox, serve its bridge, bound its output and its time.
+
+`run_code` starts the guest (under bubblewrap, or as a plain child process
+in the development mode), sends it the code, the limits and the tools it may
+call, answers each call it makes through ``answer`` (the gate), keeps at most
+``Limits.output_bytes`` of stdout and of stderr, and at the wall-clock
+deadline kills the sandbox: bubblewrap dies, its children die with it
+(``--die-with-parent``), and the end of the PID namespace's first process
+ends every process left in it. Whatever happens, nothing it started outlives
+the call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import io
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from callgate.sandbox.config import Limits, Mode, SandboxConfig
+from callgate.sandbox.launch import (
+    SEED_PATH,
+    WORKSPACE,
+    Files,
+    bwrap_command,
+    process_user,
+)
+from callgate.sandbox.protocol import (
+    CallRequest,
+    ProtocolViolation,
+    encode,
+    parse_request,
+    read_frame,
+)
+from callgate.sandbox.seccomp import filter_program
+
+__all__ = ["Answer", "SandboxResult", "run_code"]
+
+_log = logging.getLogger("callgate.sandbox")
+
+Answer = Callable[[CallRequest], Awaitable[dict[str, Any]]]
+"""The host's answer to one call from the code: ``{"status": ..., "content": ...}``."""
+
+_GUEST = Path(__file__).with_name("guest.py")
+_BASE_ENV = {"PATH": "/usr/bin:/bin", "HOME": WORKSPACE, "LANG": "C.UTF-8"}
+
+
+@dataclass(slots=True, kw_only=True)
+class SandboxResult:
+    """What one run of code did, as the model will read it (all of it untrusted)."""
+
+    exit_code: int | None
+    """The code's exit status (negative: killed by that signal; None: never started)."""
+    timed_out: bool
+    stdout: str
+    stderr: str
+    tool_calls: int
+    """Calls the code made through the bridge."""
+    violation: str | None = None
+    """Why the host stopped the sandbox for breaking the bridge protocol, if it did."""
+    started_at: float = 0.0
+    """``time.monotonic()`` when the sandbox was spawned (for measurements)."""
+
+    def report(self) -> dict[str, Any]:
+        """The result as the tool returns it."""
+        out: dict[str, Any] = {
+            "exit_code": self.exit_code,
+            "timed_out": self.timed_out,
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+            "tool_calls": self.tool_calls,
+        }
+        if self.violation is not None:
+            out["violation"] = self.violation
+        return out
+
+
+class _Output:
+    """A bounded capture of one stream: the first ``limit`` bytes, and a count of the rest."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.kept = bytearray()
+        self.dropped = 0
+
+    async def drain(self, stream: asyncio.StreamReader | None) -> None:
+        if stream is None:
+            return
+        while chunk := await stream.read(65536):
+            room = self.limit - len(self.kept)
+            if room > 0:
+                self.kept += chunk[:room]
+            self.dropped += max(0, len(chunk) - max(room, 0))
+
+    def text(self) -> str:
+        text = self.kept.decode("utf-8", "replace")
+        if self.dropped:
+            text += f"\n[callgate: output cut; {self.dropped:,} more bytes dropped]"
+        return text
+
+
+@functools.cache
+def _guest_text() -> bytes:
+    return _GUEST.read_bytes()
+
+
+def _memfd(name: str, data: bytes) -> int:
+    fd = os.memfd_create(name, 0)  # inheritable: no MFD_CLOEXEC
+    os.write(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def pack_workspace(directory: Path, limit: int) -> bytes:
+    """The directory's regular files and subdirectories as a tar, refused over ``limit``
+    bytes (symbolic links and special files are left out: a copy, not a view)."""
+    buffer = io.BytesIO()
+    total = 0
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for root, dirs, names in os.walk(directory, followlinks=False):
+            dirs.sort()
+            for name in sorted(names):
+                path = Path(root, name)
+                if path.is_symlink() or not path.is_file():
+                    continue
+                total += path.stat().st_size
+                if total > limit:
+                    raise ValueError(
+                        f"the workspace {str(directory)!r} holds more than {limit:,} bytes "
+                        "(Limits.workspace_bytes); give a smaller directory or raise the limit"
+                    )
+                tar.add(path, arcname=str(path.relative_to(directory)), recursive=False)
+    return buffer.getvalue()
+
+
+def _user_tasks(uid: int) -> int:
+    """Processes and threads the user already runs (RLIMIT_NPROC counts them all)."""
+    count = 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if entry.stat().st_uid == uid:
+                    count += len(os.listdir(f"/proc/{entry.name}/task"))
+    return count
+
+
+def _limits(config: SandboxConfig) -> dict[str, int]:
+    limits: Limits = config.limits
+    processes = limits.processes
+    if config.mode is Mode.UNSAFE_SUBPROCESS or os.geteuid() != 0:
+        # The sandbox runs as our own user here, whose processes count against the limit too.
+        processes += _user_tasks(os.getuid())
+    return {
+        "cpu_seconds": limits.cpu_seconds,
+        "memory_bytes": limits.memory_bytes,
+        "processes": processes,
+        "open_files": limits.open_files,
+        "file_bytes": limits.file_bytes,
+    }
+
+
+async def run_code(
+    code: str,
+    config: SandboxConfig,
+    *,
+    tools: Sequence[dict[str, str]] = (),
+    answer: Answer | None = None,
+) -> SandboxResult:
+    """Run ``code`` once in a fresh sandbox; calls it makes are answered by ``answer``."""
+    limits = config.limits
+    host, guest = socket.socketpair()
+    guest.set_inheritable(True)
+    opened: list[int] = []
+    scratch: tempfile.TemporaryDirectory[str] | None = None
+    seed = pack_workspace(config.workspace, limits.workspace_bytes) if config.workspace else None
+    env = {**_BASE_ENV, **config.env}
+    try:
+        if config.mode is Mode.BWRAP:
+            files = Files(
+                guest=_memfd("callgate-guest", _guest_text()),
+                seed=_memfd("callgate-seed", seed) if seed is not None else None,
+                seccomp=None,
+            )
+            program = filter_program()
+            if program is not None:
+                files = Files(guest=files.guest, seed=files.seed, seccomp=_memfd("bpf", program))
+            opened += [fd for fd in (files.guest, files.seed, files.seccomp) if fd is not None]
+            argv = bwrap_command(config, files, guest.fileno(), env)
+            workspace, seed_path = WORKSPACE, SEED_PATH if seed is not None else ""
+            spawn: dict[str, Any] = {"env": {}, **process_user(config)}
+        else:
+            _log.warning(
+                "callgate.sandbox: running code in mode unsafe_subprocess: NOT CONFINED (it can "
+                "read the host's files, use its network and signal its processes); for "
+                "development only"
+            )
+            scratch = tempfile.TemporaryDirectory(prefix="callgate-unsafe-")
+            workspace = os.path.join(scratch.name, "workspace")
+            os.mkdir(workspace)
+            seed_path = ""
+            if seed is not None:
+                seed_path = os.path.join(scratch.name, "seed.tar")
+                Path(seed_path).write_bytes(seed)
+            argv = [config.python, "-I", "-S", "-B", str(_GUEST)]
+            argv += [str(guest.fileno()), str(limits.message_bytes)]
+            spawn = {"env": env, "cwd": workspace}
+        started = time.monotonic()
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            pass_fds=(guest.fileno(), *opened),
+            start_new_session=True,
+            **spawn,
+        )
+    except BaseException:
+        host.close()
+        raise
+    finally:
+        guest.close()
+        for fd in opened:
+            os.close(fd)
+    result = SandboxResult(
+        exit_code=None, timed_out=False, stdout="", stderr="", tool_calls=0, started_at=started
+    )
+    out, err = _Output(limits.output_bytes), _Output(limits.output_bytes)
+    try:
+        reader, writer = await asyncio.open_unix_connection(sock=host, limit=limits.message_bytes)
+        writer.write(
+            encode(
+                {
+                    "code": code,
+                    "tools": list(tools),
+                    "limits": _limits(config),
+                    "seed": seed_path,
+                    "workspace": workspace,
+                }
+            )
+        )
+
+        async def serve() -> None:
+            try:
+                await writer.drain()
+                while (body := await read_frame(reader, limits.message_bytes)) is not None:
+                    request = parse_request(body)
+                    result.tool_calls += 1
+                    if result.tool_calls > limits.max_calls:
+                        raise ProtocolViolation(
+                            f"the code made more than {limits.max_calls} tool calls "
+                            "(Limits.max_calls)"
+                        )
+                    if answer is None:
+                        reply = {"status": "rejected", "content": "no tools are available"}
+                    else:
+                        reply = await answer(request)
+                    writer.write(encode({"op": "result", "id": request.id, **reply}))
+                    await writer.drain()
+            except ProtocolViolation as exc:
+                result.violation = str(exc)
+                _kill(proc)
+            except (ConnectionError, BrokenPipeError):
+                pass  # the code exited (or closed its end): the process's status tells
+
+        async def everything() -> None:
+            await asyncio.gather(serve(), out.drain(proc.stdout), err.drain(proc.stderr))
+            await proc.wait()
+
+        try:
+            await asyncio.wait_for(everything(), config.timeout)
+        except TimeoutError:
+            result.timed_out = True
+        writer.close()
+    finally:
+        _kill(proc)
+        with contextlib.suppress(BaseException):
+            await asyncio.wait_for(proc.wait(), 5)
+        host.close()
+        if scratch is not None:
+            scratch.cleanup()
+    result.exit_code = proc.returncode
+    result.stdout, result.stderr = out.text(), err.text()
+    return result
+
+
+def _kill(proc: asyncio.subprocess.Process) -> None:
+    """Kill the sandbox's process group (bubblewrap, and through it everything inside)."""
+    if proc.returncode is not None:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
+
+
+if sys.platform != "linux":  # pragma: no cover - the sandbox is Linux only
+    _log.debug("callgate.sandbox: not on Linux; run_python will refuse")

@@ -1,0 +1,177 @@
+"""A seccomp filter for the sandbox, compiled with libseccomp (through ctypes) to the BPF
+program bubblewrap loads with ``--seccomp FD``.
+
+Namespaces already take most of the kernel's surface out of reach; the filter
+is the second wall, for the system calls that attack the kernel or the other
+processes directly. Denied with ``EPERM`` (``ENOSYS`` for ``clone3``, so the C
+library falls back to ``clone``, whose flags the filter can read):
+
+* tracing and reading other processes' memory: ``ptrace``, ``process_vm_readv/writev``;
+* namespaces and mounts: ``clone``/``unshare`` with ``CLONE_NEWUSER``, ``setns``,
+  ``mount``, ``umount2``, ``pivot_root``, ``chroot``, ``open_by_handle_at``;
+* kernel attack surface: ``bpf``, ``perf_event_open``, ``userfaultfd``,
+  ``keyctl``, ``add_key``, ``request_key``, ``io_uring_*``, module and ``kexec``
+  loading, ``reboot``, ``syslog``, ``acct``, ``swapon/off``, clock setting;
+* any socket that is not ``AF_UNIX`` (the network namespace has no route out
+  anyway); injecting terminal input with ``ioctl(TIOCSTI)``.
+
+Everything else is allowed: it is an allow-by-default filter over a process
+that already has no privileges, no network and no view of the host. Where
+libseccomp is missing, `filter_program` returns None and the sandbox runs
+without the filter (`seccomp_missing` says why; docs/sandbox.md).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import functools
+import os
+
+__all__ = ["DENIED_SYSCALLS", "filter_program", "seccomp_missing"]
+
+DENIED_SYSCALLS = (
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "setns",
+    "unshare",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "open_by_handle_at",
+    "name_to_handle_at",
+    "bpf",
+    "perf_event_open",
+    "userfaultfd",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "kexec_load",
+    "kexec_file_load",
+    "reboot",
+    "syslog",
+    "acct",
+    "swapon",
+    "swapoff",
+    "settimeofday",
+    "clock_settime",
+    "clock_adjtime",
+    "adjtimex",
+    "fanotify_init",
+    "lookup_dcookie",
+    "quotactl",
+)
+
+_ALLOW = 0x7FFF0000
+_CMP_NE = 1
+_CMP_MASKED_EQ = 7
+_AF_UNIX = 1
+_CLONE_NEWUSER = 0x10000000
+_TIOCSTI = 0x5412
+
+
+def _errno(code: int) -> int:
+    return 0x00050000 | (code & 0xFFFF)
+
+
+class _ArgCmp(ctypes.Structure):
+    _fields_ = (
+        ("arg", ctypes.c_uint),
+        ("op", ctypes.c_int),
+        ("datum_a", ctypes.c_uint64),
+        ("datum_b", ctypes.c_uint64),
+    )
+
+
+def _library() -> ctypes.CDLL | str:
+    name = ctypes.util.find_library("seccomp") or "libseccomp.so.2"
+    try:
+        lib = ctypes.CDLL(name)
+    except OSError as exc:
+        return f"libseccomp is not installed ({exc}); install the Debian package libseccomp2"
+    lib.seccomp_init.restype = ctypes.c_void_p
+    lib.seccomp_init.argtypes = (ctypes.c_uint32,)
+    lib.seccomp_syscall_resolve_name.restype = ctypes.c_int
+    lib.seccomp_syscall_resolve_name.argtypes = (ctypes.c_char_p,)
+    lib.seccomp_rule_add_array.restype = ctypes.c_int
+    lib.seccomp_rule_add_array.argtypes = (
+        ctypes.c_void_p,
+        ctypes.c_uint32,
+        ctypes.c_int,
+        ctypes.c_uint,
+        ctypes.POINTER(_ArgCmp),
+    )
+    lib.seccomp_export_bpf.restype = ctypes.c_int
+    lib.seccomp_export_bpf.argtypes = (ctypes.c_void_p, ctypes.c_int)
+    lib.seccomp_release.restype = None
+    lib.seccomp_release.argtypes = (ctypes.c_void_p,)
+    return lib
+
+
+@functools.cache
+def _compiled() -> bytes | str:
+    """The BPF program, or the reason it cannot be built (computed once per process)."""
+    lib = _library()
+    if isinstance(lib, str):
+        return lib
+    ctx = lib.seccomp_init(_ALLOW)
+    if not ctx:
+        return "libseccomp could not start a filter (seccomp_init failed)"
+    try:
+
+        def rule(name: str, action: int, *cmps: tuple[int, int, int, int]) -> None:
+            number = lib.seccomp_syscall_resolve_name(name.encode())
+            if number < 0:  # not a system call on this architecture
+                return
+            array = (_ArgCmp * max(len(cmps), 1))(*(_ArgCmp(*c) for c in cmps))
+            status = lib.seccomp_rule_add_array(ctx, action, number, len(cmps), array)
+            if status < 0:
+                raise OSError(-status, f"seccomp rule for {name} refused")
+
+        eperm = _errno(errno.EPERM)
+        for name in DENIED_SYSCALLS:
+            rule(name, eperm)
+        rule("clone3", _errno(errno.ENOSYS))
+        rule("clone", eperm, (0, _CMP_MASKED_EQ, _CLONE_NEWUSER, _CLONE_NEWUSER))
+        rule("socket", _errno(errno.EAFNOSUPPORT), (0, _CMP_NE, _AF_UNIX, 0))
+        rule("socketpair", _errno(errno.EAFNOSUPPORT), (0, _CMP_NE, _AF_UNIX, 0))
+        rule("ioctl", eperm, (1, _CMP_MASKED_EQ, 0xFFFFFFFF, _TIOCSTI))
+        read, write = os.pipe()
+        try:
+            if lib.seccomp_export_bpf(ctx, write) < 0:
+                return "libseccomp could not export the filter"
+            os.close(write)
+            write = -1
+            chunks = []
+            while chunk := os.read(read, 65536):
+                chunks.append(chunk)
+            return b"".join(chunks)
+        finally:
+            os.close(read)
+            if write >= 0:
+                os.close(write)
+    except OSError as exc:
+        return f"libseccomp refused the filter: {exc}"
+    finally:
+        lib.seccomp_release(ctx)
+
+
+def filter_program() -> bytes | None:
+    """The BPF program for ``bwrap --seccomp``, or None where libseccomp is missing."""
+    program = _compiled()
+    return program if isinstance(program, bytes) else None
+
+
+def seccomp_missing() -> str | None:
+    """Why the sandbox runs without a seccomp filter here (None: it has one)."""
+    program = _compiled()
+    return program if isinstance(program, str) else None
