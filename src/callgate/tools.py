@@ -613,7 +613,6 @@ def _check_options(
 
 # -- tools defined by a JSON Schema ------------------------------------------------
 
-_SCHEMA_CONTEXT = "__callgate_context__"
 _CONTRACT_OPTIONS = ContractOptions.__annotations__
 
 
@@ -679,36 +678,36 @@ def schema_spec(
     names = arguments.names
     optional = frozenset(fields[n] for n in fields) - arguments.required
 
-    def values(given: dict[str, Any]) -> dict[str, Any]:
-        # Optional arguments that were not given are not passed: the handler's own default.
-        out = {names.get(k, k): v for k, v in given.items() if v is not None or k not in optional}
-        if context_param is not None:
-            out[context_param] = given.pop(_SCHEMA_CONTEXT, None)
-        out.pop(_SCHEMA_CONTEXT, None)
-        return out
+    fn: Callable[..., Any] = handler
+    if names or optional:
+        # Arguments arrive by field name; the handler takes the schema's names, and an
+        # optional argument that was not given is not passed (the handler's own default).
+        def values(given: dict[str, Any]) -> dict[str, Any]:
+            return {
+                names.get(k, k): v for k, v in given.items() if v is not None or k not in optional
+            }
 
-    fn: Callable[..., Any]
-    if inspect.iscoroutinefunction(handler):
+        if inspect.iscoroutinefunction(handler):
 
-        async def call_async(**given: Any) -> Any:
-            return await handler(**values(given))
+            async def call_async(**given: Any) -> Any:
+                return await handler(**values(given))
 
-        fn = call_async
-    else:
+            fn = call_async
+        else:
 
-        def call(**given: Any) -> Any:
-            return handler(**values(given))
+            def call(**given: Any) -> Any:
+                return handler(**values(given))
 
-        fn = call
-    fn.__name__ = final_name
-    fn.__qualname__ = getattr(handler, "__qualname__", final_name)
+            fn = call
+        fn.__name__ = final_name
+        fn.__qualname__ = getattr(handler, "__qualname__", final_name)
     spec = ToolSpec(
         name=final_name,
         description=description.strip(),
         fn=fn,
         is_async=inspect.iscoroutinefunction(handler),
         arguments_model=arguments.model,
-        context_param=_SCHEMA_CONTEXT if context_param is not None else None,
+        context_param=context_param,
         input_schema=converted,
         null_means_default=arguments.null_means_default,
         dump_is_canonical=arguments.typed_only,
@@ -737,6 +736,11 @@ def _schema_handler_check(tool: str, handler: Callable[..., Any], names: list[st
     for pname, param in params.items():
         annotation = hints.get(pname, param.annotation)
         if annotation is CallContext or annotation == "CallContext":
+            if pname in names:
+                raise DefinitionError(
+                    f"tool {tool!r}: the handler's CallContext parameter {pname!r} has the name "
+                    "of an argument the schema declares; rename the parameter"
+                )
             context = pname
         if param.kind is param.VAR_KEYWORD:
             takes_any = True

@@ -198,6 +198,7 @@ def schema_arguments(
             f"formats={{{name!r}: None}} to declare that it constrains nothing"
         )
     validator = _validator(schema, formats)
+    formats_in_force = checks_for(formats)
     field_names = _field_names(list(properties))
     fields: dict[str, Any] = {}
     validators: dict[str, Any] = {}
@@ -208,10 +209,19 @@ def schema_arguments(
         field_name = field_names[name]
         alias = {"alias": name} if field_name != name else {}
         typed = _typed(prop)
+        text = _checked_text(prop, formats_in_force) if typed is None else None
         if typed is not None:
             annotation, constraints = typed
             default = ... if is_required else None
             fields[field_name] = (annotation, Field(default, **constraints, **alias))
+        elif text is not None:
+            # A string with a pattern or a format: a typed field whose checks run in
+            # Python (RE2, the format's checker); `jsonschema` only explains a failure.
+            lengths, check = text
+            fields[field_name] = (str, Field(... if is_required else None, **lengths, **alias))
+            validators[f"_check_{len(validators)}"] = _text_check(
+                validator, field_name, name, prop, check
+            )
         else:
             typed_only = False
             fields[field_name] = (Any, Field(... if is_required else None, **alias))
@@ -435,6 +445,54 @@ def _external_refs(node: Any) -> set[str]:
         for item in node:
             found |= _external_refs(item)
     return found
+
+
+_TEXT_KEYWORDS = frozenset({"type", "pattern", "format", "minLength", "maxLength"})
+
+
+def _checked_text(
+    prop: Any, checks: Mapping[str, FormatCheck]
+) -> tuple[dict[str, Any], Callable[[str], bool]] | None:
+    """Lengths and a check for a string property with a pattern or format, if that is all."""
+    if not isinstance(prop, Mapping) or prop.get("type") != "string":
+        return None
+    if set(prop) & _VALIDATING - _TEXT_KEYWORDS:
+        return None
+    pattern = prop.get("pattern")
+    name = prop.get("format")
+    if not isinstance(pattern, str | None) or not isinstance(name, str | None):
+        return None
+    check_format = checks.get(name) if name is not None else None
+    lengths = {
+        key: prop[word]
+        for word, key in (("minLength", "min_length"), ("maxLength", "max_length"))
+        if isinstance(prop.get(word), int) and not isinstance(prop.get(word), bool)
+    }
+    if len(lengths) != len({"minLength", "maxLength"} & set(prop)):
+        return None
+
+    def check(value: str) -> bool:
+        if pattern is not None and not ecma_search(pattern, value):
+            return False
+        return check_format is None or bool(check_format(value))
+
+    return lengths, check
+
+
+def _text_check(
+    validator: Validator, field_name: str, name: str, prop: Any, check: Callable[[str], bool]
+) -> Any:
+    """A field validator for a checked string; the schema's own error explains a failure."""
+
+    def run(cls: type[BaseModel], value: Any) -> Any:
+        if value is None or check(value):
+            return value
+        error = _first_error(validator, value, prop)
+        if error is not None:
+            raise _rejection(error, (name,))
+        return value
+
+    return field_validator(field_name)(run)
 
 
 def _local_refs(node: Any) -> set[str]:
