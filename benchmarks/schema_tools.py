@@ -9,9 +9,10 @@ built inside the timed loop. A third pair adds a ``format: date`` and a
 ``pattern`` to the schema tool (checked in Python: the pattern on RE2, the
 date by callgate's format checker; ``jsonschema`` only explains a failure),
 against a decorated tool with the same constraints (Pydantic's own pattern
-engine and date type), to show what the schema's own semantics cost. Prints µs per call (median of 7 repeats after a warm-up, the
-order of the tools alternated per repeat) and the ratios, all measured in the
-same run. Run: ``.venv/bin/python benchmarks/schema_tools.py``.
+engine and date type), to show what the schema's own semantics cost. Prints
+µs per call (median of 7 repeats after a warm-up, the order of the tools
+alternated per repeat) and the ratios, all measured in the same run.
+Run: ``.venv/bin/python benchmarks/schema_tools.py``.
 """
 
 from __future__ import annotations
