@@ -90,6 +90,7 @@ def test_a_person_approves_from_the_inbox_and_the_resumed_run_completes(
     the ledger runs it once, and its timeline shows the outcome; hostile text stays text."""
     from selenium.common.exceptions import NoAlertPresentException
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.wait import WebDriverWait
 
     db = tmp_path / "calls.db"
     console_ledger = SQLiteLedger(db)
@@ -102,7 +103,7 @@ def test_a_person_approves_from_the_inbox_and_the_resumed_run_completes(
         browser.find_element(By.ID, "name").send_keys("maria")
         browser.find_element(By.ID, "token").send_keys(cs.TOKEN)
         browser.find_element(By.ID, "sign-in").click()
-        assert browser.current_url == base + "/approvals"
+        WebDriverWait(browser, 15).until(lambda d: d.current_url == base + "/approvals")
         assert browser.find_element(By.ID, "principal").text == "maria"
 
         card = browser.find_element(By.ID, scenario.refund_approval)
@@ -124,6 +125,7 @@ def test_a_person_approves_from_the_inbox_and_the_resumed_run_completes(
 
         card.find_element(By.NAME, "reason").send_keys("damage confirmed on the photo")
         card.find_element(By.CSS_SELECTOR, "button.approve").click()
+        WebDriverWait(browser, 15).until(lambda d: "done=approved" in d.current_url)
         assert browser.find_element(By.ID, "state").text == "approved"
         assert browser.find_element(By.ID, "decided-by").text.startswith("maria")
         assert scenario.effects == []  # approving executes nothing

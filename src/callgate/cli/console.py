@@ -20,6 +20,7 @@ from __future__ import annotations
 import getpass
 import secrets
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -28,10 +29,12 @@ import typer
 from callgate.cli.ledger import DbOption, DsnOption, bad_usage, open_ledger
 from callgate.cli.plain import plain
 from callgate.console import Credentials, NoAuth, TokenAuth, check_binding, create_app, is_loopback
+from callgate.console.views import Evaluation, Rate, RateRow
 from callgate.errors import DefinitionError
+from callgate.ledger.base import LedgerQueries
 from callgate.ledger.sqlite import DEFAULT_PATH
 
-__all__ = ["HELP", "app", "serve"]
+__all__ = ["HELP", "app", "evaluation_funnel", "serve"]
 
 HELP = (
     "Serve the web console: the approvals inbox, runs, run timelines and calls.\n\n"
@@ -44,6 +47,41 @@ HELP = (
 )
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+EVAL_REPS = 200
+"""Bootstrap resamples of the evaluation funnel's product interval on the runs page."""
+
+
+def evaluation_funnel() -> Callable[[LedgerQueries], Evaluation | None] | None:
+    """The runs page's evaluation funnel, computed by `callgate.eval` (None when that, or
+    numpy and scipy, is not installed: the page then shows the stage funnel alone)."""
+    try:
+        from callgate.eval.funnel import funnel
+        from callgate.eval.record import read_runs
+    except ImportError:
+        return None
+
+    def measure(ledger: LedgerQueries) -> Evaluation | None:
+        runs = read_runs(ledger)
+        if not runs:
+            return None
+        found = funnel(runs, reps=EVAL_REPS)
+        rows = []
+        for row in found.rows:
+            if row.tool != "all":
+                continue
+            named = [
+                ("A (tool)", row.a),
+                ("B|A (arguments)", row.b),
+                ("C|A,B (ran ok)", row.c),
+                ("D|A,B,C (task)", row.d),
+                ("product", row.product),
+            ]
+            rates = tuple(Rate(name=n, value=e.value, low=e.low, high=e.high) for n, e in named)
+            label = "all surfaces" if row.surface == "all" else f"surface {row.surface}"
+            rows.append(RateRow(label=label, calls=row.calls, rates=rates))
+        return Evaluation(runs=found.runs, unverified=found.unverified, rows=tuple(rows))
+
+    return measure
 
 
 def _local_user() -> str:
@@ -120,6 +158,7 @@ def serve(
             key=secrets.token_bytes(32),
             allowed_hosts=hosts,
             secure_cookies=secure_cookies,
+            evaluation=evaluation_funnel(),
         )
         shown_host = f"[{host}]" if ":" in host and not host.startswith("[") else host
         where = "the PostgreSQL ledger (--dsn)" if dsn else str(db)

@@ -47,7 +47,7 @@ from callgate.console.auth import SESSION_COOKIE, NoAuth, Principal, Sessions, T
 from callgate.console.csrf import FIELD, cross_site, csrf_token, valid_token
 from callgate.console.text import pretty_json, shown, visible
 from callgate.errors import ApprovalError, LedgerError
-from callgate.ledger.base import Ledger
+from callgate.ledger.base import Ledger, LedgerQueries
 
 __all__ = ["CSP", "MAX_FORM_BYTES", "create_app"]
 
@@ -156,6 +156,7 @@ def create_app(
     key: bytes | None = None,
     allowed_hosts: Sequence[str] | None = None,
     secure_cookies: bool = False,
+    evaluation: Callable[[LedgerQueries], views.Evaluation | None] | None = None,
 ) -> Starlette:
     """The console over ``ledger``: every decision is recorded as the signed-in principal.
 
@@ -168,6 +169,9 @@ def create_app(
         allowed_hosts: the ``Host`` names served (others get 400), against DNS
             rebinding; None serves any.
         secure_cookies: mark the session cookie ``Secure`` (serve over HTTPS).
+        evaluation: reads the evaluation funnel from the ledger (None when it holds no
+            evaluation run); the runs page draws it. ``callgate console`` passes one
+            built on `callgate.eval` when that is installed.
     """
     key = key or secrets.token_bytes(32)
     sessions = Sessions(key)
@@ -296,10 +300,12 @@ def create_app(
 
     def runs_page(request: Request, principal: Principal) -> Response:
         calls = list(ledger.calls(newest=RUNS_SHOWN))
+        measured = evaluation(ledger) if evaluation is not None else None
         return page(
             request,
             "runs.html",
             principal,
+            evaluation=measured,
             runs=views.runs(calls),
             funnel=views.funnel(calls) if calls else None,
             shown_calls=len(calls),

@@ -16,9 +16,12 @@ from callgate.approvals import ApprovalRequest
 from callgate.ledger.base import AuditRecord, CallRecord, CallState
 
 __all__ = [
+    "Evaluation",
     "Event",
     "Funnel",
     "FunnelStep",
+    "Rate",
+    "RateRow",
     "RunSummary",
     "approval_fields",
     "funnel",
@@ -363,3 +366,35 @@ def approval_fields(request: ApprovalRequest) -> list[tuple[str, Any, bool]]:
         ("resource version", request.resource_version or "", False),
         ("policy version", request.policy_version or "", False),
     ]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Rate:
+    """One rate of the evaluation funnel with its interval (0 to 1; NaN: not measured)."""
+
+    name: str
+    value: float
+    low: float
+    high: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RateRow:
+    """One group of calls of the evaluation funnel (a surface, or everything)."""
+
+    label: str
+    calls: int
+    rates: tuple[Rate, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Evaluation:
+    """The evaluation funnel, when the ledger holds evaluation runs (verdicts of a verifier).
+
+    The console does not compute it: whoever builds the console passes a function
+    that does (``callgate console`` uses `callgate.eval` when it is installed).
+    """
+
+    runs: int
+    unverified: int
+    rows: tuple[RateRow, ...]
