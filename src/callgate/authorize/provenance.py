@@ -295,6 +295,9 @@ class TrustIndex:
             labels = _labels(record, trust)
             seen: dict[tuple[tuple[str, ...], bool], str | bool | None] = {}
             for path, value, is_key in _walk(record, (), 0):
+                if value is _DEEP:
+                    self._exposed(call_id)
+                    continue
                 place = (path, is_key)
                 if place not in seen:
                     seen[place] = _label_of(labels, path, is_key)
@@ -303,8 +306,6 @@ class TrustIndex:
                     self.add_trusted_value(value, label if isinstance(label, str) else None)
                     if isinstance(value, str) and " " in value.strip():
                         self._index.trusted_words.append(words(value))
-                elif value is _DEEP:
-                    self._exposed(call_id)
                 else:
                     self._untrusted(value, call_id)
                     if isinstance(value, str) and value.strip() and (path or not is_key):

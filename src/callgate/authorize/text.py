@@ -23,26 +23,24 @@ backtracking) and everything else is a split or a dictionary lookup.
 
 from __future__ import annotations
 
+import functools
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from callgate.regex import compile_re2, python_regex, safe_text
 
 __all__ = ["is_number", "link_key", "links", "normalize", "phrase", "tokens", "words"]
 
-# Python's \w (letters, digits, underscore of every script), as RE2 runs it.
-_TOKEN = compile_re2(python_regex(r"[\w.+@:/-]+"))
 _EMAIL = compile_re2(python_regex(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"))
-_WORD = compile_re2(r"[\pL\pN\pM]+")
 # An IBAN written in groups ("DE89 3704 0044 ..."), which whitespace would split.
 _IBAN_GROUPED = compile_re2(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?\b")
 _IBANISH = compile_re2(r"(?i)[A-Z]{2}\d{2}[A-Z0-9 ]{10,40}")
-_NUMBER = compile_re2(r"[+-]?\d+(?:[.,]\d+)*")
 _SCHEME = compile_re2(r"[a-z][a-z0-9+.-]{0,15}")
 # Characters that end a link or a token in prose: brackets and quotes.
 _BREAKS = str.maketrans(dict.fromkeys("<>\"'()[]{}`|\\^", " "))
 _EDGE = ".,;:!?"
+_CACHED_CHARS = 128
 _DEFAULT_PORTS = {"http": "80", "https": "443", "": "443"}
 
 # Top-level domains under which a bare name ("example.com") counts as a link in prose.
@@ -63,18 +61,47 @@ _FILE_EXTENSIONS = "md py sh rs pl zip mov doc pdf txt csv json yaml toml"
 _FILE_LIKE = frozenset(_FILE_EXTENSIONS.split())
 
 
+class _Keep(dict[int, int]):
+    """A `str.translate` table that keeps the characters ``keep`` accepts and turns every
+    other into a space; filled as characters are met (bounded), so one pass of C code
+    splits a text, however hostile, with no regular expression at all."""
+
+    def __init__(self, keep: Callable[[str], bool]) -> None:
+        super().__init__()
+        self.keep = keep
+
+    def __missing__(self, code: int) -> int:
+        value = code if self.keep(chr(code)) else 32
+        if len(self) < 65_536:
+            self[code] = value
+        return value
+
+
+_WORD_CHARS = _Keep(lambda ch: unicodedata.category(ch)[0] in "LNM")
+"""Letters, digits and marks of every script: what `words` keeps."""
+_TOKEN_CHARS = _Keep(lambda ch: ch.isalnum() or ch in "_.+@:/-")
+"""Python's ``\\w`` and ``.+@:/-``: what a token is made of."""
+
+
 def is_number(text: str) -> bool:
-    """Whether ``text`` is a number (digits, with sign and separators)."""
-    return _NUMBER.fullmatch(text) is not None
+    """Whether ``text`` is a number: ASCII digits, with a sign and ``.`` or ``,`` between
+    groups (``-3``, ``1,200.50``)."""
+    body = text[1:] if text[:1] in ("+", "-") else text
+    if not body:
+        return False
+    return all(part.isascii() and part.isdigit() for part in body.replace(",", ".").split("."))
 
 
 def normalize(value: Any) -> str:
     """The form in which sink values and trusted values are compared."""
-    text = unicodedata.normalize("NFKC", safe_text(str(value))).strip()
-    if _IBANISH.fullmatch(text):
+    text = str(value)
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", safe_text(text))
+    text = text.strip()
+    if 14 <= len(text) <= 44 and _IBANISH.fullmatch(text):
         return text.replace(" ", "").upper()
     lowered = " ".join(text.split()).casefold()
-    if " " not in lowered:
+    if " " not in lowered and ("." in lowered or ":" in lowered):
         key = link_key(lowered, strict=False)
         if key is not None:
             return key
@@ -176,16 +203,33 @@ def tokens(text: str, *, numbers: bool = False) -> Iterator[str]:
     for match in _IBAN_GROUPED.finditer(folded):
         yield normalize(match.group(0))
     for piece in _pieces(text):
-        nfkc = unicodedata.normalize("NFKC", piece)
-        key = link_key(nfkc.casefold())
-        if key is not None:
-            yield key
-        for form in (piece,) if nfkc == piece else (piece, nfkc):
-            yield from _word_tokens(form, numbers=numbers)
+        if len(piece) <= _CACHED_CHARS:
+            yield from _piece_tokens(piece, numbers)
+        else:
+            yield from _tokens_of_piece(piece, numbers)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _piece_tokens(piece: str, numbers: bool) -> tuple[str, ...]:
+    """`_tokens_of_piece`, remembered: words repeat, in prose and in hostile pages alike."""
+    return tuple(_tokens_of_piece(piece, numbers))
+
+
+def _tokens_of_piece(piece: str, numbers: bool) -> Iterator[str]:
+    if piece.isascii() and piece.isalnum():  # a plain word: no link, email or path
+        if numbers or not piece.isdigit():
+            yield normalize(piece)
+        return
+    nfkc = unicodedata.normalize("NFKC", piece)
+    key = link_key(nfkc.casefold())
+    if key is not None:
+        yield key
+    for form in (piece,) if nfkc == piece else (piece, nfkc):
+        yield from _word_tokens(form, numbers=numbers)
 
 
 def _word_tokens(piece: str, *, numbers: bool) -> Iterator[str]:
-    for raw in _TOKEN.findall(piece):
+    for raw in piece.translate(_TOKEN_CHARS).split():
         token = raw.strip(".,;:!?/-")
         if not token:
             continue
@@ -194,7 +238,7 @@ def _word_tokens(piece: str, *, numbers: bool) -> Iterator[str]:
                 part = part.strip(".,;:!?-")
                 if part != token and _EMAIL.fullmatch(part):
                     yield normalize(part)
-        if numbers or not _NUMBER.fullmatch(token):
+        if numbers or not is_number(token):
             yield normalize(token)
         kept = raw.rstrip(".,;:!?")
         if kept != token and kept.startswith(("/", ".")):
@@ -205,7 +249,7 @@ def words(text: str) -> str:
     """``text`` as its words (letters, digits and marks of any script), normalised and
     joined by single spaces, with a space at each end: the form `phrase` searches."""
     folded = unicodedata.normalize("NFKC", safe_text(text)).casefold()
-    return " " + " ".join(_WORD.findall(folded)) + " "
+    return " " + " ".join(folded.translate(_WORD_CHARS).split()) + " "
 
 
 def phrase(value: str) -> str | None:
