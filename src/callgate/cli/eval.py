@@ -43,6 +43,11 @@ app = typer.Typer(
 )
 
 
+@app.callback()
+def main() -> None:
+    """Evaluation from the record: the stage funnel of the runs in a ledger."""
+
+
 def expected_call_check(runs: list[RunView], spec: str) -> dict[str, dict[str, float]]:
     """Per surface: runs checked against expected calls, exact matches, mean recall and
     precision (runs whose task has no expected calls for their surface are left out)."""

@@ -1,0 +1,193 @@
+"""The lab: the pre-registered analysis on runs with planted effects and with none, and the
+whole path (policies, runner, ledger, report, CLI) on a few real tasks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from callgate.cli.eval import app as eval_app
+from callgate.cli.lab import app as lab_app
+from callgate.errors import DefinitionError
+from callgate.eval.analysis import Prereg, analyse
+from callgate.eval.lab import run_lab
+from callgate.eval.policies import policy_named
+from callgate.eval.record import CallView, RunView, read_runs
+from callgate.eval.repo_tasks import load_tasks
+from callgate.eval.tokens import RegexTokenizer
+from callgate.ledger import MemoryLedger
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "lab" / "prereg.toml"
+PREREG = Prereg.from_mapping(
+    {
+        "surfaces": ["coarse", "fine"],
+        "analysis": {"bootstrap_reps": 2000, "seed": 1},
+        "hypotheses": {
+            "H1": {"better": "coarse", "than": "fine"},
+            "H2": {"highest": "coarse"},
+            "H3": {"best": "fine"},
+            "H4": {"cheapest_single": "fine"},
+        },
+    }
+)
+FINE_DEFS = [{"name": n, "description": "typed tool with a long description " * 3}
+             for n in ("read_file", "search_files", "write_file", "run_tests")]  # fmt: skip
+PLANTED = {
+    ("coarse", "single"): 0.3,
+    ("coarse", "composition"): 0.9,
+    ("fine", "single"): 0.9,
+    ("fine", "composition"): 0.3,
+}
+COARSE_CALL = (
+    '{"op": "please read the file", "args": {"path": "a.py", "why": "to see what it does"}}'
+)
+COARSE_DEFS = [{"name": "do", "description": "one operation"}]
+
+
+def _simulated(rng: np.random.Generator, planted: bool, n: int = 40) -> list[RunView]:
+    """Paired runs of n tasks on coarse and fine; with ``planted``, coarse wins composition
+    tasks and loses single ones, and fine recovers from errors more often."""
+    runs = []
+    for i in range(n):
+        complexity = "single" if i < n // 2 else "composition"
+        for surface in ("coarse", "fine"):
+            p = PLANTED[surface, complexity] if planted else 0.6
+            failed = rng.random() < 0.4
+            if failed and planted:
+                p = 0.9 if surface == "fine" else 0.2
+            if surface == "fine":
+                calls = [CallView(call_id="1", tool="read_file", arguments='{"path": "a.py"}',
+                                  status="ok")]  # fmt: skip
+            else:
+                calls = [CallView(call_id="1", tool="do", status="ok", arguments=COARSE_CALL)]
+            if failed:
+                calls.append(CallView(call_id="2", tool=calls[0].tool, arguments="{",
+                                      status="rejected", stage="parse"))  # fmt: skip
+            runs.append(
+                RunView(
+                    run_id=f"{i}/{surface}",
+                    task=f"t{i}",
+                    surface=surface,
+                    complexity=complexity,
+                    kind="k",
+                    tool_definitions=FINE_DEFS if surface == "fine" else COARSE_DEFS,
+                    calls=calls,
+                    model_turns=len(calls) + 1,
+                    result_texts=["file text"],
+                    passed=bool(rng.random() < p),
+                )
+            )
+    return runs
+
+
+def test_the_analysis_finds_the_planted_effects() -> None:
+    """H1 (the interaction) and H3 (recovery) are supported after Holm; H2 points the planted
+    way; H4 is rejected the other way (fine's schema makes it dearer on single tasks)."""
+    a = analyse(_simulated(np.random.default_rng(4), planted=True), PREREG, RegexTokenizer())
+    h = {x.name: x for x in a.hypotheses}
+    assert h["H1"].supported
+    assert h["H1"].estimate is not None
+    assert h["H1"].estimate.value > 0.8
+    assert h["H3"].supported
+    assert h["H2"].agrees
+    assert not h["H4"].supported
+    assert not h["H4"].agrees
+    for x in a.hypotheses:
+        assert x.p_holm >= x.p
+    assert a.deviations == []
+
+
+def test_without_an_effect_h1_is_not_supported() -> None:
+    """Equal success everywhere: the interaction's p-value is above 0.05 and H1, H3 fail."""
+    a = analyse(_simulated(np.random.default_rng(8), planted=False), PREREG, RegexTokenizer())
+    h = {x.name: x for x in a.hypotheses}
+    assert h["H1"].p > 0.05
+    assert not h["H1"].supported
+    assert not h["H3"].supported
+
+
+def test_power_is_reported_for_each_pair() -> None:
+    """The coarse-fine pair has an effect, a standard deviation, a power and the pairs 80%
+    power would need."""
+    a = analyse(_simulated(np.random.default_rng(4), planted=True), PREREG, RegexTokenizer())
+    pw = a.power["coarse-fine"]
+    assert pw["pairs"] == 40
+    assert pw["sd"] > 0
+    assert 0 <= pw["power"] <= 1
+
+
+def test_the_example_preregistration_reads_and_a_bad_one_is_named(tmp_path: Path) -> None:
+    """examples/lab/prereg.toml registers three surfaces and code-vs-fine for H1; a typo'd
+    section is refused naming it."""
+    p = Prereg.from_toml(EXAMPLE)
+    assert p.surfaces == ("coarse", "fine", "code")
+    assert p.h1 == ("code", "fine")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[hypothesis]\nx = 1\n")
+    with pytest.raises(DefinitionError, match="hypothesis"):
+        Prereg.from_toml(bad)
+
+
+def test_the_oracle_passes_every_task_on_both_surfaces() -> None:
+    """The reference solution played through fine and coarse passes every verifier, and the
+    funnel of those runs is all ones."""
+    from callgate.eval.funnel import funnel
+
+    ledger = MemoryLedger()
+    oracle = policy_named("oracle-fast")
+    runs = run_lab(load_tasks("repo:3"), ["fine", "coarse"], oracle.model, ledger)
+    assert [r.passed for r in runs] == [True] * 6
+    row = next(r for r in funnel(read_runs(ledger), reps=100).rows if r.surface == "all")
+    assert (row.a.value, row.b.value, row.c.value, row.d.value) == (1.0, 1.0, 1.0, 1.0)
+
+
+def test_the_cli_runs_the_lab_and_the_funnel_reads_it(tmp_path: Path) -> None:
+    """callgate lab run records to a ledger and writes the report, plots and JSON; callgate
+    eval funnel reads that ledger and writes its own PNG and JSON."""
+    db, out = tmp_path / "lab.db", tmp_path / "report"
+    result = CliRunner().invoke(
+        lab_app,
+        ["run", "--model", "policy:clumsy", "--prereg", str(EXAMPLE), "--surfaces",
+         "coarse,fine", "--tasks", "repo:2", "--db", str(db), "--out", str(out)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "deviation: surface(s) code were registered but not run" in result.output
+    report = (out / "report.md").read_text()
+    assert "## Deviations from the pre-registration" in report
+    assert "Caveats" in report
+    for png in ("funnel.png", "success.png", "eta.png", "tokens.png"):
+        assert (out / png).read_bytes()[:4] == b"\x89PNG"
+    analysis = json.loads((out / "analysis.json").read_text())
+    assert analysis["runs"] == 4
+    f = CliRunner().invoke(
+        eval_app,
+        ["funnel", "--db", str(db), "--tasks", "repo:2", "--json", str(tmp_path / "f.json"),
+         "--png", str(tmp_path / "f.png")],
+    )  # fmt: skip
+    assert f.exit_code == 0, f.output
+    assert "B|A" in f.output
+    assert "expected calls" in f.output
+    data = json.loads((tmp_path / "f.json").read_text())
+    assert {r["surface"] for r in data["rows"]} == {"coarse", "fine", "all"}
+
+
+def test_the_cli_refuses_an_unknown_surface_and_an_empty_ledger(tmp_path: Path) -> None:
+    """A surface that does not exist is exit 2 naming the known ones; a ledger with no
+    evaluation runs is exit 2 saying where runs come from."""
+    r = CliRunner().invoke(
+        lab_app,
+        ["run", "--model", "policy:oracle", "--prereg", str(EXAMPLE), "--surfaces", "medium",
+         "--tasks", "repo:1", "--db", str(tmp_path / "x.db"), "--out", str(tmp_path / "o")],
+    )  # fmt: skip
+    assert r.exit_code == 2
+    assert "known surfaces" in r.output
+    from callgate.ledger import SQLiteLedger
+
+    SQLiteLedger(tmp_path / "empty.db").close()
+    f = CliRunner().invoke(eval_app, ["funnel", "--db", str(tmp_path / "empty.db")])
+    assert f.exit_code == 2
+    assert "callgate lab run" in f.output
