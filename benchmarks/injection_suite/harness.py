@@ -300,11 +300,24 @@ def _tool_names(request: ModelRequest) -> list[str]:
 
 
 def _readable(text: str) -> str:
-    """The text as the model reads it: JSON string escapes undone where the text is JSON."""
+    """The text as the model reads it: where the result is JSON, its strings, unescaped."""
     try:
-        return json.dumps(json.loads(text), ensure_ascii=False)
+        data = json.loads(text)
     except ValueError:
         return text
+    return "\n".join(_strings(data))
+
+
+def _strings(value: Any) -> Iterable[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield str(key)
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
 
 
 # -- one run -------------------------------------------------------------------------
