@@ -442,3 +442,83 @@ def test_without_auth_everyone_is_the_local_principal(
     stored = ledger.approvals().get(scenario.refund_approval)
     assert stored is not None
     assert stored.decided_by == "dev"
+
+
+def test_the_headers_named_in_the_docs(client: TestClient) -> None:
+    """Referrer and opener policies are same-origin; the session cookie lives 8 hours."""
+    response = client.get("/login")
+    assert response.headers["referrer-policy"] == "same-origin"
+    assert response.headers["cross-origin-opener-policy"] == "same-origin"
+    signed = client.post("/login", data={"name": "maria", "token": cs.TOKEN, "next": "/"})
+    assert "max-age=28800" in signed.headers["set-cookie"].lower()
+
+
+def test_a_reason_over_1000_characters_is_refused(
+    client: TestClient, ledger: SQLiteLedger, scenario: cs.Scenario
+) -> None:
+    """A reason is kept whole or refused: 1001 characters are refused, nothing is decided."""
+    csrf = sign_in(client)
+    data = {"csrf": csrf, "id": scenario.refund_approval, "decision": "deny", "reason": "r" * 1001}
+    response = client.post("/approval/decide", data=data)
+    assert response.status_code == 400
+    assert "at most 1000" in response.text
+    assert _still_pending(ledger, scenario.refund_approval)
+
+
+def test_signing_out_ends_the_session_in_the_browser(client: TestClient) -> None:
+    """Sign-out (a CSRF-checked form) removes the cookie; the inbox asks for sign-in again."""
+    csrf = sign_in(client)
+    assert client.post("/logout", data={"csrf": "0" * 64}).status_code == 403
+    response = client.post("/logout", data={"csrf": csrf})
+    assert response.status_code == 303
+    client.cookies.clear()
+    for name, value in response.cookies.items():
+        client.cookies.set(name, value)
+    assert client.get("/approvals").status_code == 303
+
+
+def test_a_restarted_console_signs_everyone_out(
+    ledger: SQLiteLedger, scenario: cs.Scenario, credentials: Credentials
+) -> None:
+    """Without a key of their own, two consoles draw different keys: a cookie of one is refused
+    by the other."""
+    first = TestClient(create_app(ledger, auth=TokenAuth(credentials)), follow_redirects=False)
+    sign_in(first)
+    second = TestClient(create_app(ledger, auth=TokenAuth(credentials)), follow_redirects=False)
+    second.cookies.set("callgate_session", first.cookies["callgate_session"])
+    assert second.get("/approvals").status_code == 303
+
+
+def test_credentials_keep_no_token_in_memory(credentials: Credentials) -> None:
+    """Only the tokens' SHA-256 digests are kept."""
+    kept = repr(vars(credentials))
+    assert cs.TOKEN not in kept
+    assert repr(cs.TOKEN.encode())[2:-1] not in kept
+
+
+@pytest.mark.parametrize("backend", ["memory", "postgres"])
+def test_deciding_on_other_ledgers(
+    backend: str, request: pytest.FixtureRequest, credentials: Credentials
+) -> None:
+    """The inbox decides on a memory ledger and on PostgreSQL (``--dsn``) as on SQLite."""
+    from callgate.ledger import MemoryLedger, PostgresLedger
+
+    ledger = (
+        MemoryLedger() if backend == "memory" else PostgresLedger(request.getfixturevalue("pg_dsn"))
+    )
+    try:
+        scenario = cs.play(ledger)
+        client = TestClient(
+            create_app(ledger, auth=TokenAuth(credentials), key=KEY), follow_redirects=False
+        )
+        csrf = sign_in(client)
+        assert scenario.email_approval in client.get("/approvals").text
+        data = {"csrf": csrf, "id": scenario.refund_approval, "decision": "approve"}
+        assert client.post("/approval/decide", data=data).status_code == 303
+        assert client.post("/approval/decide", data=data).status_code == 409
+        [obs] = scenario.run.resume()
+        assert obs.status.value == "ok"
+        page = client.get("/run", params={"id": scenario.run.id}).text
+        assert 'id="chain">chain verified' in page
+    finally:
+        ledger.close()
