@@ -27,7 +27,7 @@ from callgate.approvals import (
     withheld_rejection,
 )
 from callgate.authorize.policy import Action, Decision, authorize
-from callgate.authorize.provenance import OutputTrust
+from callgate.authorize.provenance import OutputTrust, TrustIndex
 from callgate.calls import Observation, Stage, Status, ToolCall
 from callgate.canonical import canonical_arguments, canonical_json, digest
 from callgate.execute import Admitted
@@ -120,8 +120,7 @@ class Admission:
         call, model = validated
         provenance = None
         if spec.sinks or self.run.intents or gate.policy.integrity_grants is not None:
-            provenance = self.run.provenance
-            provenance.absorb(self.run.evidence, self._output_trust)
+            provenance = self.absorb()
         try:
             decision = authorize(
                 spec,
@@ -452,6 +451,12 @@ class Admission:
             *self.run.context_secrets,
         ]
         return self.gate.redactor.text(f"{type(exc).__name__}: {exc}", secrets)[:500]
+
+    def absorb(self) -> TrustIndex:
+        """The run's trust index, with every observation recorded so far indexed."""
+        provenance = self.run.provenance
+        provenance.absorb(self.run.evidence, self._output_trust)
+        return provenance
 
     def _output_trust(self, tool: str) -> OutputTrust | None:
         spec = self.gate.registry.get(tool)

@@ -354,6 +354,13 @@ class Run:
         """The run's intents, oldest first (`narrow`)."""
         return self.state.intents
 
+    @property
+    def exposed_by(self) -> tuple[str, ...]:
+        """Call ids (or sources) of the untrusted content this run has read, oldest first;
+        empty while it has read only trusted input (then its intent is not consulted)."""
+        self._admission.absorb()
+        return self.provenance.exposed_by
+
     # -- public ------------------------------------------------------------
 
     def submit(
