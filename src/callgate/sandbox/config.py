@@ -77,6 +77,12 @@ class SandboxConfig:
     """More host paths bound read-only at the same place (e.g. a virtualenv's packages)."""
 
     def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "mode", Mode(self.mode))
+        except ValueError:
+            raise DefinitionError(
+                f"sandbox mode must be one of {[m.value for m in Mode]}, got {self.mode!r}"
+            ) from None
         if not (isinstance(self.timeout, int | float) and self.timeout > 0):
             raise DefinitionError(f"sandbox timeout must be positive seconds, got {self.timeout!r}")
         if self.workspace is not None and not self.workspace.is_dir():

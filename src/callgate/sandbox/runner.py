@@ -188,7 +188,7 @@ async def run_code(
     seed = pack_workspace(config.workspace, limits.workspace_bytes) if config.workspace else None
     env = {**_BASE_ENV, **config.env}
     try:
-        if config.mode is Mode.BWRAP:
+        if config.mode is not Mode.UNSAFE_SUBPROCESS:  # anything else is confined
             files = Files(
                 guest=_memfd("callgate-guest", _guest_text()),
                 seed=_memfd("callgate-seed", seed) if seed is not None else None,

@@ -104,7 +104,7 @@ def python_tool(
         )
 
     async def run_python(code: str, ctx: CallContext) -> dict[str, Any]:
-        if chosen is Mode.BWRAP:
+        if chosen is not Mode.UNSAFE_SUBPROCESS:
             reason = unavailable_reason(config)
             if reason is not None:
                 raise ToolFailure(f"the code was not run: {reason}", retryable=False)

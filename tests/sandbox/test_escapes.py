@@ -1,0 +1,453 @@
+"""The escape suite: model-written code tries to get out of the sandbox, and never does.
+
+Each attempt is code that prints ``ESCAPED`` if it got what it wanted and
+``BLOCKED`` with the reason if the sandbox stopped it. A test passes only on
+positive evidence (``BLOCKED`` printed, or the run killed), and every attempt
+also leaves the host unchanged: a sentinel file keeps its content, a real
+local service sees no connection, and no process of the sandbox outlives it.
+`test_the_suite_sees_escapes_without_the_sandbox` runs attempts unconfined to
+prove the detectors can fail.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import socketserver
+import textwrap
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from callgate.ledger import SQLiteLedger
+from callgate.sandbox import SandboxResult
+
+SECRET_ENV = "CALLGATE_ESCAPE_TEST_SECRET"
+SECRET_VALUE = "s3cret-" + uuid.uuid4().hex
+
+
+def attempt(body: str) -> str:
+    """Wrap an attempt: any exception is the sandbox saying no."""
+    return (
+        "try:\n"
+        + textwrap.indent(textwrap.dedent(body).strip("\n"), "    ")
+        + "\nexcept BaseException as exc:\n"
+        + "    print('BLOCKED', type(exc).__name__, str(exc)[:200])\n"
+    )
+
+
+def _guest_pids() -> set[int]:
+    """Host pids of sandboxed guests (their command line names the guest program)."""
+    found = set()
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry.name}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"/callgate/guest.py" in cmdline or b"cg-orphan-token" in cmdline:
+                found.add(int(entry.name))
+    return found
+
+
+class Host:
+    """The host state the attempts must leave alone."""
+
+    def __init__(self, root: Path) -> None:
+        self.sentinel = Path("/var/tmp") / f"callgate-sentinel-{uuid.uuid4().hex}"
+        self.sentinel.write_text("untouched")
+        self.sentinel.chmod(0o666)
+        self.ledger_path = root / "ledger.db"
+        ledger = SQLiteLedger(str(self.ledger_path))
+        ledger.close()
+        self.ledger_bytes = self.ledger_path.read_bytes()
+        self.connections = 0
+        host = self
+
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self) -> None:
+                host.connections += 1
+
+        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.abstract = "\0callgate-escape-" + uuid.uuid4().hex
+        self.unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.unix.bind(self.abstract)
+        self.unix.listen(1)
+        self.unix.setblocking(False)
+        self.before = _guest_pids()
+
+    def check_unchanged(self) -> None:
+        assert self.sentinel.read_text() == "untouched"
+        assert self.ledger_path.read_bytes() == self.ledger_bytes
+        assert self.connections == 0
+        with pytest.raises(BlockingIOError):
+            self.unix.accept()
+        for _ in range(60):  # the sandbox's processes die with its namespace
+            left = _guest_pids() - self.before
+            if not left:
+                break
+            time.sleep(0.05)
+        assert not left, f"sandbox processes outlived the run: {left}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.unix.close()
+        self.sentinel.unlink(missing_ok=True)
+
+
+@pytest.fixture
+def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Host]:
+    """A host with things worth stealing; checked unchanged after each attempt."""
+    monkeypatch.setenv(SECRET_ENV, SECRET_VALUE)
+    state = Host(tmp_path)
+    try:
+        yield state
+        state.check_unchanged()
+    finally:
+        state.close()
+
+
+# (name, code); {sentinel}, {ledger}, {port}, {abstract}, {pid} are filled in per host.
+ATTEMPTS: list[tuple[str, str]] = [
+    ("read /etc/shadow", "print('ESCAPED', open('/etc/shadow').read()[:40])"),
+    ("read /etc/passwd", "print('ESCAPED', open('/etc/passwd').read()[:40])"),
+    ("list the host's home", "import os; print('ESCAPED', os.listdir('/root'))"),
+    ("read an SSH key", "print('ESCAPED', open('/root/.ssh/id_ed25519').read()[:40])"),
+    ("read the ledger file", "print('ESCAPED', open({ledger!r}, 'rb').read()[:40])"),
+    ("read the working tree", "print('ESCAPED', open('/work/main/pyproject.toml').read()[:40])"),
+    ("read a host file in /var/tmp", "print('ESCAPED', open({sentinel!r}).read())"),
+    (
+        "find the host's secret in any /proc/*/environ",
+        """
+        import os
+        for pid in [p for p in os.listdir('/proc') if p.isdigit()]:
+            try:
+                data = open(f'/proc/{{pid}}/environ', 'rb').read()
+            except OSError:
+                continue
+            if {secret!r}.encode() in data:
+                print('ESCAPED', pid)
+        raise PermissionError('secret found in no visible process')
+        """,
+    ),
+    (
+        "inherit the host's environment",
+        """
+        import os
+        if {secret_env!r} in os.environ:
+            print('ESCAPED', os.environ[{secret_env!r}])
+        raise LookupError(sorted(os.environ))
+        """,
+    ),
+    ("see the host's processes", "print('ESCAPED', open('/proc/{pid}/cmdline').read())"),
+    (
+        "write a host file by absolute path",
+        "open({sentinel!r}, 'w').write('owned'); print('ESCAPED')",
+    ),
+    ("write outside the workspace: /etc", "open('/etc/evil', 'w').write('x'); print('ESCAPED')"),
+    (
+        "write outside the workspace: /usr",
+        "open('/usr/lib/evil', 'w').write('x'); print('ESCAPED')",
+    ),
+    (
+        "write outside the workspace with ..",
+        "open('../../usr/bin/evil', 'w').write('x'); print('ESCAPED')",
+    ),
+    (
+        "write the guest program",
+        "open('/callgate/guest.py', 'a').write('x'); print('ESCAPED')",
+    ),
+    (
+        "write through a symlink to a host path",
+        """
+        import os
+        os.symlink({sentinel!r}, 'link')
+        open('link', 'w').write('owned')
+        print('ESCAPED')
+        """,
+    ),
+    (
+        "hard-link a host file into the workspace",
+        "import os; os.link('/usr/bin/python3', 'py'); print('ESCAPED')",
+    ),
+    (
+        "bind-mount a host path (mount via ctypes)",
+        """
+        import ctypes, os
+        libc = ctypes.CDLL(None, use_errno=True)
+        os.mkdir('m')
+        if libc.mount(b'/usr', b'm', None, 4096, None) != 0:
+            raise OSError(ctypes.get_errno(), 'mount refused')
+        print('ESCAPED')
+        """,
+    ),
+    (
+        "a new user namespace (unshare via ctypes)",
+        """
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.unshare(0x10000000) != 0:
+            raise OSError(ctypes.get_errno(), 'unshare refused')
+        print('ESCAPED')
+        """,
+    ),
+    ("chroot", "import os; os.chroot('/workspace'); print('ESCAPED')"),
+    ("open an internet socket", "import socket; socket.socket(); print('ESCAPED')"),
+    (
+        "resolve DNS",
+        "import socket; print('ESCAPED', socket.getaddrinfo('example.com', 80))",
+    ),
+    (
+        "reach a 127.0.0.1 service",
+        "import socket; socket.create_connection(('127.0.0.1', {port}), 2); print('ESCAPED')",
+    ),
+    (
+        "reach a host abstract unix socket",
+        """
+        import socket
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect({abstract!r})
+        print('ESCAPED')
+        """,
+    ),
+    (
+        "signal the host test process",
+        "import os, signal; os.kill({pid}, signal.SIGTERM); print('ESCAPED')",
+    ),
+    (
+        "ptrace a process (ctypes)",
+        """
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.ptrace(16, 1, None, None) != 0:
+            raise OSError(ctypes.get_errno(), 'ptrace refused')
+        print('ESCAPED')
+        """,
+    ),
+    (
+        "ctypes: become root",
+        """
+        import ctypes, os
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.setuid(0) != 0 or os.getuid() != 0:
+            raise OSError(ctypes.get_errno(), 'setuid refused')
+        open('/usr/evil', 'w')
+        print('ESCAPED')
+        """,
+    ),
+    (
+        "ctypes: raw bpf and keyctl syscalls",
+        """
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.syscall(321, 0, None, 0) == -1 and libc.syscall(250, 0, 0, 0, 0, 0) == -1:
+            raise OSError(ctypes.get_errno(), 'bpf and keyctl refused')
+        print('ESCAPED')
+        """,
+    ),
+    (
+        "native code loaded from the workspace opens a socket",
+        """
+        import ctypes, shutil
+        shutil.copy('/usr/lib/x86_64-linux-gnu/libc.so.6', 'mylib.so')
+        lib = ctypes.CDLL('/workspace/mylib.so', use_errno=True)
+        if lib.socket(2, 1, 0) < 0:
+            raise OSError(ctypes.get_errno(), 'socket refused to native code')
+        print('ESCAPED')
+        """,
+    ),
+    (
+        "change the hostname",
+        """
+        import socket
+        socket.sethostname('owned')
+        print('ESCAPED')
+        """,
+    ),
+    ("read a raw disk", "print('ESCAPED', open('/dev/vda', 'rb').read(16))"),
+    ("read kernel memory", "print('ESCAPED', open('/dev/mem', 'rb').read(16))"),
+]
+
+
+def _fill(code: str, host: Host, ledger: Path) -> str:
+    return textwrap.dedent(code).format(
+        sentinel=str(host.sentinel),
+        ledger=str(ledger),
+        port=host.port,
+        abstract=host.abstract,
+        pid=os.getpid(),
+        secret=SECRET_VALUE,
+        secret_env=SECRET_ENV,
+    )
+
+
+@pytest.mark.parametrize(("name", "code"), ATTEMPTS, ids=[a[0] for a in ATTEMPTS])
+def test_attempt_is_blocked(
+    name: str, code: str, host: Host, sandboxed: Callable[..., SandboxResult]
+) -> None:
+    """The attempt fails inside the sandbox, says why, and leaves the host as it was."""
+    result = sandboxed(attempt(_fill(code, host, host.ledger_path)), timeout=10)
+    assert "ESCAPED" not in result.stdout, result.stdout
+    assert "BLOCKED" in result.stdout, (result.stdout, result.stderr)
+
+
+def test_fork_bomb_is_stopped_by_the_process_limit(
+    host: Host, sandboxed: Callable[..., SandboxResult]
+) -> None:
+    """Forking without end hits the process limit; every child dies with the sandbox."""
+    code = attempt(
+        """
+        import os
+        while True:
+            if os.fork() == 0:
+                import time; time.sleep(60)
+        """
+    )
+    result = sandboxed(code, timeout=10, processes=16)
+    assert "BLOCKED BlockingIOError" in result.stdout, (result.stdout, result.stderr)
+
+
+def test_memory_bomb_is_stopped_by_the_address_space_limit(
+    host: Host, sandboxed: Callable[..., SandboxResult]
+) -> None:
+    """Allocating past the memory bound raises MemoryError inside; the host is untouched."""
+    code = attempt("data = bytearray(2 << 30); print('ESCAPED', len(data))")
+    result = sandboxed(code, memory_bytes=256 << 20)
+    assert "BLOCKED MemoryError" in result.stdout, (result.stdout, result.stderr)
+
+
+def test_disk_fill_of_one_file_is_stopped_by_the_file_size_limit(
+    host: Host, sandboxed: Callable[..., SandboxResult]
+) -> None:
+    """One file cannot grow past the file-size limit."""
+    code = attempt(
+        """
+        with open('big', 'wb') as f:
+            for _ in range(64):
+                f.write(b'x' * (1 << 20))
+        print('ESCAPED')
+        """
+    )
+    result = sandboxed(code, file_bytes=4 << 20)
+    assert "BLOCKED OSError" in result.stdout
+    assert "File too large" in result.stdout
+
+
+def test_disk_fill_of_many_files_stops_at_the_workspace_size(
+    host: Host, sandboxed: Callable[..., SandboxResult]
+) -> None:
+    """Many files fill only the workspace's own bounded tmpfs, never the host's disk."""
+    code = attempt(
+        """
+        for i in range(1000):
+            with open(f'f{i}', 'wb') as f:
+                f.write(b'x' * (1 << 20))
+        print('ESCAPED')
+        """
+    )
+    result = sandboxed(code, workspace_bytes=8 << 20)
+    assert "No space left on device" in result.stdout, (result.stdout, result.stderr)
+
+
+def test_disk_fill_of_tmp_stops_at_its_size(
+    host: Host, sandboxed: Callable[..., SandboxResult]
+) -> None:
+    """/tmp is a private, bounded tmpfs too."""
+    code = attempt(
+        """
+        for i in range(1000):
+            with open(f'/tmp/f{i}', 'wb') as f:
+                f.write(b'x' * (1 << 20))
+        print('ESCAPED')
+        """
+    )
+    result = sandboxed(code, tmp_bytes=4 << 20)
+    assert "No space left on device" in result.stdout, (result.stdout, result.stderr)
+
+
+def test_cpu_spin_past_the_timeout_is_killed(
+    host: Host, sandboxed: Callable[..., SandboxResult]
+) -> None:
+    """A busy loop is killed at the wall-clock deadline and reported as timed out."""
+    result = sandboxed("while True: pass", timeout=1.0)
+    assert result.timed_out
+    assert result.exit_code == -signal.SIGKILL
+
+
+def test_cpu_time_limit_kills_a_spin_before_the_deadline(
+    host: Host, sandboxed: Callable[..., SandboxResult]
+) -> None:
+    """The CPU-time limit ends a spin on its own (the sandbox was not timed out)."""
+    result = sandboxed("while True: pass", timeout=30.0, cpu_seconds=1)
+    assert not result.timed_out
+    assert result.exit_code != 0
+
+
+def test_orphaned_background_process_dies_with_the_run(
+    host: Host, sandboxed: Callable[..., SandboxResult]
+) -> None:
+    """A daemon the code leaves behind (new session, double fork) does not outlive the run."""
+    code = attempt(
+        """
+        import subprocess
+        subprocess.Popen(
+            ['/usr/bin/python3', '-c', 'import time; time.sleep(60)', 'cg-orphan-token'],
+            start_new_session=True,
+        )
+        print('BLOCKED? started a daemon; the host checks it is gone')
+        """
+    )
+    result = sandboxed(code)
+    assert "started a daemon" in result.stdout, (result.stdout, result.stderr)
+    # host.check_unchanged() (the fixture) finds no cg-orphan-token process left
+
+
+def test_killing_the_sandbox_init_harms_only_the_sandbox(
+    host: Host, sandboxed: Callable[..., SandboxResult]
+) -> None:
+    """Signalling its parent (PID 1 of its own namespace) ends only the sandbox."""
+    result = sandboxed("import os, signal; os.kill(os.getppid(), signal.SIGKILL); print('sent')")
+    assert result.exit_code != 0 or "sent" in result.stdout
+    assert os.getppid() > 1  # this test process and its parent live on
+
+
+def test_escape_suite_has_at_least_thirty_attempts() -> None:
+    """The issue asks for at least 30 attempts; the table and the named tests hold 40."""
+    named = [n for n in globals() if n.startswith("test_") and n != "test_attempt_is_blocked"]
+    assert len(ATTEMPTS) + len(named) - 2 >= 30
+
+
+UNCONFINED = [
+    "read /etc/passwd",
+    "read the working tree",
+    "inherit the host's environment",
+    "reach a 127.0.0.1 service",
+]
+
+
+@pytest.mark.parametrize("name", UNCONFINED)
+def test_the_suite_sees_escapes_without_the_sandbox(
+    name: str, tmp_path: Path, sandboxed: Callable[..., SandboxResult]
+) -> None:
+    """Run unconfined (unsafe_subprocess), the same attempts do escape: the detectors work."""
+    os.environ[SECRET_ENV] = SECRET_VALUE
+    state = Host(tmp_path)
+    try:
+        code = dict(ATTEMPTS)[name]
+        if name == "inherit the host's environment":
+            # unsafe mode empties the environment too; an unconfined process can still read
+            # its parent's, which is the escape the sandbox prevents
+            code = "print('ESCAPED', open('/proc/{pid}/environ', 'rb').read().count(b'='))"
+        result = sandboxed(attempt(_fill(code, state, state.ledger_path)), mode="unsafe_subprocess")
+        assert "ESCAPED" in result.stdout, (result.stdout, result.stderr)
+    finally:
+        os.environ.pop(SECRET_ENV, None)
+        state.close()
