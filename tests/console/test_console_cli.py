@@ -111,3 +111,24 @@ def test_the_command_serves_the_console_until_interrupted(db: Path, tmp_path: Pa
         _, err = proc.communicate(timeout=10)
     assert proc.returncode == 0, err.decode()
     assert f"callgate console on http://127.0.0.1:{port}" in err.decode()
+
+
+def test_the_cli_loads_the_console_extra_only_when_the_command_runs(
+    db: Path, tmp_path: Path
+) -> None:
+    """Importing the command loads no Starlette (``callgate`` works without the extra); without
+    the extra, the command exits 2 naming it."""
+    code = (
+        "import sys; import callgate.cli.console as c; "
+        "assert not [m for m in sys.modules if m.startswith(('starlette', 'jinja2', 'uvicorn'))]; "
+        "sys.modules['starlette'] = None; c.app()"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, "--db", str(db), "--auth-file", str(_users(tmp_path))],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "pip install 'callgate[console]'" in " ".join(done.stderr.split())

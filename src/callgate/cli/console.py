@@ -22,17 +22,19 @@ import secrets
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from callgate.cli.ledger import DbOption, DsnOption, bad_usage, open_ledger
 from callgate.cli.plain import plain
-from callgate.console import Credentials, NoAuth, TokenAuth, check_binding, create_app, is_loopback
-from callgate.console.views import Evaluation, Rate, RateRow
 from callgate.errors import DefinitionError
 from callgate.ledger.base import LedgerQueries
 from callgate.ledger.sqlite import DEFAULT_PATH
+
+if TYPE_CHECKING:  # the console extra is imported when the command runs
+    from callgate.console import NoAuth, TokenAuth
+    from callgate.console.views import Evaluation
 
 __all__ = ["HELP", "app", "evaluation_funnel", "serve"]
 
@@ -55,6 +57,7 @@ def evaluation_funnel() -> Callable[[LedgerQueries], Evaluation | None] | None:
     """The runs page's evaluation funnel, computed by `callgate.eval` (None when that, or
     numpy and scipy, is not installed: the page then shows the stage funnel alone)."""
     try:
+        from callgate.console.views import Evaluation, Rate, RateRow
         from callgate.eval.funnel import funnel
         from callgate.eval.record import read_runs
     except ImportError:
@@ -134,7 +137,22 @@ def serve(
     ] = False,
 ) -> None:
     """Serve the web console over the ledger until interrupted."""
-    import uvicorn
+    try:
+        import uvicorn
+
+        from callgate.console import (
+            Credentials,
+            NoAuth,
+            TokenAuth,
+            check_binding,
+            create_app,
+            is_loopback,
+        )
+    except ImportError as exc:
+        raise bad_usage(
+            f"the console needs the console extra ({exc.name or exc} is missing): "
+            "pip install 'callgate[console]'"
+        ) from None
 
     if auth_file is not None and no_auth:
         raise bad_usage("pass either --auth-file or --no-auth, not both")
