@@ -1,0 +1,67 @@
+"""Token-level matching: llguidance matchers over a vocabulary, and a byte-level one.
+
+`byte_tokenizer` is a vocabulary of the 256 bytes and an end token: every
+string is a sequence of its tokens, so a walk through a matcher with it
+reaches every string the grammar accepts. The tests use it to check the
+grammars without a model; `callgate.llms.local` uses the model's own
+vocabulary, read from the GGUF.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import llguidance
+
+from callgate.grammar.export import GrammarError
+
+__all__ = ["BYTE_EOS", "allowed_tokens", "byte_tokenizer", "matcher"]
+
+BYTE_EOS = 256
+"""The end token of `byte_tokenizer`."""
+
+
+class _Bytes:
+    """The vocabulary of `byte_tokenizer`, as llguidance's tokenizer wrapper reads it."""
+
+    def __init__(self) -> None:
+        self.eos_token_id = BYTE_EOS
+        self.bos_token_id = None
+        self.tokens = [bytes([b]) for b in range(256)] + [b"<eos>"]
+        self.special_token_ids = [BYTE_EOS]
+
+    def __call__(self, text: bytes) -> list[int]:
+        return list(text)
+
+
+_BYTES: llguidance.LLTokenizer | None = None
+
+
+def byte_tokenizer() -> llguidance.LLTokenizer:
+    """One token per byte (0-255) and the end token `BYTE_EOS`; built once."""
+    global _BYTES
+    if _BYTES is None:
+        _BYTES = llguidance.LLTokenizer(llguidance.TokenizerWrapper(_Bytes()))
+    return _BYTES
+
+
+def matcher(grammar: str, tokenizer: llguidance.LLTokenizer) -> llguidance.LLMatcher:
+    """A matcher of ``grammar`` (llguidance's text, `ToolGrammar.llguidance`) over ``tokenizer``.
+
+    Raises `GrammarError` if llguidance cannot build it for this vocabulary.
+    """
+    found = llguidance.LLMatcher(tokenizer, grammar, log_level=0)
+    if found.is_error():
+        raise GrammarError(f"llguidance could not build the matcher: {found.get_error()[:1000]}")
+    return found
+
+
+def allowed_tokens(found: llguidance.LLMatcher, vocab_size: int) -> list[int]:
+    """The tokens ``found`` allows next, in order (from its bit mask)."""
+    mask: Any = found.compute_bitmask()
+    allowed: list[int] = []
+    for index, byte in enumerate(mask):
+        if byte:
+            base = index * 8
+            allowed.extend(base + bit for bit in range(8) if byte >> bit & 1)
+    return [t for t in allowed if t < vocab_size]
