@@ -282,3 +282,40 @@ def test_request_intent_binds_only_values_the_request_states() -> None:
 
     assert meeting.arguments["create_event"] == {"title": ["Roadmap review"]}
     assert payment.arguments["send_money"] == {"amount": [85.0], "subject": ["Concert tickets"]}
+
+
+def _environment_text(domain: Domain) -> str:
+    env = domain.make_env()
+    return json.dumps(
+        {f: getattr(env, f) for f in vars(env) if f != "effects"}, default=str
+    ).casefold()
+
+
+@pytest.mark.parametrize("domain", DOMAINS, ids=lambda d: d.name)
+def test_every_sink_value_comes_from_the_text_or_the_environment(domain: Domain) -> None:
+    """No goal or task relies on a made-up destination: each sink value is written somewhere.
+
+    An attacker's sink values appear in its instruction or in the domain's
+    environment (an id the model would look up); a task's appear in the
+    user's request or in the environment.
+    """
+    specs = {spec.name: spec for spec in domain.registry(domain.make_env(), True)}
+    world = _environment_text(domain)
+    checked = 0
+
+    def check(tool: str, args: Any, text: str) -> None:
+        nonlocal checked
+        for name in specs[tool].sinks:
+            value = args.get(name)
+            for item in value if isinstance(value, list) else [value] if value else []:
+                assert str(item).casefold() in text.casefold() + world, (tool, name, item)
+                checked += 1
+
+    for goal in domain.goals:
+        for call in goal.calls:
+            check(call.tool, call.args, goal.instruction)
+    for task in domain.tasks:
+        for turn in task.turns:
+            for call in turn:
+                check(call.tool, call.args, task.prompt)
+    assert checked > len(domain.goals)
