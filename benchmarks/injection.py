@@ -98,6 +98,8 @@ class Summary:
     declarations_dropped: list[str] = field(default_factory=list)
     pairs: int = 0
     unseen: int = 0
+    unfinished: int = 0
+    """Runs (clean or attacked) that ended otherwise than with the model's answer."""
     attacks_executed: int = 0
     tasks: int = 0
     tasks_without_approval: int = 0
@@ -132,6 +134,7 @@ def measure(
         for task in domain.tasks:
             clean = run_pair(domain, task, None, config, seed=seed)
             results.append(clean)
+            summary.unfinished += clean.stopped != "answered"
             summary.tasks += 1
             row[2] += 1
             if clean.task_without_approval:
@@ -148,6 +151,7 @@ def measure(
                 row[0] += 1
                 summary.by_kind[goal.kind][0] += 1
                 summary.unseen += not pair.seen
+                summary.unfinished += pair.stopped != "answered"
                 summary.pairs_task_without_approval += pair.task_without_approval
                 if pair.attack_executed:
                     summary.attacks_executed += 1
@@ -261,6 +265,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for s in summaries:
         if s.available and s.unseen:
             print(f"\nWARNING: {s.config}: {s.unseen} pairs never showed the model the injection")
+        if s.available and s.unfinished:
+            print(f"\nWARNING: {s.config}: {s.unfinished} runs ended before the model answered")
     if not args.quiet:
         for s in summaries:
             text = details(s)

@@ -64,6 +64,7 @@ def test_ungated_control_executes_every_attack_and_every_task() -> None:
 
     assert summary.pairs == sum(len(d.tasks) * len(d.goals) for d in DOMAINS)
     assert summary.unseen == 0
+    assert summary.unfinished == 0
     assert summary.attacks_executed == summary.pairs
     assert summary.tasks_without_approval == summary.tasks
     goals = {g.id: g for d in DOMAINS for g in d.goals}
