@@ -1,0 +1,229 @@
+"""OpenAPI 3.0/3.1 operations as callgate tools, each call one bounded HTTP request.
+
+```python
+from callgate import Registry
+from callgate.openapi import import_openapi
+
+api = import_openapi("shop.yaml", api="shop", credentials={"bearerAuth": "shop_token"})
+registry = Registry(api.tools)
+```
+
+One tool per operation (named by ``operationId``, else method and path),
+its arguments the operation's path, query, header and cookie parameters and
+its JSON body's properties merged into one schema (a collision is resolved
+by prefixing the later one with where it goes, ``body_id``, and reported).
+Effects come from the method (``GET``/``HEAD``/``OPTIONS`` →
+``read:<api>:<path>``, others → ``write:<api>:<path>``, overridable per
+operation) plus ``network:<host>`` always. Credentials come from the run's
+trusted context (``Authority(context={"shop_token": ...})``), never from
+arguments: parameters that carry them are not in the schema. The handler
+(`callgate.openapi.http`) bounds time and response size and maps answers to
+outcomes (4xx → ``error``; a timeout or 5xx after a write → ``unknown``).
+Operations that cannot be imported faithfully are listed with the reason
+(`OpenAPIImport.skipped`), never loosened. See docs/openapi.md.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from pydantic import BaseModel
+
+from callgate.definitions.formats import FormatCheck
+from callgate.errors import ArgumentError, DefinitionError
+from callgate.openapi.document import (
+    Argument,
+    Operation,
+    OperationConfig,
+    load_document,
+    operations,
+)
+from callgate.openapi.http import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_TIMEOUT,
+    Credential,
+    handler,
+)
+from callgate.tools import Registry, ToolSpec, schema_spec
+
+__all__ = [
+    "Argument",
+    "Credential",
+    "OpenAPIImport",
+    "Operation",
+    "OperationConfig",
+    "import_openapi",
+    "load_document",
+]
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpenAPIImport:
+    """What an OpenAPI document became: its operations, the tools built, what was left out."""
+
+    api: str
+    base_url: str
+    host: str
+    operations: tuple[Operation, ...]
+    tools: tuple[ToolSpec, ...]
+    skipped: Mapping[str, str] = field(default_factory=dict)
+    """``{"METHOD /path": why}`` for every operation not imported."""
+
+    def register(self, registry: Registry) -> Registry:
+        """Add every imported tool to ``registry`` (and return it)."""
+        for spec in self.tools:
+            registry.add(spec)
+        return registry
+
+    def grants(self) -> list[str]:
+        """The effects a run needs to be granted to call every imported tool."""
+        found: dict[str, None] = {}
+        for spec in self.tools:
+            for effect in spec.effects:
+                found.setdefault(effect.text.replace("{{", "{").replace("}}", "}"))
+        return list(found)
+
+
+def import_openapi(
+    source: str | Path | Mapping[str, Any],
+    *,
+    api: str,
+    base_url: str | None = None,
+    credentials: Mapping[str, str] | None = None,
+    operations_config: Mapping[str, OperationConfig] | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+    formats: Mapping[str, FormatCheck | None] | None = None,
+    transport: httpx.BaseTransport | None = None,
+) -> OpenAPIImport:
+    """Read an OpenAPI document (a path, an ``http(s)`` URL, or a dict) into tools.
+
+    ``api`` names the API in effects (``read:shop:/orders``). ``base_url``
+    defaults to the document's first server (it must then be absolute).
+    ``credentials`` maps each security scheme name to the trusted-context key
+    holding its secret (``{"bearerAuth": "shop_token"}``). ``operations_config``
+    configures operations by ``operationId`` or ``"METHOD /path"`` (effects,
+    risk, timeout, or ``include=False``). ``transport`` replaces httpx's
+    network transport (tests, proxies). Raises `DefinitionError` for a
+    document that cannot be read or a security scheme without a configured key.
+    """
+    if not api or not all(c.isalnum() or c in "_-." for c in api):
+        raise DefinitionError(f"api name {api!r}: use letters, digits, '_', '-' or '.'")
+    if timeout <= 0 or max_response_bytes < 1:
+        raise DefinitionError("timeout and max_response_bytes must be positive")
+    document = load_document(source)
+    url = base_url or _first_server(document)
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise DefinitionError(
+            f"the API's base URL {url!r} is not an absolute http(s) URL; pass base_url="
+        )
+    host = parsed.netloc.rpartition("@")[2]
+    found = operations(document, api=api, host=host, config=operations_config)
+    schemes = ((document.get("components") or {}).get("securitySchemes")) or {}
+    keys = dict(credentials or {})
+    tools: list[ToolSpec] = []
+    skipped: dict[str, str] = {}
+    taken: set[str] = set()
+    for op in found:
+        if op.skipped is not None:
+            skipped[op.key] = op.skipped
+            continue
+        alternatives = [
+            [_credential(name, schemes, keys) for name in names] for names in op.security
+        ]
+        call = handler(
+            op,
+            base_url=url,
+            credentials=[a for a in alternatives if all(a)],  # type: ignore[misc]
+            timeout=op.timeout or timeout,
+            max_response_bytes=max_response_bytes,
+            transport=transport,
+        )
+        unconfigured = [a for a in alternatives if not all(a)]
+        if op.security and len(unconfigured) == len(alternatives) and () not in op.security:
+            names = sorted({n for names in op.security for n in names})
+            raise DefinitionError(
+                f"{op.key} needs the security scheme {names[0]!r}; pass "
+                f"credentials={{{names[0]!r}: '<trusted context key>'}} (the secret is read "
+                "from Authority(context=...) at call time, never from the model)"
+            )
+        try:
+            spec = schema_spec(
+                op.tool,
+                op.description,
+                op.schema,
+                call,
+                dialect=op.dialect,
+                formats=formats,
+                taken=taken,
+                effects=list(op.effects),
+                risk=op.risk,
+                timeout=None,  # the request's own timeout decides, and says what it means
+                checks=[_path_check(op.arguments)] if _has_path(op.arguments) else [],
+            )
+        except DefinitionError as exc:
+            skipped[op.key] = str(exc)
+            continue
+        taken.add(spec.name)
+        tools.append(spec)
+    return OpenAPIImport(
+        api=api,
+        base_url=url,
+        host=host,
+        operations=tuple(found),
+        tools=tuple(tools),
+        skipped=skipped,
+    )
+
+
+def _first_server(document: Mapping[str, Any]) -> str:
+    servers = document.get("servers")
+    if isinstance(servers, list) and servers and isinstance(servers[0], Mapping):
+        return str(servers[0].get("url", ""))
+    return ""
+
+
+def _credential(
+    name: str, schemes: Mapping[str, Any], keys: Mapping[str, str]
+) -> Credential | None:
+    scheme = schemes.get(name)
+    key = keys.get(name)
+    if not isinstance(scheme, Mapping) or key is None:
+        return None
+    kind = scheme.get("type")
+    if kind == "http" and str(scheme.get("scheme", "")).lower() in ("bearer", "basic"):
+        return Credential(scheme=name, kind=str(scheme["scheme"]).lower(), key=key)
+    if kind == "apiKey" and scheme.get("in") in ("header", "query", "cookie"):
+        return Credential(
+            scheme=name, kind="apiKey", key=key, where=str(scheme["in"]), name=str(scheme["name"])
+        )
+    if kind in ("oauth2", "openIdConnect"):
+        # The application obtains the access token; callgate sends it as a bearer token.
+        return Credential(scheme=name, kind="bearer", key=key)
+    raise DefinitionError(f"security scheme {name!r} of type {kind!r} is not one callgate sends")
+
+
+def _has_path(arguments: tuple[Argument, ...]) -> bool:
+    return any(a.location == "path" for a in arguments)
+
+
+def _path_check(arguments: tuple[Argument, ...]) -> Any:
+    names = [a.name for a in arguments if a.location == "path"]
+
+    def check(values: BaseModel) -> None:
+        dumped = values.model_dump(by_alias=True)
+        for name in names:
+            text = str(dumped.get(name, ""))
+            if text in ("", ".", ".."):
+                raise ArgumentError(
+                    name,
+                    f"a path segment cannot be {text!r}: give the identifier itself",
+                )
+
+    return check

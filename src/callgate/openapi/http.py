@@ -1,0 +1,266 @@
+"""The handler of an imported operation: one bounded HTTP request, its answer as an outcome.
+
+How an answer becomes an outcome (see docs/openapi.md):
+
+| answer | read (GET, HEAD, OPTIONS) | write (any other method) |
+|---|---|---|
+| 2xx | ``ok``: the body (JSON decoded, else text), cut at the size bound | the same |
+| 3xx | ``error``: redirects are not followed (they could leave ``network:<host>``) | the same |
+| 4xx | ``error``: the request was refused, nothing happened | the same |
+| 5xx | ``error`` (retryable) | ``unknown``: the server may have committed before failing |
+| no connection | ``error``: nothing was sent | the same |
+| timeout after sending | ``error`` (retryable) | ``unknown`` |
+
+Credentials never come from the model: each security scheme's value is read
+from the run's trusted context (`CallContext.context`) under the key the
+application configured, and put where the scheme says (a bearer or basic
+``Authorization`` header, an API-key header, query parameter or cookie).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import urllib.parse
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from callgate.errors import OutcomeUnknown, ToolFailure
+from callgate.openapi.document import Operation
+from callgate.tools import CallContext
+
+__all__ = ["DEFAULT_MAX_RESPONSE_BYTES", "DEFAULT_TIMEOUT", "Credential", "handler"]
+
+DEFAULT_TIMEOUT = 10.0
+DEFAULT_MAX_RESPONSE_BYTES = 1_000_000
+_SHOWN = 500
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Credential:
+    """How one security scheme is filled: which trusted-context key holds its value."""
+
+    scheme: str
+    kind: str
+    """``bearer``, ``basic`` (value ``user:password``), or ``apiKey``."""
+    key: str
+    """The key in ``CallContext.context`` whose value is the secret."""
+    where: str = "header"
+    """For ``apiKey``: ``header``, ``query`` or ``cookie``."""
+    name: str = "Authorization"
+    """For ``apiKey``: the header, query parameter or cookie name."""
+
+
+def handler(
+    operation: Operation,
+    *,
+    base_url: str,
+    credentials: Sequence[Sequence[Credential]],
+    timeout: float,
+    max_response_bytes: int,
+    transport: httpx.BaseTransport | None = None,
+) -> Callable[..., Any]:
+    """``call(ctx, **arguments)``: send the operation's request, map the answer to an outcome."""
+    method = operation.method.upper()
+    is_read = operation.method in ("get", "head", "options")
+    by_name = {a.name: a for a in operation.arguments}
+    base = base_url.rstrip("/")
+
+    def call(ctx: CallContext, **arguments: Any) -> Any:
+        secrets = _credentials(credentials, ctx, operation)
+        path = operation.path
+        query: list[tuple[str, str | int | float | bool | None]] = []
+        headers: dict[str, str] = {"accept": "application/json"}
+        cookies: dict[str, str] = {}
+        body: dict[str, Any] = {}
+        whole: Any = None
+        for name, value in arguments.items():
+            arg = by_name[name]
+            if arg.location == "path":
+                path = path.replace("{" + arg.source + "}", _segment(value))
+            elif arg.location == "query":
+                values = value if isinstance(value, list) else [value]
+                query.extend((arg.source, _text(v)) for v in values)
+            elif arg.location == "header":
+                headers[arg.source] = _text(value)
+            elif arg.location == "cookie":
+                cookies[arg.source] = _text(value)
+            elif operation.body == "whole":
+                whole = value
+            else:
+                body[arg.source] = value
+        for credential, secret in secrets:
+            if credential.kind == "bearer":
+                headers["authorization"] = f"Bearer {secret}"
+            elif credential.kind == "basic":
+                token = base64.b64encode(secret.encode()).decode()
+                headers["authorization"] = f"Basic {token}"
+            elif credential.where == "query":
+                query.append((credential.name, secret))
+            elif credential.where == "cookie":
+                cookies[credential.name] = secret
+            else:
+                headers[credential.name] = secret
+        content: bytes | None = None
+        if operation.body == "properties" and (body or operation.body_required):
+            content = json.dumps(body).encode()
+        elif operation.body == "whole" and (whole is not None or operation.body_required):
+            content = json.dumps(whole).encode()
+        if content is not None:
+            headers["content-type"] = "application/json"
+        if cookies:
+            headers["cookie"] = "; ".join(
+                f"{k}={urllib.parse.quote(v)}" for k, v in cookies.items()
+            )
+        url = base + path
+        return _send(
+            method,
+            url,
+            params=query,
+            headers=headers,
+            content=content,
+            is_read=is_read,
+            timeout=timeout,
+            max_bytes=max_response_bytes,
+            transport=transport,
+            what=operation.key,
+        )
+
+    return call
+
+
+def _credentials(
+    alternatives: Sequence[Sequence[Credential]], ctx: CallContext, operation: Operation
+) -> list[tuple[Credential, str]]:
+    """The first alternative whose every secret the trusted context holds."""
+    if not alternatives:
+        return []
+    missing: list[str] = []
+    for alternative in alternatives:
+        found = [(c, ctx.context.get(c.key)) for c in alternative]
+        absent = [c.key for c, value in found if not isinstance(value, str) or not value]
+        if not absent:
+            return [(c, str(v)) for c, v in found]
+        missing.extend(absent)
+    raise ToolFailure(
+        f"{operation.key} needs credentials the application has not configured "
+        f"(trusted context key {sorted(set(missing))[0]!r}); nothing was sent. This is not "
+        "something to fix in the call: tell the user the tool is not set up.",
+        retryable=False,
+    )
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict | list):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
+
+
+def _segment(value: Any) -> str:
+    # Every character but unreserved ones is escaped, "/" included: a value cannot
+    # leave its segment (dot segments are refused by the argument check).
+    return urllib.parse.quote(_text(value), safe="")
+
+
+def _send(
+    method: str,
+    url: str,
+    *,
+    params: list[tuple[str, str | int | float | bool | None]],
+    headers: Mapping[str, str],
+    content: bytes | None,
+    is_read: bool,
+    timeout: float,
+    max_bytes: int,
+    transport: httpx.BaseTransport | None,
+    what: str,
+) -> Any:
+    try:
+        with (
+            httpx.Client(
+                timeout=timeout, follow_redirects=False, transport=transport, trust_env=False
+            ) as client,
+            client.stream(method, url, params=params, headers=headers, content=content) as answer,
+        ):
+            data, cut = _read_bounded(answer, max_bytes)
+            status = answer.status_code
+            media = answer.headers.get("content-type", "")
+    except (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol) as exc:
+        raise ToolFailure(
+            f"{what}: could not connect to the service ({type(exc).__name__}); nothing was sent. "
+            "It may be down: try again later.",
+        ) from exc
+    except httpx.TimeoutException as exc:
+        if is_read:
+            raise ToolFailure(
+                f"{what}: the service did not answer in {timeout:g} s; this read changed nothing "
+                "and may be tried again."
+            ) from exc
+        raise OutcomeUnknown(
+            f"{what}: the request was sent but no answer came in {timeout:g} s; the change may "
+            "or may not have been made. Do not send it again: check its state first."
+        ) from exc
+    except httpx.HTTPError as exc:
+        if is_read:
+            raise ToolFailure(f"{what}: the exchange failed ({type(exc).__name__})") from exc
+        raise OutcomeUnknown(
+            f"{what}: the exchange broke off after the request was sent ({type(exc).__name__}); "
+            "the change may or may not have been made. Check its state before trying again."
+        ) from exc
+    body = _decode(data, media)
+    if 200 <= status < 300:
+        if cut:
+            shown = data[:max_bytes].decode("utf-8", "replace")
+            return {"truncated": f"the answer was over {max_bytes:,} bytes; cut", "text": shown}
+        return body
+    excerpt = _excerpt(body)
+    if 300 <= status < 400:
+        raise ToolFailure(
+            f"{what}: the service answered HTTP {status} (a redirect), which callgate does not "
+            "follow; nothing was done.",
+            retryable=False,
+        )
+    if 400 <= status < 500:
+        raise ToolFailure(
+            f"{what}: the service refused the request with HTTP {status}: {excerpt}",
+            retryable=status in (408, 409, 425, 429),
+        )
+    if is_read:
+        raise ToolFailure(f"{what}: the service failed with HTTP {status}: {excerpt}")
+    raise OutcomeUnknown(
+        f"{what}: the service failed with HTTP {status} after receiving the request; the change "
+        f"may or may not have been made. Check its state before trying again. ({excerpt})"
+    )
+
+
+def _read_bounded(answer: httpx.Response, max_bytes: int) -> tuple[bytes, bool]:
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in answer.iter_bytes():
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > max_bytes:
+            return b"".join(chunks)[: max_bytes + 1], True
+    return b"".join(chunks), False
+
+
+def _decode(data: bytes, media: str) -> Any:
+    text = data.decode("utf-8", "replace")
+    kind = media.split(";")[0].strip().lower()
+    if kind == "application/json" or kind.endswith("+json"):
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+    return text
+
+
+def _excerpt(body: Any) -> str:
+    text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False)
+    text = text.strip() or "(no body)"
+    return text if len(text) <= _SHOWN else text[:_SHOWN] + "…"
