@@ -176,3 +176,12 @@ def test_unreadable_plans_are_empty(arguments: str) -> None:
 
     extraction = Extraction(items=(ToolCall(id="p", name=PLAN, arguments=arguments),))
     assert read_plan(extraction, ["read_mail"]).intent.tools == ()
+
+
+def test_an_escalation_outside_the_plan_is_a_boundary_event() -> None:
+    """The loop records the paused out-of-plan call as ``security.boundary``."""
+    office = poisoned_office()
+    result, _, gate = run_agent(office, attack_script(plan("read_mail")), plan_first=True)
+    (event,) = replay(gate.ledger, result.run_id).of_kind("security.boundary")
+    assert event.data["tool"] == "delete_file"
+    assert str(event.data["rule"]).startswith("intent")
