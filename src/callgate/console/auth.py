@@ -78,7 +78,7 @@ class Principal:
 
 
 def _digest(token: str) -> bytes:
-    return hashlib.sha256(token.encode("utf-8")).digest()
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
 
 
 class Credentials:
@@ -192,7 +192,7 @@ class Sessions:
     def read(self, value: str, now: float | None = None) -> tuple[str, str, str] | None:
         """``(name, fingerprint, nonce)`` of a valid, unexpired cookie; None otherwise."""
         payload, sep, signature = value.partition(".")
-        if not sep or len(value) > 1024:
+        if not sep or len(value) > 1024 or not value.isascii():
             return None
         if not hmac.compare_digest(self._sign(payload.encode()), signature):
             return None
@@ -227,7 +227,7 @@ class TokenAuth:
         if scheme.lower() == "basic" and value:
             try:
                 decoded = base64.b64decode(value, validate=True).decode("utf-8")
-            except (binascii.Error, UnicodeDecodeError):
+            except ValueError:  # not base64 (binascii.Error), not ASCII, not UTF-8
                 return None
             user, sep, token = decoded.partition(":")
             if sep:

@@ -33,7 +33,7 @@ def csrf_token(key: bytes, binding: str) -> str:
 
 def valid_token(key: bytes, binding: str, offered: object) -> bool:
     """Whether ``offered`` is the token for ``binding`` (compared in constant time)."""
-    if not isinstance(offered, str) or len(offered) != 64:
+    if not isinstance(offered, str) or len(offered) != 64 or not offered.isascii():
         return False
     return hmac.compare_digest(csrf_token(key, binding), offered)
 

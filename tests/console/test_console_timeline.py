@@ -1,0 +1,104 @@
+"""The run timeline and concurrent decisions, on a real SQLite ledger."""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import console_support as cs
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from starlette.testclient import TestClient
+
+from callgate import Authority, Gate, OutcomeUnknown, Registry, ToolCall
+from callgate.console import Credentials, TokenAuth, create_app
+from callgate.console.auth import Sessions
+from callgate.console.csrf import valid_token
+from callgate.ledger import SQLiteLedger
+from conftest import KEY, sign_in
+
+
+def test_an_unknown_outcome_and_its_reconciliation_appear_in_order(
+    ledger: SQLiteLedger, credentials: Credentials
+) -> None:
+    """A payment that timed out is ``outcome unknown``; a person's resolution follows it as a
+    reconciled outcome, with who resolved it and their note."""
+    registry = Registry()
+
+    @registry.tool(effects="spend:USD={amount}")
+    def pay(amount: float) -> str:
+        """Pay."""
+        raise OutcomeUnknown("the provider timed out after the request was sent")
+
+    gate = Gate(registry, ledger=ledger)
+    run = gate.run(authority=Authority(principal="bot", grants=["spend:USD<=100"]))
+    [obs] = run.submit([ToolCall(id="p1", name="pay", arguments={"amount": 10})])
+    assert obs.status.value == "unknown"
+    ledger.resolve(run.id, "p1", status="ok", by="ops-lead", note="provider shows charge ch_42")
+    client = TestClient(
+        create_app(ledger, auth=TokenAuth(credentials), key=KEY), follow_redirects=False
+    )
+    sign_in(client)
+    page = client.get("/run", params={"id": run.id}).text
+    titles = re.findall(r'<div class="title">([^<]*)</div>', page)
+    assert titles == ["admitted", "attempt 1 started", "outcome unknown", "outcome ok (reconciled)"]
+    assert 'class="event reconciliation"' in page
+    assert "ops-lead" in page
+    assert "provider shows charge ch_42" in page
+    call = client.get("/call", params={"run": run.id, "id": "p1"}).text
+    assert "ok (reconciled)" in call
+
+
+def test_two_reviewers_at_once_decide_one_approval_once(
+    client: TestClient, ledger: SQLiteLedger, scenario: cs.Scenario
+) -> None:
+    """Two people press approve and deny on the same request at the same moment: one decision is
+    recorded, the other is refused (409)."""
+    maria = TestClient(client.app, follow_redirects=False)
+    omar = TestClient(client.app, follow_redirects=False)
+    forms = [
+        (maria, {"csrf": sign_in(maria), "decision": "approve"}),
+        (omar, {"csrf": sign_in(omar, "omar", "tok-omar-9876543210abcdef"), "decision": "deny"}),
+    ]
+    start = threading.Barrier(2)
+    codes: list[int] = []
+
+    def press(who: TestClient, form: dict[str, str]) -> None:
+        start.wait()
+        data = {**form, "id": scenario.refund_approval, "reason": "at once"}
+        codes.append(who.post("/approval/decide", data=data).status_code)
+
+    threads = [threading.Thread(target=press, args=pair) for pair in forms]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert sorted(codes) == [303, 409]
+    decided = [r for r in ledger.audit() if r.kind in ("approval.approved", "approval.denied")]
+    assert len(decided) == 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=300))
+def test_any_cookie_header_or_token_text_is_refused_without_raising(value: str) -> None:
+    """Cookies, Authorization headers, CSRF fields and sign-in tokens are hostile input: any
+    text that was not issued is refused (None, False), never an exception (a 500)."""
+    assert Sessions(b"s" * 32).read(value) is None
+    auth = TokenAuth(Credentials({"maria": cs.TOKEN}))
+    for header in (value, "Bearer " + value, "Basic " + value):
+        assert auth.from_headers(header) is None
+    assert auth.credentials.check(value, value) is None
+    assert not valid_token(KEY, "session:x", value)
+    assert not valid_token(KEY, "session:x", value.ljust(64, "\u00e9")[:64])
+
+
+def test_the_gate_of_the_shop_records_model_turns_first(
+    client: TestClient, scenario: cs.Scenario
+) -> None:
+    """The model's turns sit where they were recorded: the run starts with the user's message and
+    the model's first turn, before any call."""
+    sign_in(client)
+    page = client.get("/run", params={"id": scenario.run.id}).text
+    titles = re.findall(r'<div class="title">([^<]*)</div>', page)
+    assert titles[:3] == ["run started", "model turn 1", "admitted"]
+    assert titles.index("model turn 2") < titles.index("rejected at stage schema")
