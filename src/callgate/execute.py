@@ -13,6 +13,7 @@ them, so sync and async tools share every rule.
 from __future__ import annotations
 
 import concurrent.futures
+import contextvars
 import dataclasses
 import functools
 import inspect
@@ -562,7 +563,9 @@ def _call_sync(step: _Invoke) -> Any:
     bound = functools.partial(step.fn, *step.args, **step.kwargs)
     if step.is_async:
         return _run_coroutine_sync(bound, step.timeout)
-    future = _thread_pool().submit(bound)
+    # The handler sees the caller's context variables (its trace span among them), as
+    # anyio's worker threads give it on the async path.
+    future = _thread_pool().submit(contextvars.copy_context().run, bound)
     try:
         value = future.result(timeout=step.timeout)
     except concurrent.futures.TimeoutError:

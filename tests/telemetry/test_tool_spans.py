@@ -24,7 +24,7 @@ from callgate import (
     allow,
     ask,
 )
-from callgate.calls import Observation
+from callgate.calls import Observation, Stage, Status
 from callgate.errors import DefinitionError
 from callgate.telemetry import Telemetry
 
@@ -315,3 +315,46 @@ def test_the_default_is_no_spans_and_a_bad_telemetry_is_refused(spans: Spans) ->
         Telemetry(object())
     with pytest.raises(DefinitionError, match="max_content_chars"):
         Telemetry(spans.provider, max_content_chars=10)
+
+
+def test_a_handler_run_in_a_worker_thread_still_nests_its_spans(spans: Spans) -> None:
+    """A sync handler with a timeout runs in a worker thread of the sync driver; the spans
+    it makes there are still children of its call's span."""
+    registry = Registry()
+    tracer = spans.provider.get_tracer("the application")
+
+    @registry.tool(effects="read:orders", risk="read", timeout=5)
+    def slow_read(order_id: str) -> str:
+        """A read with a timeout (so it runs in a worker thread)."""
+        with tracer.start_as_current_span("orders.select"):
+            return order_id
+
+    gate = Gate(registry, ledger=MemoryLedger(), telemetry=Telemetry(spans.provider))
+    [obs] = gate.run(authority=AUTHORITY).submit(
+        [ToolCall(id="t", name="slow_read", arguments='{"order_id": "o-1"}')]
+    )
+    assert obs.status.value == "ok"
+    query = spans.one("orders.select")
+    assert query.parent is not None
+    assert query.parent.span_id == spans.one("execute_tool slow_read").context.span_id
+
+
+def test_calls_rejected_before_the_gate_get_spans_too(spans: Spans) -> None:
+    """A rejection a provider adapter made (a cut-off call) and recorded with
+    run.record_rejected gets its span: status rejected, its stage."""
+    ran: list[str] = []
+    run = gate_for(spans, ran).run(authority=AUTHORITY)
+    cut = Observation(
+        call_id="cut-1",
+        tool="get_order",
+        status=Status.REJECTED,
+        stage=Stage.PARSE,
+        content="Rejected at the parse stage: the arguments were cut off",
+        retryable=True,
+    )
+    run.record_rejected([cut])
+    span = spans.one("execute_tool get_order")
+    assert attrs(span)["gen_ai.tool.call.id"] == "cut-1"
+    assert attrs(span)["callgate.status"] == "rejected"
+    assert attrs(span)["callgate.stage"] == "parse"
+    assert span.status.status_code is StatusCode.ERROR
