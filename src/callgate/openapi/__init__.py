@@ -100,6 +100,7 @@ def import_openapi(
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     formats: Mapping[str, FormatCheck | None] | None = None,
     transport: httpx.BaseTransport | None = None,
+    require_credentials: bool = True,
 ) -> OpenAPIImport:
     """Read an OpenAPI document (a path, an ``http(s)`` URL, or a dict) into tools.
 
@@ -110,7 +111,8 @@ def import_openapi(
     configures operations by ``operationId`` or ``"METHOD /path"`` (effects,
     risk, timeout, or ``include=False``). ``transport`` replaces httpx's
     network transport (tests, proxies). Raises `DefinitionError` for a
-    document that cannot be read or a security scheme without a configured key.
+    document that cannot be read or (unless ``require_credentials`` is false,
+    as when only inspecting) a security scheme without a configured key.
     """
     if not api or not all(c.isalnum() or c in "_-." for c in api):
         raise DefinitionError(f"api name {api!r}: use letters, digits, '_', '-' or '.'")
@@ -146,7 +148,12 @@ def import_openapi(
             transport=transport,
         )
         unconfigured = [a for a in alternatives if not all(a)]
-        if op.security and len(unconfigured) == len(alternatives) and () not in op.security:
+        if (
+            require_credentials
+            and op.security
+            and len(unconfigured) == len(alternatives)
+            and () not in op.security
+        ):
             names = sorted({n for names in op.security for n in names})
             raise DefinitionError(
                 f"{op.key} needs the security scheme {names[0]!r}; pass "
