@@ -6,6 +6,7 @@ pipeline: parse → validate → authorize → approve → schedule → execute 
 
 from callgate.agent import Agent, AgentResult, Budgets, StopReason
 from callgate.approvals import ApprovalRequest, Approvals, ApprovalStatus, MemoryApprovals
+from callgate.authorize.intent import Intent
 from callgate.authorize.policy import Action, Authority, Decision, Policy, Rule, allow, ask, deny
 from callgate.calls import Observation, Provenance, RawCall, Stage, Status, ToolCall
 from callgate.effects import Effect, Grant
@@ -28,6 +29,7 @@ from callgate.ledger import (
     PostgresLedger,
     SQLiteLedger,
 )
+from callgate.telemetry import Telemetry
 from callgate.tools import CallContext, Registry, Risk, ToolSpec, tool
 
 __version__ = "0.1.0"
@@ -54,6 +56,7 @@ __all__ = [
     "EvidenceItem",
     "Gate",
     "Grant",
+    "Intent",
     "Ledger",
     "LedgerError",
     "MemoryApprovals",
@@ -72,6 +75,7 @@ __all__ = [
     "Stage",
     "Status",
     "StopReason",
+    "Telemetry",
     "ToolCall",
     "ToolFailure",
     "ToolSpec",

@@ -50,6 +50,14 @@ def _add_sub_apps() -> None:
 
     app.add_typer(run.app, name="run")
     app.command("demo", help=demo.HELP)(demo.demo)
+    from callgate.cli import console
+
+    app.command("console", help=console.HELP)(console.serve)
+    from callgate.cli import eval as eval_cli
+    from callgate.cli import lab
+
+    app.add_typer(eval_cli.app, name="eval")
+    app.add_typer(lab.app, name="lab")
 
 
 _add_sub_apps()
