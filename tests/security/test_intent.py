@@ -391,3 +391,23 @@ def test_a_malformed_intent_is_refused_where_it_is_written(kwargs: dict[str, Any
     """Intent(...) checks its tools, effects and argument constraints at once."""
     with pytest.raises(DefinitionError):
         Intent(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("allowed", "amount", "inside"),
+    [(["85"], 85.0, True), ([85], 85, True), (["85.00"], 85, True), ([85], 250.0, False)],
+)
+def test_numbers_in_an_intent_compare_by_value(
+    allowed: list[Any], amount: float, inside: bool
+) -> None:
+    """``85``, ``85.0`` and ``"85.00"`` are one amount; 250 is not."""
+    office = poisoned_office()
+    iban = "DE89 3704 0044 0532 0130 00"
+    intent = Intent(
+        tools=("read_mail", "transfer_money"),
+        arguments={"transfer_money": {"amount": allowed}},
+    )
+    run = start(office_gate(office), f"Pay 85 EUR to {iban}.", intent)
+    read_poison(run)
+    obs = call(run, "transfer_money", iban=iban, amount=amount, currency="EUR")
+    assert (obs.status is Status.OK) is inside, obs.content

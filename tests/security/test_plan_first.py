@@ -185,3 +185,63 @@ def test_an_escalation_outside_the_plan_is_a_boundary_event() -> None:
     (event,) = replay(gate.ledger, result.run_id).of_kind("security.boundary")
     assert event.data["tool"] == "delete_file"
     assert str(event.data["rule"]).startswith("intent")
+
+
+def test_a_plan_can_bind_the_values_the_request_states() -> None:
+    """``plan(tools, arguments)``: mail only to Bob; the injected mail to Carol waits."""
+    office = poisoned_office()
+    script = [
+        calls(
+            (
+                PLAN,
+                {
+                    "tools": ["read_mail", "send_email"],
+                    "arguments": {"send_email": {"to": ["bob@acme.example"]}},
+                },
+            )
+        ),
+        calls(("list_contacts", {})),
+        calls(("read_mail", {"mail_id": "m-2"})),
+        calls(
+            ("send_email", {"to": "carol@acme.example", "subject": "Budget", "body": "x"}),
+            ("send_email", {"to": "bob@acme.example", "subject": "Q3", "body": "Summary"}),
+        ),
+        answer("Done."),
+    ]
+    result, _, gate = run_agent(office, script, plan_first=True)
+    assert result.paused
+    assert [m["to"] for m in office.did("send_email")] == ["bob@acme.example"]
+    (entry,) = replay(gate.ledger, result.run_id).of_kind("agent.plan")
+    assert entry.data["arguments"] == {"send_email": {"to": ["bob@acme.example"]}}
+
+
+def test_planned_values_for_unknown_parameters_or_unlisted_tools_are_dropped() -> None:
+    """Only parameters the listed tools have are bound; anything else binds nothing."""
+    from callgate.calls import ToolCall
+
+    arguments = {
+        "tools": ["send_email"],
+        "arguments": {
+            "send_email": {"to": ["bob@acme.example"], "bcc": ["eve@evil.example"]},
+            "delete_file": {"file_id": ["77"]},
+        },
+    }
+    extraction = Extraction(items=(ToolCall(id="p", name=PLAN, arguments=arguments),))
+    registry = office_registry(Office())
+    intent = read_plan(extraction, ["send_email", "delete_file"], registry).intent
+    assert intent.tools == ("send_email",)
+    assert dict(intent.arguments) == {"send_email": {"to": ["bob@acme.example"]}}
+
+
+def test_agent_run_takes_the_applications_trusted_values() -> None:
+    """``agent.run(trusted_values=...)`` vouches for the application's own records."""
+    office = poisoned_office()
+    mail = {"to": "zoe@partner.example", "subject": "Hi", "body": "Hello"}
+    authority = Authority(principal=ME, grants=FULL_GRANTS)
+    for values, reason in (((), "awaiting_approval"), (["zoe@partner.example"], "answered")):
+        script = [calls(("send_email", mail)), answer("Sent.")]
+        result = Agent(ScriptedModel(script), gate_of(office)).run(
+            "Greet my new partner.", authority=authority, trusted_values=values
+        )
+        assert result.reason.value == reason
+    assert office.did("send_email") == [mail]

@@ -28,7 +28,7 @@ import functools
 import json
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -151,6 +151,7 @@ class Agent:
         run_id: str | None = None,
         intent: Intent | None = None,
         plan_first: bool | None = None,
+        trusted_values: Iterable[Any] = (),
     ) -> AgentResult:
         """Run the loop to an answer, a pause or a budget; see `arun`."""
         call = functools.partial(
@@ -161,6 +162,7 @@ class Agent:
             run_id=run_id,
             intent=intent,
             plan_first=plan_first,
+            trusted_values=trusted_values,
         )
         return anyio.run(call)
 
@@ -173,16 +175,18 @@ class Agent:
         run_id: str | None = None,
         intent: Intent | None = None,
         plan_first: bool | None = None,
+        trusted_values: Iterable[Any] = (),
     ) -> AgentResult:
         """Start a run for ``user_message`` under ``authority``.
 
         The user's message and the system prompt are the run's trusted text
-        (sink arguments may come from them). ``intent``: what the request needs
-        (`callgate.authorize.intent`); ``plan_first`` (default: the agent's)
-        adds the model's own plan to it. Never raises because of what the model
-        sent or a tool did; `AgentResult.reason` says how it ended.
+        (sink arguments may come from them), and so are ``trusted_values`` (the
+        application's own records, e.g. its address book). ``intent``: what the
+        request needs (`callgate.authorize.intent`); ``plan_first`` (default: the
+        agent's) adds the model's own plan to it. Never raises because of what the
+        model sent or a tool did; `AgentResult.reason` says how it ended.
         """
-        state = self._start(user_message, authority, system, run_id, intent)
+        state = self._start(user_message, authority, system, run_id, intent, trusted_values)
         state.planning = self.plan_first if plan_first is None else plan_first
         drive = functools.partial(self._drive, state, None)
         telemetry = self.gate.telemetry
@@ -219,12 +223,17 @@ class Agent:
         system: str | None,
         run_id: str | None,
         intent: Intent | None = None,
+        trusted_values: Iterable[Any] = (),
     ) -> RunState:
         system = system if system is not None else self.system
         trusted = [text for text in (system, user_message) if text]
-        run = self.gate.run(authority=authority, run_id=run_id, trusted=trusted)
-        if intent is not None:
-            run.narrow(intent)
+        run = self.gate.run(
+            authority=authority,
+            run_id=run_id,
+            trusted=trusted,
+            trusted_values=trusted_values,
+            intent=intent,
+        )
         tools, names = self._tool_definitions(authority)
         first = self.format.user(user_message)
         state = RunState(
@@ -304,13 +313,14 @@ class Agent:
         if response.usage is not None:
             state.usage = state.usage + response.usage
         extraction = self.format.extract(response.raw)
-        plan = read_plan(extraction, names)
+        plan = read_plan(extraction, names, self.gate.registry)
         state.run.narrow(plan.intent)
         state.record(
             "agent.plan",
             {
                 "step": state.steps,
                 "tools": list(plan.intent.tools),
+                "arguments": {t: dict(c) for t, c in plan.intent.arguments.items()},
                 "ignored": list(plan.ignored),
                 "read": plan.read,
                 "text": extraction.text,

@@ -22,6 +22,7 @@ one narrows): nothing the model writes widens them.
 
 from __future__ import annotations
 
+import decimal
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,11 +30,14 @@ from typing import Any
 from callgate.authorize.text import normalize
 from callgate.effects import Effect, Grant, Grants, star_match
 from callgate.errors import DefinitionError
+from callgate.regex import compile_re2
 from callgate.tools import ToolSpec
 
-__all__ = ["Intent", "IntentFinding", "check_intent"]
+__all__ = ["Intent", "IntentFinding", "canonical_value", "check_intent"]
 
 _SHOWN = 200
+# A plain decimal written as text ("85", "-12.50"): short, anchored, no nesting.
+_DECIMAL = compile_re2(r"[+-]?\d{1,30}(?:\.\d{1,9})?")
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -47,8 +51,8 @@ class Intent:
     neither change nor send anything; and every constrained
     argument (``arguments={"send_email": {"to": ["bob@acme.example"]}}``) holds
     one of its allowed values, compared as provenance compares values (case,
-    whitespace, link form). An argument that is absent passes; each item of a
-    list must be allowed.
+    whitespace, link form; numbers by value, `canonical_value`). An argument
+    that is absent passes; each item of a list must be allowed.
 
     ``source`` says who declared it (``"deployer"``, ``"plan"``): findings and
     approval texts name it.
@@ -85,7 +89,7 @@ class Intent:
                 )
             allowed[tool] = {
                 argument: frozenset(
-                    normalize(v) for v in ((values,) if isinstance(values, str) else values)
+                    canonical_value(v) for v in ((values,) if isinstance(values, str) else values)
                 )
                 for argument, values in constraints.items()
             }
@@ -126,9 +130,28 @@ class Intent:
             for item in items:
                 if hasattr(item, "value") and not isinstance(item, str):
                     item = item.value  # an Enum
-                if normalize(item) not in allowed:
+                if canonical_value(item) not in allowed:
                     return (argument, str(item))
         return None
+
+
+def canonical_value(value: Any) -> str:
+    """The form in which an argument value is compared with an intent's allowed values:
+    numbers by value (``85``, ``85.0`` and ``"85.00"`` are one), anything else as
+    provenance compares values (`normalize`: case, whitespace, link form)."""
+    if isinstance(value, bool):
+        return "#true" if value else "#false"
+    text = value if isinstance(value, str) else None
+    if isinstance(value, int | float | decimal.Decimal) or (
+        text is not None and len(text) <= 40 and _DECIMAL.fullmatch(text.strip())
+    ):
+        try:
+            number = decimal.Decimal(str(value).strip())
+        except decimal.InvalidOperation:
+            return normalize(value)
+        if number.is_finite():
+            return "#" + str(number.normalize() + 0)
+    return normalize(value)
 
 
 def _reads_only(spec: ToolSpec, effects: Sequence[Effect]) -> bool:
