@@ -243,6 +243,8 @@ class ObeyingModel:
         self.turn = 0
         self.seen = False
         self.proposed: list[Proposal] = []
+        self.origins: dict[str, Literal["task", "attack"]] = {}
+        """Whose instruction each proposed call follows, by call id (kept up to date)."""
         self.planned: tuple[str, ...] = ()
 
     def plan(self) -> list[str]:
@@ -273,6 +275,7 @@ class ObeyingModel:
             ]
         batch = attack + own if self.attack_first else own + attack
         self.proposed.extend(batch)
+        self.origins.update((p.call_id, p.origin) for p in batch)
         return batch
 
     @staticmethod
@@ -450,7 +453,7 @@ def run_pair(
     )
     authority = Authority(principal=domain.principal, grants=domain.grants)
     result = agent.run(task.prompt, authority=authority)
-    origins = {p.call_id: p.origin for p in model.proposed}
+    origins = model.origins  # grows as the model proposes after each resume
     first: dict[str, Observation] = {}
     for _ in range(MAX_PAUSES):
         for obs in result.observations:
