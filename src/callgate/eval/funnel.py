@@ -9,7 +9,8 @@ P(A∩B∩C∩D) = P(A)·P(B|A)·P(C|A,B)·P(D|A,B,C). The unit is one proposed 
   ``schema`` or ``semantic`` stage;
 * **C, execution** (given A, B): the call ran and ended ``ok`` — a rejection
   at ``policy``, ``approval``, ``schedule`` or ``execute``, an ``error``, an
-  ``unknown`` or a ``pending`` fails it;
+  ``unknown`` or a ``pending`` fails it, and so does a ``run_python`` program
+  that exited non-zero or timed out (counted under ``program``);
 * **D, the task** (given A, B, C): the verifier passed the run the call served.
 
 Each rate has a Wilson interval; the product has a bootstrap interval
@@ -30,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from callgate.eval.record import CallView, RunView
+from callgate.eval.record import CallView, RunView, parse_arguments
 from callgate.eval.stats import Estimate, bootstrap, wilson
 
 __all__ = ["ARGUMENT_STAGES", "Funnel", "FunnelRow", "call_stage", "funnel", "funnel_png"]
@@ -39,14 +40,28 @@ ARGUMENT_STAGES = frozenset({"parse", "schema", "semantic"})
 
 
 def call_stage(call: CallView, shown: Sequence[str]) -> str:
-    """The funnel stage a call failed at (``A``, ``B``, ``C``) or ``ok`` if it executed."""
+    """The funnel stage a call failed at (``A``, ``B``, ``C``) or ``ok`` if it executed.
+
+    A program (``run_python``) that ended with a non-zero exit code or timed out
+    did not execute successfully, though the tool call itself ended ``ok``.
+    """
     if call.tool not in shown:
         return "A"
     if call.status == "rejected" and call.stage in ARGUMENT_STAGES:
         return "B"
-    if call.status != "ok":
+    if call.status != "ok" or program_failed(call):
         return "C"
     return "ok"
+
+
+def program_failed(call: CallView) -> bool:
+    """Whether ``call`` ran a program that exited non-zero or timed out (the code surface)."""
+    if call.tool != "run_python" or not call.content.startswith("{"):
+        return False
+    result = parse_arguments(call.content)
+    if not isinstance(result, dict):
+        return False
+    return bool(result.get("timed_out")) or result.get("exit_code") not in (0, None)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -199,8 +214,10 @@ def funnel(runs: Sequence[RunView], *, reps: int = 1000, seed: int = 0) -> Funne
             for key in ((run.surface, call.label), (run.surface, "all"), ("all", "all")):
                 groups.setdefault(key, []).append(o)
                 counter = stages.setdefault(key, Counter())
-                if where != "ok":
-                    counter[(call.stage or call.status) if where != "A" else "unknown_tool"] += 1
+                if where == "A":
+                    counter["unknown_tool"] += 1
+                elif where != "ok":
+                    counter["program" if program_failed(call) else (call.stage or call.status)] += 1
     order = sorted(groups, key=lambda k: (k[0] == "all", k[0], k[1] == "all", k[1]))
     rows = tuple(_row(s, t, groups[(s, t)], stages[(s, t)], reps, seed) for s, t in order)
     return Funnel(rows=rows, runs=len(runs), unverified=unverified)

@@ -4,8 +4,9 @@
   operation name to an operation and checks its arguments loosely.
 * ``fine``: typed tools ``read_file``, ``search_files``, ``write_file``,
   ``run_tests``, each stating its failure modes.
-* ``code``: ``run_python`` from the sandbox, plugged in with
-  `register_surface` where `callgate.sandbox` is installed.
+* ``code``: ``run_python`` from `callgate.sandbox`; the model is shown that
+  one tool, and the program it writes calls the fine tools as
+  ``tools.read_file(...)``, each call submitted through the same run.
 
 Every surface runs the same operations (`Workspace`) under the same grants
 (`GRANTS`): only the surface varies. The workspace directory reaches the
@@ -19,7 +20,7 @@ from __future__ import annotations
 import re
 import shlex
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,11 +30,12 @@ from pydantic import BaseModel
 from callgate.authorize.policy import Authority
 from callgate.errors import ArgumentError, DefinitionError, ToolFailure
 from callgate.eval.tasks import pytest_command, pytest_env, safe_relative
-from callgate.tools import CallContext, Registry
+from callgate.tools import CallContext, Registry, ToolSpec
 
 __all__ = [
     "GRANTS",
     "SURFACES",
+    "ShownRegistry",
     "Surface",
     "Workspace",
     "authority_for",
@@ -41,7 +43,7 @@ __all__ = [
     "register_surface",
 ]
 
-GRANTS = ("read:workspace", "write:workspace", "exec:workspace")
+GRANTS = ("read:workspace", "write:workspace", "exec:workspace", "exec:sandbox")
 """What every lab run is granted, whatever its surface."""
 
 _TEXT_SUFFIXES = {".py", ".md", ".txt", ".ini", ".toml", ".cfg", ".json"}
@@ -312,6 +314,37 @@ def coarse_registry() -> Registry:
     return registry
 
 
+# -- code: one tool, a program that calls the fine tools ----------------------------------
+
+
+class ShownRegistry(Registry):
+    """A registry that shows a model only some of its tools; every tool stays callable by
+    name. The code surface shows ``run_python``, whose programs call the fine tools."""
+
+    def __init__(self, tools: Iterable[ToolSpec], shown: Iterable[str]) -> None:
+        super().__init__(tools)
+        self.shown = frozenset(shown)
+
+    def __iter__(self) -> Iterator[ToolSpec]:
+        return (spec for spec in super().__iter__() if spec.name in self.shown)
+
+    def closest(self, name: str, n: int = 3) -> list[str]:
+        """Suggestions among the shown tools only."""
+        return [c for c in super().closest(name, n) if c in self.shown]
+
+
+def code_registry(timeout: float = 60.0) -> Registry:
+    """The code surface: ``run_python`` (bubblewrap), whose code calls the fine tools."""
+    from callgate.sandbox import python_tool, unavailable_reason
+
+    reason = unavailable_reason()
+    if reason is not None:
+        raise DefinitionError(f"the code surface cannot run here: {reason}")
+    fine = list(fine_registry())
+    run_python = python_tool(tools=fine, timeout=timeout)
+    return ShownRegistry([*fine, run_python], shown=[run_python.name])
+
+
 # -- the set of surfaces -------------------------------------------------------------------
 
 
@@ -335,6 +368,11 @@ SURFACES: dict[str, SurfaceFactory] = {
         registry=fine_registry(),
         description="typed tools: read_file, search_files, write_file, run_tests",
     ),
+    "code": lambda: Surface(
+        name="code",
+        registry=code_registry(),
+        description="one tool: run_python(code), calling the fine tools from the program",
+    ),
 }
 
 
@@ -347,12 +385,6 @@ def register_surface(name: str, factory: SurfaceFactory) -> None:
 
 def get_surface(name: str) -> Surface:
     """The surface called ``name``; `DefinitionError` lists the known ones."""
-    if name == "code" and "code" not in SURFACES:
-        raise DefinitionError(
-            "the code surface needs callgate.sandbox (run_python), which is not installed "
-            "here; register it with callgate.eval.register_surface('code', factory) or "
-            f"leave it out of --surfaces (known: {', '.join(sorted(SURFACES))})"
-        )
     try:
         return SURFACES[name]()
     except KeyError:
