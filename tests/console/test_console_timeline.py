@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import threading
+from pathlib import Path
 
 import console_support as cs
 from hypothesis import given, settings
@@ -102,3 +103,54 @@ def test_the_gate_of_the_shop_records_model_turns_first(
     titles = re.findall(r'<div class="title">([^<]*)</div>', page)
     assert titles[:3] == ["run started", "model turn 1", "admitted"]
     assert titles.index("model turn 2") < titles.index("rejected at stage schema")
+
+
+def test_an_edit_shows_at_once_though_the_chains_verification_is_reused(
+    ledger: SQLiteLedger, scenario: cs.Scenario, credentials: Credentials, tmp_path: Path
+) -> None:
+    """The whole-chain badge is reused while the head is unchanged (it reads every record), but
+    each record shown is checked against its own hash on every page: an edit made after the last
+    verification is marked at once, and the badge turns red when verification runs again."""
+    import sqlite3
+
+    app = create_app(ledger, auth=TokenAuth(credentials), key=KEY, verify_every=3600)
+    client = TestClient(app, follow_redirects=False)
+    sign_in(client)
+    params = {"run": scenario.run.id, "id": "call_1"}
+    assert 'id="chain">chain verified' in client.get("/call", params=params).text
+    first = ledger.records(run_id=scenario.run.id, call_id="call_1")[0].seq
+    with sqlite3.connect(tmp_path / "calls.db") as db:
+        db.execute(
+            "UPDATE journal SET data = replace(data, 'get_order', 'get_0rder') WHERE seq = ?",
+            (first,),
+        )
+    page = client.get("/call", params=params).text
+    assert 'id="chain">chain verified' in page  # reused: the head did not move
+    assert "edited: its content does not match its hash" in page
+    fresh = TestClient(
+        create_app(ledger, auth=TokenAuth(credentials), key=KEY, verify_every=0),
+        follow_redirects=False,
+    )
+    sign_in(fresh)
+    assert "chain broken" in fresh.get("/call", params=params).text
+
+
+def test_the_badge_verifies_again_when_the_journal_grew(
+    ledger: SQLiteLedger, scenario: cs.Scenario, credentials: Credentials
+) -> None:
+    """A new record moves the head: the next page verifies the chain again and counts it."""
+    app = create_app(ledger, auth=TokenAuth(credentials), key=KEY, verify_every=3600)
+    client = TestClient(app, follow_redirects=False)
+    sign_in(client)
+    before = len(ledger.audit())
+    assert (
+        f"chain verified: {before} records"
+        in client.get("/run", params={"id": scenario.run.id}).text
+    )
+    scenario.run.submit([ToolCall(id="call_9", name="get_order", arguments={"order_id": "o-9"})])
+    after = len(ledger.audit())
+    assert after > before
+    assert (
+        f"chain verified: {after} records"
+        in client.get("/run", params={"id": scenario.run.id}).text
+    )

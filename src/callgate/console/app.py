@@ -24,6 +24,7 @@ and unexpired; a second decision is refused with who decided first.
 from __future__ import annotations
 
 import secrets
+import threading
 import time
 import urllib.parse
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
@@ -47,7 +48,7 @@ from callgate.console.auth import SESSION_COOKIE, NoAuth, Principal, Sessions, T
 from callgate.console.csrf import FIELD, cross_site, csrf_token, valid_token
 from callgate.console.text import pretty_json, shown, visible
 from callgate.errors import ApprovalError, LedgerError
-from callgate.ledger.base import Ledger, LedgerQueries
+from callgate.ledger.base import AuditCheck, Ledger, LedgerQueries
 
 __all__ = ["CSP", "MAX_FORM_BYTES", "create_app"]
 
@@ -58,6 +59,8 @@ CSP = (
 """No script of any kind, styles only from the console's own stylesheet, no framing."""
 MAX_FORM_BYTES = 8192
 MAX_REASON_CHARS = 1000
+VERIFY_EVERY = 30.0
+"""Seconds a verification of the whole chain is reused while the journal's head is unchanged."""
 RUNS_SHOWN = 2000
 """The runs list and funnel read the newest this many calls."""
 
@@ -157,6 +160,7 @@ def create_app(
     allowed_hosts: Sequence[str] | None = None,
     secure_cookies: bool = False,
     evaluation: Callable[[LedgerQueries], views.Evaluation | None] | None = None,
+    verify_every: float = VERIFY_EVERY,
 ) -> Starlette:
     """The console over ``ledger``: every decision is recorded as the signed-in principal.
 
@@ -172,11 +176,31 @@ def create_app(
         evaluation: reads the evaluation funnel from the ledger (None when it holds no
             evaluation run); the runs page draws it. ``callgate console`` passes one
             built on `callgate.eval` when that is installed.
+        verify_every: how long (seconds) a verification of the whole chain is shown before
+            it runs again, unless the journal grew; each record shown is also checked
+            against its own hash on every page.
     """
     key = key or secrets.token_bytes(32)
     sessions = Sessions(key)
     env = _environment()
     css = _stylesheet()
+
+    checks: list[tuple[tuple[int, str] | None, float, AuditCheck]] = []
+    checking = threading.Lock()
+
+    def chain() -> tuple[AuditCheck, float]:
+        """The chain's verification and when it ran: run again when the journal's head moved
+        or ``verify_every`` seconds passed (it reads the whole journal)."""
+        with checking:
+            head = ledger.audit_head()
+            if checks:
+                seen, at, check = checks[0]
+                if seen == head and time.time() - at < verify_every:
+                    return check, at
+            at = time.time()
+            check = ledger.verify()
+            checks[:] = [(head, at, check)]
+            return check, at
 
     def principal_of(request: Request) -> Principal | None:
         if isinstance(auth, NoAuth):
@@ -324,11 +348,12 @@ def create_app(
                 "No such run",
                 f"the ledger has no record of run {run_id[:80]!r}; open the runs list",
             )
-        check = ledger.verify()
+        check, checked_at = chain()
         return page(
             request,
             "run.html",
             principal,
+            checked_at=checked_at,
             run_id=run_id,
             events=views.timeline(records, check.first_bad_seq),
             calls=calls,
@@ -349,11 +374,12 @@ def create_app(
                 f"no call {call_id[:80]!r} in run {run_id[:80]!r}; open the run's timeline",
             )
         records = ledger.records(run_id=run_id, call_id=call_id)
-        check = ledger.verify()
+        check, checked_at = chain()
         return page(
             request,
             "call.html",
             principal,
+            checked_at=checked_at,
             call=call,
             attempts=ledger.attempts(run_id, call_id),
             events=views.timeline(records, check.first_bad_seq),

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from callgate.approvals import ApprovalRequest
-from callgate.ledger.base import AuditRecord, CallRecord, CallState
+from callgate.ledger.base import AuditRecord, CallRecord, CallState, audit_hash, audit_json
 
 __all__ = [
     "Evaluation",
@@ -97,6 +97,8 @@ class Event:
     """The whole record's data, as indented JSON."""
     suspect: bool = False
     """At or after the first record the chain check found broken."""
+    edited: bool = False
+    """Its content does not match its own hash (checked on every page, not cached)."""
 
 
 _SECURITY_PREFIXES = ("security.", "provenance.", "approval.forged", "idempotency.forged")
@@ -237,6 +239,13 @@ def _describe(r: AuditRecord) -> tuple[str, str, list[tuple[str, Any, bool]]]:
     return ("other", kind, [])
 
 
+def _own_hash_holds(r: AuditRecord) -> bool:
+    """Whether the record's content still matches its hash (an edit that did not also rewrite
+    the hash, and every later record's link, shows here at once)."""
+    data = r.data_json or audit_json(r.data)
+    return audit_hash(r.prev_hash, r.seq, r.at, r.kind, r.run_id, r.call_id, data) == r.hash
+
+
 def timeline(records: Sequence[AuditRecord], first_bad_seq: int | None = None) -> list[Event]:
     """A run's records in journal order, each described for a reader."""
     events = []
@@ -253,6 +262,7 @@ def timeline(records: Sequence[AuditRecord], first_bad_seq: int | None = None) -
                 fields=tuple((k, v, m) for k, v, m in fields if v not in (None, "", [], {})),
                 data=json.dumps(r.data, indent=2, ensure_ascii=False, sort_keys=True, default=str),
                 suspect=first_bad_seq is not None and r.seq >= first_bad_seq,
+                edited=not _own_hash_holds(r),
             )
         )
     return events
