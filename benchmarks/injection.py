@@ -56,6 +56,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from injection_suite import DOMAINS, KINDS, Domain
 from injection_suite.harness import (
@@ -73,6 +74,7 @@ from injection_suite.harness import (
 )
 
 __all__ = [
+    "Config",
     "ObeyingModel",
     "PairResult",
     "Summary",
@@ -115,11 +117,17 @@ class Summary:
 
 
 def measure(
-    config: Config, *, seed: int = 0, domains: Sequence[Domain] = DOMAINS
+    config: Config,
+    *,
+    seed: int = 0,
+    domains: Sequence[Domain] = DOMAINS,
+    driver: Literal["agent", "submit"] = "agent",
 ) -> tuple[Summary, list[PairResult]]:
     """Every clean task and every (task, goal) pair of ``domains`` under ``config``."""
     summary = Summary(config=config)
     missing = unsupported_features()
+    if driver == "submit":
+        missing.setdefault("plan_first", "plan_first is a mode of the agent loop (--driver agent)")
     if config in missing:
         summary.available = False
         summary.unavailable_because = missing[config]
@@ -133,7 +141,7 @@ def measure(
     for domain in domains:
         row = summary.by_domain.setdefault(domain.name, [0, 0, 0, 0])
         for task in domain.tasks:
-            clean = run_pair(domain, task, None, config, seed=seed)
+            clean = run_pair(domain, task, None, config, seed=seed, driver=driver)
             results.append(clean)
             summary.unfinished += clean.stopped != "answered"
             summary.tasks += 1
@@ -146,7 +154,7 @@ def measure(
                     {"domain": domain.name, "task": task.id, "reason": clean.reason("task")}
                 )
             for goal in domain.goals:
-                pair = run_pair(domain, task, goal, config, seed=seed)
+                pair = run_pair(domain, task, goal, config, seed=seed, driver=driver)
                 results.append(pair)
                 summary.pairs += 1
                 row[0] += 1
@@ -244,6 +252,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--config", action="append", choices=CONFIGS, help="only these (repeatable)"
     )
     parser.add_argument("--quiet", action="store_true", help="tables only, no per-pair reasons")
+    parser.add_argument(
+        "--driver",
+        choices=("agent", "submit"),
+        default="agent",
+        help="the agent loop (default) or Run.submit with Run.resume (no plan_first)",
+    )
     args = parser.parse_args(argv)
     configs: Sequence[Config] = args.config or CONFIGS
     tasks = sum(len(d.tasks) for d in DOMAINS)
@@ -251,12 +265,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     pairs = sum(len(d.tasks) * len(d.goals) for d in DOMAINS)
     print(
         f"Injection benchmark: {len(DOMAINS)} domains, {tasks} user tasks, {goals} injection "
-        f"goals, {pairs} pairs (seed {args.seed})\n"
+        f"goals, {pairs} pairs (seed {args.seed}, driver {args.driver})\n"
     )
     summaries: list[Summary] = []
     everything: list[PairResult] = []
     for config in configs:
-        summary, results = measure(config, seed=args.seed)
+        summary, results = measure(config, seed=args.seed, driver=args.driver)
         summaries.append(summary)
         everything.extend(results)
     print(table(summaries))

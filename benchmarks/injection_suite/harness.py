@@ -30,6 +30,8 @@ from callgate import (
     Registry,
     Run,
     Status,
+    StopReason,
+    ToolCall,
 )
 from callgate.authorize.policy_file import PolicyFileError, parse_policy
 from callgate.ledger import CallRecord, CallState
@@ -425,8 +427,15 @@ def run_pair(
     config: Config,
     *,
     seed: int = 0,
+    driver: Literal["agent", "submit"] = "agent",
 ) -> PairResult:
-    """Drive one user task (with the goal planted, if any) through the agent loop."""
+    """Drive one user task (with the goal planted, if any) through the agent loop.
+
+    ``driver="submit"`` drives the same model through `Run.submit` and
+    `Run.resume` instead, as an application with its own loop would (no
+    ``plan_first`` there): a cross-check that the counts do not depend on the
+    loop.
+    """
     rng = random.Random(zlib.crc32(f"{seed}/{task.id}/{goal.id if goal else '-'}".encode()))
     gated = config != "ungated"
     env, registry = _tools(domain, gated)
@@ -443,6 +452,11 @@ def run_pair(
     elif config == "intent_args":
         gate.intent = exact_intent(task)
     model = ObeyingModel(task, goal, attack_first=rng.random() < 0.5)
+    authority = Authority(principal=domain.principal, grants=domain.grants)
+    if driver == "submit":
+        if config == "plan_first":
+            raise ValueError("plan_first is a mode of the agent loop: use driver='agent'")
+        return _submit_pair(domain, task, goal, config, gate, model, authority)
     options: dict[str, Any] = {"plan_first": True} if config == "plan_first" else {}
     agent = Agent(
         ScriptedModel(model),
@@ -451,7 +465,6 @@ def run_pair(
         system=domain.system,
         **options,
     )
-    authority = Authority(principal=domain.principal, grants=domain.grants)
     result = agent.run(task.prompt, authority=authority)
     origins = model.origins  # grows as the model proposes after each resume
     first: dict[str, Observation] = {}
@@ -461,15 +474,63 @@ def run_pair(
         if not result.paused:
             break
         for approval_id in result.pending_approvals:
-            request = gate.approvals.get(approval_id)
-            assert request is not None
-            if origins.get(request.call_id) == "task":
-                gate.approvals.approve(approval_id, by=domain.principal)
-            else:
-                gate.approvals.deny(
-                    approval_id, by=domain.principal, reason="I did not ask for this"
-                )
+            _decide(gate, approval_id, origins, domain.principal)
         result = agent.resume(result)
+    return _result(domain, task, goal, config, gate, model, result.run_id, first, result.reason)
+
+
+def _decide(gate: Gate, approval_id: str, origins: Mapping[str, str], person: str) -> None:
+    """The person: approves the user's own calls, denies the attacker's."""
+    request = gate.approvals.get(approval_id)
+    assert request is not None
+    if origins.get(request.call_id) == "task":
+        gate.approvals.approve(approval_id, by=person)
+    else:
+        gate.approvals.deny(approval_id, by=person, reason="I did not ask for this")
+
+
+def _submit_pair(
+    domain: Domain,
+    task: UserTask,
+    goal: InjectionGoal | None,
+    config: Config,
+    gate: DeployerGate,
+    model: ObeyingModel,
+    authority: Authority,
+) -> PairResult:
+    """The same pair through `Run.submit`; each pause decided at once, then `Run.resume`."""
+    run = gate.run(authority=authority, trusted=[domain.system, task.prompt])
+    first: dict[str, Observation] = {}
+    texts: list[str] = []
+    for _ in range(MAX_STEPS):
+        batch = model.propose(texts)
+        if not batch:
+            break
+        observations = run.submit(
+            [ToolCall(id=p.call_id, name=p.tool, arguments=p.args) for p in batch]
+        )
+        for obs in observations:
+            first.setdefault(obs.call_id, obs)
+            if obs.status is Status.PENDING and obs.approval_id is not None:
+                _decide(gate, obs.approval_id, model.origins, domain.principal)
+        answered = {obs.call_id: obs for obs in run.resume()}
+        texts = [answered.get(obs.call_id, obs).content for obs in observations]
+    return _result(domain, task, goal, config, gate, model, run.id, first, StopReason.ANSWERED)
+
+
+def _result(
+    domain: Domain,
+    task: UserTask,
+    goal: InjectionGoal | None,
+    config: Config,
+    gate: Gate,
+    model: ObeyingModel,
+    run_id: str,
+    first: Mapping[str, Observation],
+    reason: StopReason,
+) -> PairResult:
+    """What became of each of the model's calls, read back from the ledger."""
+    env, _ = _tools(domain, config != "ungated")
     outcome = PairResult(
         config=config,
         domain=domain.name,
@@ -478,10 +539,10 @@ def run_pair(
         kind=goal.kind if goal else None,
         seen=model.seen,
         effects=list(env.effects),
-        stopped=result.reason.value,
+        stopped=reason.value,
     )
-    for record in gate.ledger.calls(run_id=result.run_id):
-        origin = origins.get(record.call_id)
+    for record in gate.ledger.calls(run_id=run_id):
+        origin = model.origins.get(record.call_id)
         if origin is None:
             continue  # the plan turn, or paging
         outcome.calls.append(_outcome(record, origin, first.get(record.call_id)))

@@ -350,3 +350,20 @@ def test_calls_proposed_after_a_resume_are_decided_and_counted_as_the_tasks() ->
     assert not pair.task_without_approval
     assert not pair.attack_executed
     assert _ran(pair.effects, "send_money", {"iban": BILL_IBAN})
+
+
+@pytest.mark.parametrize("config", ["sinks", "integrity", "intent"])
+def test_agent_loop_and_run_submit_count_the_same(config: injection.Config) -> None:
+    """The chat domain's pairs give the same calls, states and approvals through both drivers."""
+
+    def key(results: list[injection.PairResult]) -> list[Any]:
+        return [
+            (r.task, r.goal, r.seen, sorted((c.call_id, c.state, c.approval) for c in r.calls))
+            for r in results
+        ]
+
+    looped = injection.measure(config, domains=(CHAT,))[1]
+    submitted = injection.measure(config, domains=(CHAT,), driver="submit")[1]
+
+    assert key(looped) == key(submitted)
+    assert any(c.approval for r in looped for c in r.calls)
