@@ -18,7 +18,10 @@ import os
 import resource
 import sys
 import types
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs milliseconds at every start; annotations are not evaluated
+    from typing import Any
 
 # Only modules the interpreter has already loaded, or built in: start-up time is the
 # latency of every run. json is imported on the first tool call.
