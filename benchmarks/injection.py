@@ -36,7 +36,8 @@ no intent), ``intent`` (the deployer declares each task's tools as its
 `Intent`), ``plan_first`` (the model's first turn, which sees only trusted
 text, lists the tools it will use), ``intent_request`` (an intent with the
 argument values the request itself states: what a planner that sees only
-the request could bind) and ``intent_args`` (an intent naming
+the request could bind), ``plan_request`` (the model's plan binds those
+values itself) and ``intent_args`` (an intent naming
 the exact argument values of the task's calls: the upper bound of what an
 intent can do). A configuration the installed callgate cannot express is
 reported as unavailable; declarations it cannot read are left out and named.
@@ -127,7 +128,8 @@ def measure(
     summary = Summary(config=config)
     missing = unsupported_features()
     if driver == "submit":
-        missing.setdefault("plan_first", "plan_first is a mode of the agent loop (--driver agent)")
+        for planned in ("plan_first", "plan_request"):
+            missing.setdefault(planned, "a mode of the agent loop (--driver agent)")
     if config in missing:
         summary.available = False
         summary.unavailable_because = missing[config]

@@ -53,6 +53,7 @@ __all__ = [
     "exact_intent",
     "load_policy",
     "policy_for",
+    "request_arguments",
     "request_intent",
     "run_pair",
     "unsupported_features",
@@ -65,7 +66,14 @@ except ImportError:  # pragma: no cover - depends on the installed callgate
     Intent = None
 
 Config = Literal[
-    "ungated", "sinks", "integrity", "intent", "plan_first", "intent_request", "intent_args"
+    "ungated",
+    "sinks",
+    "integrity",
+    "intent",
+    "plan_first",
+    "intent_request",
+    "plan_request",
+    "intent_args",
 ]
 CONFIGS: tuple[Config, ...] = (
     "ungated",
@@ -74,6 +82,7 @@ CONFIGS: tuple[Config, ...] = (
     "intent",
     "plan_first",
     "intent_request",
+    "plan_request",
     "intent_args",
 )
 DESCRIPTIONS: dict[Config, str] = {
@@ -86,6 +95,8 @@ DESCRIPTIONS: dict[Config, str] = {
     "its tools",
     "intent_request": "all declarations and an intent with the argument values the request "
     "states (what a planner that sees only the request could bind)",
+    "plan_request": "all declarations; the model's plan names its tools and binds the "
+    "argument values the request states",
     "intent_args": "all declarations and an intent naming the task's exact argument values "
     "(an upper bound: as precise as an intent can be)",
 }
@@ -119,6 +130,13 @@ def unsupported_features() -> dict[str, str]:
         missing["intent_request"] = missing["intent_args"] = missing["intent"]
     if "plan_first" not in inspect.signature(Agent.__init__).parameters:
         missing["plan_first"] = "Agent takes no plan_first"
+    try:
+        from callgate.agent.planning import plan
+    except ImportError:
+        missing["plan_request"] = missing.get("plan_first", "no callgate.agent.planning")
+    else:
+        if "arguments" not in inspect.signature(plan).parameters:
+            missing["plan_request"] = "the planning tool takes no arguments"
     return missing
 
 
@@ -179,7 +197,12 @@ def exact_intent(task: UserTask) -> Any:
 
 
 def request_intent(task: UserTask) -> Any:
-    """An intent naming the task's tools and the argument values its request states.
+    """An intent naming the task's tools and the argument values its request states."""
+    return Intent(tools=task.tools, arguments=request_arguments(task), source="deployer")
+
+
+def request_arguments(task: UserTask) -> dict[str, dict[str, list[Any]]]:
+    """The argument values of the task's calls that its request states, by tool and argument.
 
     What a planner that sees only the user's request could commit to: an
     argument is constrained only when every value the task gives it appears
@@ -194,7 +217,7 @@ def request_intent(task: UserTask) -> Any:
                 if items and all(_stated(item, task.prompt) for item in items):
                     values = allowed.setdefault(s.tool, {}).setdefault(name, [])
                     values.extend(item for item in items if item not in values)
-    return Intent(tools=task.tools, arguments=allowed, source="deployer")
+    return allowed
 
 
 def _stated(value: Any, text: str) -> bool:
@@ -237,11 +260,18 @@ class ObeyingModel:
     """
 
     def __init__(
-        self, task: UserTask, goal: InjectionGoal | None, *, attack_first: bool = True
+        self,
+        task: UserTask,
+        goal: InjectionGoal | None,
+        *,
+        attack_first: bool = True,
+        plan_values: bool = False,
     ) -> None:
         self.task = task
         self.goal = goal
         self.attack_first = attack_first
+        self.plan_values = plan_values
+        """Whether the plan also binds the argument values the request states."""
         self.turn = 0
         self.seen = False
         self.proposed: list[Proposal] = []
@@ -289,7 +319,10 @@ class ObeyingModel:
     def __call__(self, request: ModelRequest) -> Turn:
         """`ScriptedModel`'s script: a plan on the planning turn, else the next batch."""
         if _tool_names(request) == ["plan"]:
-            return calls(("plan", {"tools": self.plan()}, "plan1"))
+            planned: dict[str, Any] = {"tools": self.plan()}
+            if self.plan_values:
+                planned["arguments"] = request_arguments(self.task)
+            return calls(("plan", planned, "plan1"))
         batch = self.propose(r.text for r in latest_results(request))
         if not batch:
             return answer("Done.")
@@ -329,11 +362,13 @@ def _strings(value: Any) -> Iterable[str]:
 
 
 class DeployerGate(Gate):
-    """A gate whose runs get the application's vouched-for values and the task's intent.
+    """A gate whose runs get the application's vouched-for values, each with its kind.
 
     The agent loop starts its run with `Gate.run`; the application adds what
-    it knows before any call is made: its own records (`Run.trust_value`)
-    and, in the ``intent`` configuration, the deployer's intent for the task.
+    it knows before any call is made: its own records, with their kinds
+    (`Run.trust_value`; ``Agent.run(trusted_values=...)`` takes plain values,
+    which a typed sink such as a chat user does not accept). A callgate whose
+    agent loop takes no ``intent`` gets the deployer's intent here as well.
     """
 
     vouched: Sequence[tuple[Any, str | None]] = ()
@@ -451,13 +486,19 @@ def run_pair(
         gate.intent = request_intent(task)
     elif config == "intent_args":
         gate.intent = exact_intent(task)
-    model = ObeyingModel(task, goal, attack_first=rng.random() < 0.5)
+    planning = config in ("plan_first", "plan_request")
+    model = ObeyingModel(
+        task, goal, attack_first=rng.random() < 0.5, plan_values=config == "plan_request"
+    )
     authority = Authority(principal=domain.principal, grants=domain.grants)
     if driver == "submit":
-        if config == "plan_first":
-            raise ValueError("plan_first is a mode of the agent loop: use driver='agent'")
+        if planning:
+            raise ValueError(f"{config} is a mode of the agent loop: use driver='agent'")
         return _submit_pair(domain, task, goal, config, gate, model, authority)
-    options: dict[str, Any] = {"plan_first": True} if config == "plan_first" else {}
+    options: dict[str, Any] = {"plan_first": True} if planning else {}
+    run_options: dict[str, Any] = {}
+    if gate.intent is not None and "intent" in inspect.signature(Agent.run).parameters:
+        run_options["intent"], gate.intent = gate.intent, None  # the loop's own parameter
     agent = Agent(
         ScriptedModel(model),
         gate,
@@ -465,7 +506,7 @@ def run_pair(
         system=domain.system,
         **options,
     )
-    result = agent.run(task.prompt, authority=authority)
+    result = agent.run(task.prompt, authority=authority, **run_options)
     origins = model.origins  # grows as the model proposes after each resume
     first: dict[str, Observation] = {}
     for _ in range(MAX_PAUSES):
