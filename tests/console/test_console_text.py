@@ -77,9 +77,9 @@ def test_a_record_of_any_text_renders_to_the_same_markup(text: str, call_id: str
     """Whatever text a record holds (in its data and its call id), the timeline's HTML has the
     same tags and attributes as for plain text, and no hidden character: nothing a model wrote
     becomes markup or hides itself."""
-    from callgate.console.app import _environment
+    from callgate.console.templating import environment
 
-    env = _environment()
+    env = environment()
     template = env.from_string(
         '{% from "_fields.html" import timeline %}{{ timeline(events, true, "run_1") }}'
     )

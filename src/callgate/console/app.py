@@ -27,13 +27,9 @@ import secrets
 import threading
 import time
 import urllib.parse
-from collections.abc import Awaitable, Callable, MutableMapping, Sequence
-from datetime import UTC, datetime
-from importlib import resources
+from collections.abc import Callable, Sequence
 from typing import Any
 
-import jinja2
-from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
@@ -46,110 +42,20 @@ from callgate.approvals import ApprovalStatus
 from callgate.console import views
 from callgate.console.auth import SESSION_COOKIE, NoAuth, Principal, Sessions, TokenAuth
 from callgate.console.csrf import FIELD, cross_site, csrf_token, valid_token
-from callgate.console.text import pretty_json, shown, visible
+from callgate.console.headers import CSP, SecurityHeaders
+from callgate.console.templating import Shown, environment
+from callgate.console.templating import stylesheet as read_stylesheet
 from callgate.errors import ApprovalError, LedgerError
 from callgate.ledger.base import AuditCheck, Ledger, LedgerQueries
 
-__all__ = ["CSP", "MAX_FORM_BYTES", "create_app"]
+__all__ = ["CSP", "MAX_FORM_BYTES", "MAX_REASON_CHARS", "RUNS_SHOWN", "VERIFY_EVERY", "create_app"]
 
-CSP = (
-    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
-    "frame-ancestors 'none'; base-uri 'none'"
-)
-"""No script of any kind, styles only from the console's own stylesheet, no framing."""
 MAX_FORM_BYTES = 8192
 MAX_REASON_CHARS = 1000
 VERIFY_EVERY = 30.0
 """Seconds a verification of the whole chain is reused while the journal's head is unchanged."""
 RUNS_SHOWN = 2000
 """The runs list and funnel read the newest this many calls."""
-
-_HEADERS = [
-    (b"content-security-policy", CSP.encode()),
-    (b"x-frame-options", b"DENY"),
-    (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"same-origin"),
-    (b"cross-origin-opener-policy", b"same-origin"),
-    (b"cross-origin-resource-policy", b"same-origin"),
-]
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
-
-
-class SecurityHeaders:
-    """Adds the security headers to every response, and ``no-store`` to all but the stylesheet
-    (every page shows ledger data, which no cache should keep)."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        static = scope.get("path", "").startswith("/static/")
-
-        async def send_with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = [
-                    (k, v)
-                    for k, v in message.get("headers", [])
-                    if k.lower() not in {h for h, _ in _HEADERS} and k.lower() != b"cache-control"
-                ]
-                headers += _HEADERS
-                headers.append(
-                    (b"cache-control", b"public, max-age=3600" if static else b"no-store")
-                )
-                message["headers"] = headers
-            await send(message)
-
-        await self.app(scope, receive, send_with_headers)
-
-
-class _Shown(str):
-    """Text already made safe to show (redacted, bounded, visible); still HTML-escaped."""
-
-
-def _finalize(value: Any) -> Any:
-    """Every ``{{ value }}`` in a template is shown as text: hidden characters made visible,
-    credentials redacted, long values cut (`callgate.console.text.shown`)."""
-    if value is None:
-        return ""
-    if isinstance(value, Markup | _Shown):
-        return value
-    return _Shown(shown(value))
-
-
-def _when(at: Any) -> str:
-    try:
-        return datetime.fromtimestamp(float(at), UTC).strftime("%Y-%m-%d %H:%M:%S")
-    except (TypeError, ValueError, OverflowError, OSError):
-        return visible(str(at))
-
-
-def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("callgate.console", "templates"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        finalize=_finalize,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters["block"] = lambda v: _Shown(shown(v, multiline=True))
-    env.filters["json"] = lambda v: _Shown(shown(pretty_json(v), multiline=True))
-    env.filters["q"] = lambda v: _Shown(urllib.parse.quote(str(v), safe=""))
-    env.filters["plain"] = lambda v: _Shown(visible(v))
-    env.filters["when"] = _when
-    return env
-
-
-def _stylesheet() -> bytes:
-    return resources.files("callgate.console").joinpath("static/console.css").read_bytes()
 
 
 def create_app(
@@ -182,8 +88,8 @@ def create_app(
     """
     key = key or secrets.token_bytes(32)
     sessions = Sessions(key)
-    env = _environment()
-    css = _stylesheet()
+    env = environment()
+    css = read_stylesheet()
 
     checks: list[tuple[tuple[int, str] | None, float, AuditCheck]] = []
     checking = threading.Lock()
@@ -220,7 +126,7 @@ def create_app(
     ) -> HTMLResponse:
         html = env.get_template(template).render(
             principal=principal,
-            csrf=_Shown(csrf_token(key, principal.binding)) if principal else "",
+            csrf=Shown(csrf_token(key, principal.binding)) if principal else "",
             csrf_field=FIELD,
             login_required=auth.login_required,
             now=time.time(),
