@@ -129,3 +129,21 @@ def test_csrf_tokens_are_bound_to_the_key_and_the_session() -> None:
 def test_cross_site_forms_are_recognised(headers: dict[str, str], refused: bool) -> None:
     """Another origin, an opaque origin, or a browser's same-site/cross-site label is refused."""
     assert (cross_site(headers, "http://console:8765") is not None) is refused
+
+
+def test_the_console_package_exports_exactly_these_names() -> None:
+    """The public surface of callgate.console is pinned: nothing leaks or vanishes by accident."""
+    import callgate.console
+
+    assert callgate.console.__all__ == [
+        "CSP",
+        "Credentials",
+        "NoAuth",
+        "Principal",
+        "TokenAuth",
+        "check_binding",
+        "create_app",
+        "is_loopback",
+    ]
+    for name in callgate.console.__all__:
+        assert getattr(callgate.console, name) is not None

@@ -522,3 +522,18 @@ def test_deciding_on_other_ledgers(
         assert 'id="chain">chain verified' in page
     finally:
         ledger.close()
+
+
+def test_the_notice_after_a_decision_says_only_what_the_console_wrote(
+    client: TestClient, scenario: cs.Scenario
+) -> None:
+    """A crafted link cannot make the approval page claim a decision that was not the reader's."""
+    csrf = sign_in(client)
+    for done in ("paid", "denied", "approved"):
+        page = client.get("/approval", params={"id": scenario.refund_approval, "done": done}).text
+        assert 'id="notice"' not in page, done
+    data = {"csrf": csrf, "id": scenario.refund_approval, "decision": "deny", "reason": "no"}
+    shown = client.get(client.post("/approval/decide", data=data).headers["location"]).text
+    assert "You denied this request." in shown
+    page = client.get("/approval", params={"id": scenario.refund_approval, "done": "approved"}).text
+    assert 'id="notice"' not in page

@@ -38,7 +38,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from callgate.approvals import ApprovalStatus
+from callgate.approvals import ApprovalRequest, ApprovalStatus
 from callgate.console import views
 from callgate.console.auth import SESSION_COOKIE, NoAuth, Principal, Sessions, TokenAuth
 from callgate.console.csrf import FIELD, cross_site, csrf_token, valid_token
@@ -225,7 +225,7 @@ def create_app(
             parts=views.approval_fields(r),
             findings=views.provenance_findings(records),
             events=views.timeline([x for x in records if x.kind.startswith("approval.")]),
-            done=request.query_params.get("done", ""),
+            done=_done(request.query_params.get("done", ""), r, principal),
         )
 
     def runs_page(request: Request, principal: Principal) -> Response:
@@ -481,6 +481,13 @@ def create_app(
     if allowed_hosts is not None:
         middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts)))
     return Starlette(routes=routes, middleware=middleware)
+
+
+def _done(value: str, request: ApprovalRequest, principal: Principal) -> str:
+    """The notice after a decision ("You approved this request"): only when the request was
+    decided that way by the person reading, whatever a crafted link says."""
+    decided = request.status.value if request.decided_by == principal.name else ""
+    return value if value in ("approved", "denied") and value == decided else ""
 
 
 def _safe_next(value: str | None) -> str:
