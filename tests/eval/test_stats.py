@@ -16,6 +16,7 @@ from callgate.eval.stats import (
     paired_bootstrap,
     paired_power,
     pairs_for_power,
+    ratio_bootstrap,
     wilson,
 )
 
@@ -163,3 +164,16 @@ def test_interaction_finds_a_planted_interaction_and_not_a_missing_one() -> None
         d = rng.normal(0.1, 0.5, 60)
         false += (interaction(d, group, reps=500, seed=rng).p or 1) <= 0.05
     assert false / 200 <= 0.10
+
+
+def test_ratio_bootstrap_of_unit_denominators_is_the_mean_interval() -> None:
+    """With every denominator 1 the ratio is the mean, and its interval is within 0.02 of
+    x̄ ± 1.96 s/√n; units whose denominators are all zero give no estimate."""
+    rng = np.random.default_rng(21)
+    x = rng.normal(0.5, 1.0, 400)
+    e = ratio_bootstrap(x, np.ones(400), reps=4000, seed=2)
+    half = 1.96 * x.std(ddof=1) / math.sqrt(x.size)
+    assert e.value == pytest.approx(x.mean())
+    assert e.low == pytest.approx(x.mean() - half, abs=0.02)
+    assert e.high == pytest.approx(x.mean() + half, abs=0.02)
+    assert math.isnan(ratio_bootstrap([1.0], [0.0]).value)

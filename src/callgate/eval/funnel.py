@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from callgate.eval.record import CallView, RunView, parse_arguments
-from callgate.eval.stats import Estimate, bootstrap, wilson
+from callgate.eval.stats import Estimate, ratio_bootstrap, wilson
 
 __all__ = ["ARGUMENT_STAGES", "Funnel", "FunnelRow", "call_stage", "funnel", "funnel_png"]
 
@@ -154,26 +154,18 @@ def _rates(obs: Sequence[_Obs]) -> tuple[tuple[int, int], ...]:
     )
 
 
-def _product(obs: Sequence[_Obs]) -> float:
-    if not obs:
-        return math.nan
-    return sum(1 for o in obs if o[1] and o[2] and o[3] and o[4]) / len(obs)
-
-
 def _row(
     surface: str, tool: str, obs: list[_Obs], stages: Counter[str], reps: int, seed: int
 ) -> FunnelRow:
     (ka, na), (kb, nb), (kc, nc), (kd, nd) = _rates(obs)
     tasks = sorted({o[0] for o in obs})
-    by_task: dict[int, list[_Obs]] = {t: [] for t in tasks}
+    position = {t: i for i, t in enumerate(tasks)}
+    calls = np.zeros(len(tasks))
+    through = np.zeros(len(tasks))
     for o in obs:
-        by_task[o[0]].append(o)
-    groups = [by_task[t] for t in tasks]
-
-    def stat(idx: np.ndarray[Any, Any]) -> float:
-        return _product([o for i in idx for o in groups[int(i)]])
-
-    product = bootstrap(len(groups), stat, reps=reps, seed=seed)
+        calls[position[o[0]]] += 1
+        through[position[o[0]]] += o[1] and o[2] and o[3] and o[4]
+    product = ratio_bootstrap(through, calls, reps=reps, seed=seed)
     return FunnelRow(
         surface=surface,
         tool=tool,

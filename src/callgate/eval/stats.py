@@ -36,6 +36,7 @@ __all__ = [
     "paired_bootstrap",
     "paired_power",
     "pairs_for_power",
+    "ratio_bootstrap",
     "wilson",
 ]
 
@@ -111,6 +112,30 @@ def bootstrap(
     if draws.size == 0:
         return Estimate(value=value, low=math.nan, high=math.nan, level=level, n=n)
     low, high = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
+    return Estimate(value=value, low=float(low), high=float(high), level=level, n=n)
+
+
+def ratio_bootstrap(
+    numerator: ArrayLike,
+    denominator: ArrayLike,
+    *,
+    reps: int = 2000,
+    level: float = 0.95,
+    seed: int | np.random.Generator = 0,
+) -> Estimate:
+    """Σ numerator / Σ denominator over units, with a percentile interval resampling units
+    (vectorised; resamples whose denominator sums to zero are left out)."""
+    num = np.asarray(numerator, dtype=float)
+    den = np.asarray(denominator, dtype=float)
+    n = num.size
+    if n == 0 or den.sum() == 0:
+        return Estimate(value=math.nan, low=math.nan, high=math.nan, level=level, n=n)
+    idx = _rng(seed).integers(0, n, size=(reps, n))
+    tops, bottoms = num[idx].sum(axis=1), den[idx].sum(axis=1)
+    keep = bottoms > 0
+    draws = tops[keep] / bottoms[keep]
+    low, high = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
+    value = float(num.sum() / den.sum())
     return Estimate(value=value, low=float(low), high=float(high), level=level, n=n)
 
 

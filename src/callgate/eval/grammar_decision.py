@@ -1,0 +1,449 @@
+"""The grammar decision from the record: is constraining worth it, ``p_f·c_r > c_g + q``?
+
+Read from a ledger's audit trail, per model and tool set (the tools shown in
+the run's ``agent.started`` event):
+
+* **p_f**, the parse-failure rate of *unconstrained* decoding: calls rejected
+  at the ``parse`` or ``schema`` stage over calls proposed, with a 95 %
+  Wilson interval;
+* **c_r**, the cost of a retry: the seconds (and tokens) of the model turn
+  that followed an observation holding such a rejection, from the
+  transcript's timestamps and usage; with no rejection on record, the mean
+  model turn stands in (and the report says so);
+* **c_g**, the cost of constraining per model call: the time spent masking
+  plus the grammar's compile time shared out over the calls that used it,
+  from ``model.decode`` events (`callgate.llms.local.record_decodes`), plus
+  the extra decode time per call against the unconstrained runs when both
+  exist;
+* **q**, the grammar tax: the success rate of unconstrained runs minus that
+  of constrained runs on the same tasks (``eval.graded`` events pair them by
+  task), times the value of a success in seconds (``success_value``); with
+  no grades, a run succeeds when at least one of its calls ended ``ok``.
+
+Every term is an interval (95 %: Wilson for rates, a bootstrap over calls or
+tasks for means, interval arithmetic for the two sides), and the verdict is
+one of "constrain", "do not constrain" or "undecided", with the break-even
+value of a success. A term that cannot be measured is named, never guessed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from callgate.eval import stats
+
+__all__ = [
+    "DECODE_EVENT",
+    "GRADE_EVENT",
+    "Decision",
+    "Interval",
+    "decide",
+    "decisions_json",
+    "wilson",
+]
+
+DECODE_EVENT = "model.decode"
+"""One model call's decode timings (`callgate.llms.local.DecodeStats`)."""
+GRADE_EVENT = "eval.graded"
+"""A run's grade: ``{"task": id, "success": bool}``."""
+_SHAPE_STAGES = frozenset({"parse", "schema"})
+
+
+class _Record(Protocol):
+    """What is read of an audit record (`callgate.ledger.AuditRecord` has it)."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def at(self) -> float: ...
+    @property
+    def data(self) -> Mapping[str, Any]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    """An estimate and its 95 % interval."""
+
+    value: float
+    low: float
+    high: float
+
+    def __str__(self) -> str:
+        return f"{_fmt(self.value)} [{_fmt(self.low)}, {_fmt(self.high)}]"
+
+    def __add__(self, other: Interval) -> Interval:
+        return Interval(self.value + other.value, self.low + other.low, self.high + other.high)
+
+    def times(self, other: Interval) -> Interval:
+        """The product, with the interval of every corner (signs may differ)."""
+        corners = [a * b for a in (self.low, self.high) for b in (other.low, other.high)]
+        return Interval(self.value * other.value, min(corners), max(corners))
+
+    def scaled(self, factor: float) -> Interval:
+        """This interval times a known constant."""
+        ends = sorted((self.low * factor, self.high * factor))
+        return Interval(self.value * factor, ends[0], ends[1])
+
+
+def _fmt(x: float) -> str:
+    if x == 0 or math.isnan(x):
+        return f"{x:g}"
+    return f"{x:.3g}" if abs(x) < 1000 else f"{x:.0f}"
+
+
+def wilson(successes: int, total: int) -> Interval:
+    """The rate ``successes/total`` with its 95 % Wilson score interval (`stats.wilson`)."""
+    found = stats.wilson(successes, total)
+    return Interval(found.value, found.low, found.high)
+
+
+def _bootstrap_mean(values: Sequence[float], seed: int = 0) -> Interval:
+    """The mean and a 95 % percentile-bootstrap interval (seeded: the report is reproducible)."""
+    if not values:
+        return Interval(math.nan, math.nan, math.nan)
+    array = np.asarray(values, dtype=float)
+    found = stats.bootstrap(len(array), lambda idx: float(array[idx].mean()), seed=seed)
+    return Interval(float(array.mean()), found.low, found.high)
+
+
+@dataclass(slots=True)
+class _Run:
+    run_id: str
+    model: str
+    mode: str
+    tools: tuple[str, ...]
+    task: str
+    proposed: int = 0
+    shape_failures: int = 0
+    turns: list[tuple[float, dict[str, Any]]] = field(default_factory=list)  # (seconds, usage)
+    retry_turns: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
+    decodes: list[Mapping[str, Any]] = field(default_factory=list)
+    ok_calls: int = 0
+    graded: bool | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decision:
+    """The decision rule's terms and verdict for one model and tool set."""
+
+    model: str
+    tools: tuple[str, ...]
+    runs: Mapping[str, int]
+    """Runs per decoding mode (``none``, ``llguidance``, ``gbnf``...)."""
+    proposed: int
+    shape_failures: int
+    p_f: Interval
+    c_r: Interval | None
+    c_r_source: str
+    c_r_tokens: Interval | None
+    c_g: Interval | None
+    c_g_parts: Mapping[str, float]
+    success: Mapping[str, Interval]
+    paired_tasks: int
+    q_rate: Interval | None
+    success_value: float
+    constrained_mode: str
+    failure_rates: Mapping[str, Interval]
+    """Parse-and-schema failure rate per mode (the constrained ones should be 0)."""
+    verdict: str
+    reason: str
+    break_even: float | None
+    """The value of a success (seconds) at which the verdict would flip, when one exists."""
+
+    @property
+    def lhs(self) -> Interval | None:
+        """p_f·c_r: the expected retry cost per call without constraining."""
+        return None if self.c_r is None else self.p_f.times(self.c_r)
+
+    @property
+    def rhs(self) -> Interval | None:
+        """c_g + q: the cost per call of constraining."""
+        if self.c_g is None:
+            return None
+        return self.c_g + (self.q or Interval(0.0, 0.0, 0.0))
+
+    @property
+    def q(self) -> Interval | None:
+        """The grammar tax in seconds per call: success-rate loss × the value of a success."""
+        return None if self.q_rate is None else self.q_rate.scaled(self.success_value)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The decision as plain data (``--json``)."""
+
+        def iv(x: Interval | None) -> list[float | None] | None:
+            if x is None:
+                return None
+            return [None if math.isnan(v) else v for v in (x.value, x.low, x.high)]
+
+        return {
+            "model": self.model,
+            "tools": list(self.tools),
+            "runs": dict(self.runs),
+            "proposed": self.proposed,
+            "shape_failures": self.shape_failures,
+            "p_f": iv(self.p_f),
+            "failure_rates": {k: iv(v) for k, v in self.failure_rates.items()},
+            "c_r_seconds": iv(self.c_r),
+            "c_r_source": self.c_r_source,
+            "c_r_tokens": iv(self.c_r_tokens),
+            "c_g_seconds": iv(self.c_g),
+            "c_g_parts": dict(self.c_g_parts),
+            "success": {k: iv(v) for k, v in self.success.items()},
+            "paired_tasks": self.paired_tasks,
+            "q_rate": iv(self.q_rate),
+            "success_value_seconds": self.success_value,
+            "q_seconds": iv(self.q),
+            "lhs": iv(self.lhs),
+            "rhs": iv(self.rhs),
+            "verdict": self.verdict,
+            "reason": self.reason,
+            "break_even_success_value": self.break_even,
+        }
+
+
+def _runs(records: Iterable[_Record]) -> list[_Run]:
+    runs: dict[str, _Run] = {}
+    last: dict[str, tuple[float, bool]] = {}  # run -> (time of the last event, it held a rejection)
+    for record in records:
+        run = runs.get(record.run_id)
+        data = record.data
+        if record.kind == "agent.started":
+            name = str(data.get("model", ""))
+            base, _, mode = name.partition("+")
+            runs[record.run_id] = _Run(
+                run_id=record.run_id,
+                model=base,
+                mode=mode or "none",
+                tools=tuple(sorted(str(t) for t in data.get("tools", ()))),
+                task=str(data.get("user", "")),
+            )
+            last[record.run_id] = (record.at, False)
+            continue
+        if run is None:
+            continue
+        if record.kind == "agent.model":
+            calls = data.get("calls") or ()
+            run.proposed += len(calls)
+            since, after_rejection = last.get(run.run_id, (record.at, False))
+            usage = dict(data.get("usage") or {})
+            turn = (max(record.at - since, 0.0), usage)
+            run.turns.append(turn)
+            if after_rejection:
+                run.retry_turns.append(turn)
+            last[run.run_id] = (record.at, False)
+        elif record.kind == "agent.observations":
+            results = data.get("results") or ()
+            failed = sum(
+                1
+                for r in results
+                if r.get("status") == "rejected" and r.get("stage") in _SHAPE_STAGES
+            )
+            run.shape_failures += failed
+            run.ok_calls += sum(1 for r in results if r.get("status") == "ok")
+            last[run.run_id] = (record.at, failed > 0)
+        elif record.kind == DECODE_EVENT:
+            run.decodes.append(data)
+            if data.get("constraint") and data.get("constraint") != "none":
+                run.mode = str(data["constraint"])
+        elif record.kind == GRADE_EVENT:
+            run.graded = bool(data.get("success"))
+            if data.get("task"):
+                run.task = str(data["task"])
+    return list(runs.values())
+
+
+def _success(run: _Run) -> bool:
+    return run.graded if run.graded is not None else run.ok_calls > 0
+
+
+def decide(
+    records: Iterable[_Record], *, success_value: float = 60.0, seed: int = 0
+) -> list[Decision]:
+    """The decision rule per (model, tool set) of the agent runs in ``records`` (an audit
+    trail, oldest first). ``success_value`` prices a success in seconds, to put q in the
+    same unit as the other terms."""
+    groups: dict[tuple[str, tuple[str, ...]], list[_Run]] = defaultdict(list)
+    for run in _runs(records):
+        groups[(run.model, run.tools)].append(run)
+    return [
+        _decide(model, tools, runs, success_value, seed)
+        for (model, tools), runs in sorted(groups.items())
+    ]
+
+
+def _decide(
+    model: str, tools: tuple[str, ...], runs: list[_Run], success_value: float, seed: int
+) -> Decision:
+    by_mode: dict[str, list[_Run]] = defaultdict(list)
+    for run in runs:
+        by_mode[run.mode].append(run)
+    free = by_mode.get("none", [])
+    constrained_modes = sorted(m for m in by_mode if m != "none")
+    constrained_mode = constrained_modes[0] if constrained_modes else ""
+    constrained = by_mode.get(constrained_mode, [])
+    failure_rates = {
+        mode: wilson(sum(r.shape_failures for r in rs), sum(r.proposed for r in rs))
+        for mode, rs in sorted(by_mode.items())
+    }
+    proposed = sum(r.proposed for r in free)
+    failures = sum(r.shape_failures for r in free)
+    p_f = wilson(failures, proposed)
+    # c_r: the turns after a rejection; else any turn (of free runs, else of all runs).
+    retries = [t for r in free for t in r.retry_turns] or [t for r in runs for t in r.retry_turns]
+    source = "the turns that followed a parse or schema rejection"
+    if not retries:
+        retries = [t for r in free for t in r.turns] or [t for r in runs for t in r.turns]
+        source = "no rejection on record: the mean model turn stands in"
+    c_r = _bootstrap_mean([s for s, _ in retries], seed) if retries else None
+    c_r_tokens = (
+        _bootstrap_mean(
+            [
+                float(u.get("input_tokens", 0)) + float(u.get("output_tokens", 0))
+                for _, u in retries
+            ],
+            seed,
+        )
+        if retries
+        else None
+    )
+    c_g, parts = _constraining_cost(free, constrained, seed)
+    success = {
+        mode: wilson(sum(_success(r) for r in rs), len(rs)) for mode, rs in sorted(by_mode.items())
+    }
+    q_rate, paired = _tax(free, constrained, seed)
+    verdict, reason, break_even = _verdict(p_f, c_r, c_g, q_rate, success_value, proposed)
+    return Decision(
+        model=model,
+        tools=tools,
+        runs={mode: len(rs) for mode, rs in sorted(by_mode.items())},
+        proposed=proposed,
+        shape_failures=failures,
+        p_f=p_f,
+        c_r=c_r,
+        c_r_source=source,
+        c_r_tokens=c_r_tokens,
+        c_g=c_g,
+        c_g_parts=parts,
+        success=success,
+        paired_tasks=paired,
+        q_rate=q_rate,
+        success_value=success_value,
+        constrained_mode=constrained_mode,
+        failure_rates=failure_rates,
+        verdict=verdict,
+        reason=reason,
+        break_even=break_even,
+    )
+
+
+def _constraining_cost(
+    free: list[_Run], constrained: list[_Run], seed: int
+) -> tuple[Interval | None, dict[str, float]]:
+    """Per constrained model call: masking + the compile time shared out over the calls
+    that used the grammar + the extra decode seconds per output token against free runs."""
+    decodes = [d for r in constrained for d in r.decodes]
+    if not decodes:
+        return None, {}
+    uses: dict[str, int] = defaultdict(int)
+    compile_total: dict[str, float] = defaultdict(float)
+    for d in decodes:
+        uses[str(d.get("grammar", ""))] += 1
+        compile_total[str(d.get("grammar", ""))] += float(d.get("compile_seconds") or 0.0)
+    free_decodes = [d for r in free for d in r.decodes]
+    free_tokens = sum(int(d.get("output_tokens") or 0) for d in free_decodes)
+    free_seconds = sum(float(d.get("decode_seconds") or 0.0) for d in free_decodes)
+    per_token_free = free_seconds / free_tokens if free_tokens else None
+    per_call: list[float] = []
+    masks: list[float] = []
+    for d in decodes:
+        key = str(d.get("grammar", ""))
+        share = compile_total[key] / uses[key]
+        tokens = int(d.get("output_tokens") or 0)
+        mask = d.get("mask_seconds")
+        if per_token_free is not None and tokens:
+            # The whole slowdown of a token, masking included (llama.cpp's grammar
+            # sampler masks inside decoding, where it cannot be timed apart).
+            extra = max(float(d.get("decode_seconds") or 0.0) - per_token_free * tokens, 0.0)
+        else:
+            extra = float(mask or 0.0)
+        masks.append(float(mask or 0.0))
+        per_call.append(share + extra)
+    parts = {
+        "compile_seconds_per_call": sum(compile_total.values()) / len(decodes),
+        "mask_seconds_per_call": sum(masks) / len(masks),
+        "calls": float(len(decodes)),
+    }
+    if per_token_free is not None:
+        parts["free_decode_seconds_per_token"] = per_token_free
+    return _bootstrap_mean(per_call, seed), parts
+
+
+def _tax(free: list[_Run], constrained: list[_Run], seed: int) -> tuple[Interval | None, int]:
+    """Success rate free − constrained over the tasks both ran, bootstrapped over tasks."""
+    free_by_task = {r.task: _success(r) for r in free}
+    paired = [(free_by_task[r.task], _success(r)) for r in constrained if r.task in free_by_task]
+    if not paired:
+        return None, 0
+    found = stats.paired_bootstrap(
+        [float(a) for a, _ in paired], [float(b) for _, b in paired], seed=seed
+    )
+    return Interval(found.value, found.low, found.high), len(paired)
+
+
+def _verdict(
+    p_f: Interval,
+    c_r: Interval | None,
+    c_g: Interval | None,
+    q_rate: Interval | None,
+    value: float,
+    proposed: int,
+) -> tuple[str, str, float | None]:
+    missing = []
+    if proposed == 0:
+        missing.append("p_f (no call was proposed by an unconstrained run)")
+    if c_r is None:
+        missing.append("c_r (no model turn on record)")
+    if c_g is None:
+        missing.append("c_g (no model.decode event of a constrained run)")
+    if missing or c_r is None or c_g is None:
+        return "undecided", "cannot compute " + "; ".join(missing), None
+    lhs = p_f.times(c_r)
+    q = q_rate.scaled(value) if q_rate is not None else Interval(0.0, 0.0, 0.0)
+    rhs = c_g + q
+    note = "" if q_rate is not None else " (q not measured: no task ran both ways; taken as 0)"
+    break_even = None
+    if q_rate is not None and q_rate.value != 0:
+        break_even = (lhs.value - c_g.value) / q_rate.value
+    if lhs.low > rhs.high:
+        return (
+            "constrain",
+            f"p_f·c_r = {lhs} s > c_g + q = {rhs} s: their 95 % intervals do not overlap{note}",
+            break_even,
+        )
+    if lhs.high < rhs.low:
+        return (
+            "do not constrain",
+            f"p_f·c_r = {lhs} s < c_g + q = {rhs} s: their 95 % intervals do not overlap{note}",
+            break_even,
+        )
+    side = ">" if lhs.value > rhs.value else "<="
+    return (
+        "undecided",
+        f"p_f·c_r = {lhs} s {side} c_g + q = {rhs} s at the estimates, but the 95 % intervals "
+        f"overlap: more runs are needed{note}",
+        break_even,
+    )
+
+
+def decisions_json(decisions: Sequence[Decision]) -> str:
+    """The decisions as JSON text."""
+    return json.dumps([d.as_dict() for d in decisions], indent=2, allow_nan=False, default=str)
