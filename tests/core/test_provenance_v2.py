@@ -426,3 +426,40 @@ def test_huge_hostile_output_is_indexed_and_checked(hostile: str) -> None:
     assert prov.exposed_by == ("c1",)
     assert link_findings(prov, hostile[:5_000] + " www.evil.example/x") != []
     assert not vouched(prov, "Le Marais Boutique")
+
+
+# -- named by the request ----------------------------------------------------------------------
+
+FILES = [
+    {"id": "f-104", "name": "old-notes.txt", "folder": "drafts"},
+    {"id": "f-101", "name": "contracts-signed.pdf", "folder": "contracts"},
+]
+
+
+def test_an_id_is_named_by_the_record_the_request_names() -> None:
+    """ "delete old-notes.txt": its id is named through its record, another file's id is not."""
+    prov = absorbed(FILES, True, trusted_text="Please delete old-notes.txt today")
+    assert prov.named("f-104")
+    assert not prov.named("f-101")
+
+
+def test_a_contact_is_named_by_one_word_of_their_name() -> None:
+    """ "share it with Tom" names the contact Tom Becker, so his address; not Tomas Berg's."""
+    contacts = [
+        {"name": "Tom Becker", "email": "tom@northwind.example"},
+        {"name": "Tomas Berg", "email": "tomas@northwind.example"},
+        {"name": "The Office", "email": "office@northwind.example"},
+    ]
+    prov = absorbed(contacts, True, trusted_text="Share the report with Tom and the team")
+    assert prov.named("tom@northwind.example")
+    assert not prov.named("tomas@northwind.example")
+    assert not prov.named("office@northwind.example")  # "the" is no name
+
+
+def test_values_vouched_for_only_by_records_or_the_application_are_not_named() -> None:
+    """Trusted is not asked-for: a record nobody named, an application value, a number."""
+    prov = absorbed([{"id": "77", "size": 13}], True, trusted_text="Delete the file from June 13")
+    prov.add_trusted_value("bob@acme.example")
+    assert not prov.named("77")  # its only sibling, 13, is a number
+    assert not prov.named("bob@acme.example")
+    assert TrustIndex(trusted_text=["mail bob@acme.example"]).named("bob@acme.example")

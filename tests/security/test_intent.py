@@ -42,7 +42,13 @@ def poisoned_office() -> Office:
     return office
 
 
-def office_gate(office: Office, *, integrity: tuple[str, ...] = (), outside: str = "ask") -> Gate:
+def office_gate(
+    office: Office,
+    *,
+    integrity: tuple[str, ...] = (),
+    outside: str = "ask",
+    named: tuple[str, ...] = (),
+) -> Gate:
     """The office policy file's rules, with integrity-sensitive effects and ``outside_intent``."""
     base = Policy.from_file(POLICY_FILE)
     policy = Policy(
@@ -51,6 +57,7 @@ def office_gate(office: Office, *, integrity: tuple[str, ...] = (), outside: str
         untrusted_sinks=base.untrusted_sinks,
         integrity=integrity,
         outside_intent=outside,
+        named_targets=named,
     )
     return Gate(office_registry(office), policy=policy)
 
@@ -411,3 +418,48 @@ def test_numbers_in_an_intent_compare_by_value(
     read_poison(run)
     obs = call(run, "transfer_money", iban=iban, amount=amount, currency="EUR")
     assert (obs.status is Status.OK) is inside, obs.content
+
+
+# -- targets the request names -----------------------------------------------------------------
+
+
+def test_named_targets_bind_a_deletion_to_the_file_the_user_named() -> None:
+    """``named_targets``: inside the intent, deleting old-draft.txt runs; the contracts wait."""
+    office = poisoned_office()
+    gate = office_gate(office, named=("write:files:*",))
+    intent = Intent(tools=("list_files", "read_mail", "delete_file"))
+    run = start(gate, "Read m-2, then delete old-draft.txt.", intent)
+    assert call(run, "list_files").status is Status.OK
+    mail = call(run, "read_mail", mail_id="m-2")
+    assert mail.status is Status.OK
+    assert call(run, "delete_file", file_id="77").status is Status.OK
+    obs = call(run, "delete_file", file_id="13")
+    assert obs.status is Status.PENDING
+    found = finding(obs, "unnamed_target")
+    assert (found["argument"], found["value"], found["effect"]) == (
+        "file_id",
+        "13",
+        "write:files:13",
+    )
+    assert "not what the user asked for" in obs.content
+    assert office.did("delete_file") == [{"file_id": "77"}]
+
+
+def test_without_named_targets_any_trusted_file_of_a_listed_tool_runs() -> None:
+    """The control: the same run without the setting deletes the contracts (the weak spot)."""
+    office = poisoned_office()
+    intent = Intent(tools=("list_files", "read_mail", "delete_file"))
+    run = start(office_gate(office), "Read m-2, then delete old-draft.txt.", intent)
+    assert call(run, "list_files").status is Status.OK
+    assert call(run, "read_mail", mail_id="m-2").status is Status.OK
+    assert call(run, "delete_file", file_id="13").status is Status.OK
+
+
+def test_the_policy_file_declares_named_targets() -> None:
+    """``named_targets`` is read from the file; a wrong value names the fix."""
+    text = POLICY_FILE.read_text(encoding="utf-8")
+    assert parse_policy('named_targets = ["write:files:*"]\n' + text).named_targets == (
+        "write:files:*",
+    )
+    with pytest.raises(PolicyFileError, match="'named_targets' must be a list"):
+        parse_policy('named_targets = "write:files:*"\n' + text)

@@ -23,7 +23,7 @@ one narrows): nothing the model writes widens them.
 from __future__ import annotations
 
 import decimal
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -165,7 +165,7 @@ class IntentFinding:
     integrity-sensitive effect that no intent covers."""
 
     rule: str
-    """``outside_intent`` or ``integrity_effect``."""
+    """``outside_intent``, ``integrity_effect`` or ``unnamed_target``."""
     tool: str
     intent: str | None
     """Who declared the intent the call is outside (None: the run has no intent)."""
@@ -181,6 +181,13 @@ class IntentFinding:
         """One line for the approval text, the model and the audit trail."""
         read = ", ".join(self.exposed_by[:3]) + (" ..." if len(self.exposed_by) > 3 else "")
         after = f"the run has read untrusted content (call {read})"
+        if self.rule == "unnamed_target":
+            shown = _shown(self.value or "")
+            return (
+                f"'{self.tool}' acts on the user's own data (effect '{self.effect}'), {after}, "
+                f"and the value of '{self.argument}' ({shown!r}) is not what the user asked "
+                "for: neither their request nor a record it names mentions it"
+            )
         if self.rule == "integrity_effect":
             return (
                 f"'{self.tool}' changes the user's own data (effect '{self.effect}', marked "
@@ -224,10 +231,17 @@ def check_intent(
     intents: Sequence[Intent],
     integrity: Grants | None,
     exposed_by: Sequence[str],
+    named: Callable[[Any], bool] | None = None,
+    named_targets: Grants | None = None,
 ) -> IntentFinding | None:
     """Whether a call needs a person because of the run's intent: None before untrusted
     content, or when it is inside every intent and (with no intent) touches no
-    integrity-sensitive effect."""
+    integrity-sensitive effect.
+
+    ``named_targets`` (`Policy(named_targets=...)`): a call with such an effect must
+    also have every sink value ``named`` by the request (`TrustIndex.named`): the file
+    the user named, not another file of theirs.
+    """
     if not exposed_by:
         return None
     exposed = tuple(exposed_by)
@@ -244,16 +258,37 @@ def check_intent(
                 argument=argument,
                 value=value,
             )
-    if integrity is not None and not intents:
-        for effect in effects:
-            if integrity.covers(effect):
+    marked = None
+    if integrity is not None:
+        marked = next((e for e in effects if integrity.covers(e)), None)
+    if marked is not None and not intents:
+        return IntentFinding(
+            rule="integrity_effect",
+            tool=spec.name,
+            intent=None,
+            intended=None,
+            exposed_by=exposed,
+            effect=str(marked),
+        )
+    target = None
+    if named_targets is not None and named is not None:
+        target = next((e for e in effects if named_targets.covers(e)), None)
+    if target is None or named is None:
+        return None
+    for argument in spec.sinks:
+        value = values.get(argument)
+        items = value if isinstance(value, list | tuple | set | frozenset) else (value,)
+        for item in items:
+            if item is not None and not named(item):
                 return IntentFinding(
-                    rule="integrity_effect",
+                    rule="unnamed_target",
                     tool=spec.name,
-                    intent=None,
+                    intent=intents[0].source if intents else None,
                     intended=None,
                     exposed_by=exposed,
-                    effect=str(effect),
+                    effect=str(target),
+                    argument=argument,
+                    value=str(getattr(item, "value", item)),
                 )
     return None
 

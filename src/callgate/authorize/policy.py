@@ -262,6 +262,10 @@ class Policy:
             (`callgate.authorize.intent`).
         outside_intent: what a call needs after untrusted content when it is outside
             the run's intent, or integrity-sensitive with no intent: ``"ask"`` or ``"deny"``.
+        named_targets: effect patterns (grant syntax) whose calls, after untrusted
+            content, must also have each sink value named by the user's request, directly
+            or through a trusted record the request names (`TrustIndex.named`): the file
+            the user named, not another of theirs. Otherwise as ``outside_intent`` says.
         version: a label for this policy (default: a hash of its rules).
     """
 
@@ -273,6 +277,7 @@ class Policy:
         untrusted_sinks: Action | str = Action.ASK,
         integrity: Iterable[str] = (),
         outside_intent: Action | str = Action.ASK,
+        named_targets: Iterable[str] = (),
         version: str | None = None,
     ) -> None:
         self.rules = tuple(rules)
@@ -297,6 +302,10 @@ class Policy:
         if outside not in ("ask", "deny"):
             raise DefinitionError(f"outside_intent must be 'ask' or 'deny', got {outside_intent!r}")
         self.outside_intent = Action(outside)
+        if isinstance(named_targets, str):
+            named_targets = (named_targets,)
+        self.named_targets = tuple(named_targets)
+        self.named_grants = integrity_grants(self.named_targets)
         if isinstance(integrity, str):
             integrity = (integrity,)
         self.integrity = tuple(integrity)
@@ -306,6 +315,8 @@ class Policy:
         described.append(f"preset={self.preset.value}|sinks={self.untrusted_sinks.value}")
         if self.integrity or self.outside_intent is not Action.ASK:
             described.append(f"integrity={self.integrity}|outside={self.outside_intent.value}")
+        if self.named_targets:
+            described.append(f"named_targets={self.named_targets}")
         digest = hashlib.sha256("\n".join(described).encode()).hexdigest()
         self.version = version or digest[:16]
 
@@ -383,7 +394,7 @@ def authorize(
     decision = _decide(spec, arguments, authority, policy, evidence, provenance, cache)
     if decision.action is Action.DENY or provenance is None:
         return decision
-    if not intents and policy.integrity_grants is None:
+    if not intents and policy.integrity_grants is None and policy.named_grants is None:
         return decision
     finding = check_intent(
         spec,
@@ -392,6 +403,8 @@ def authorize(
         intents=intents,
         integrity=policy.integrity_grants,
         exposed_by=provenance.exposed_by,
+        named=provenance.named,
+        named_targets=policy.named_grants,
     )
     return decision if finding is None else _intent_decision(policy, decision, finding)
 

@@ -6,6 +6,7 @@ preset = "standard"              # optional fallback by risk: "none" (default) o
 untrusted_sinks = "ask"          # or "deny": sink values no trusted input vouches for
 integrity = ["write:calendar*"]  # effects that need the run's intent after untrusted content
 outside_intent = "ask"           # or "deny": calls outside the intent after untrusted content
+named_targets = ["delete:*"]     # effects whose targets the request itself must name
 
 [[rule]]
 name = "small refunds"
@@ -74,7 +75,15 @@ class PolicyFileError(DefinitionError):
 
 _ACTIONS = {"allow": Action.ADMIT, "ask": Action.ASK, "deny": Action.DENY}
 _RULE_KEYS = {"name", "action", "tool", "effect", "reason", "when"}
-_TOP_KEYS = {"version", "preset", "untrusted_sinks", "integrity", "outside_intent", "rule"}
+_TOP_KEYS = {
+    "version",
+    "preset",
+    "untrusted_sinks",
+    "integrity",
+    "outside_intent",
+    "named_targets",
+    "rule",
+}
 _OPS = ("eq", "ne", "in", "not_in", "glob", "regex", "lt", "le", "gt", "ge", "under")
 _RULE_HEADER = re.compile(r"^\s*\[\[\s*rule\s*\]\]\s*(?:#.*)?$")
 _ERROR_LINE = re.compile(r"at line (?P<line>\d+)")
@@ -268,12 +277,8 @@ def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
         name = raw.get("name") if isinstance(raw, dict) else None
         label = f"rule {index + 1}" + (f" ({name!r})" if name else "")
         rules.append(_rule(raw, f"{where}: {label}"))
-    integrity = data.get("integrity", [])
-    if not isinstance(integrity, list) or not all(isinstance(p, str) for p in integrity):
-        raise PolicyFileError(
-            f"{source}: 'integrity' must be a list of effect patterns, got {integrity!r}; "
-            'write integrity = ["write:calendar*", "delete:*"]'
-        )
+    integrity = _patterns(data, "integrity", source)
+    named = _patterns(data, "named_targets", source)
     try:
         return Policy(
             rules,
@@ -281,10 +286,22 @@ def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
             untrusted_sinks=data.get("untrusted_sinks", "ask"),
             integrity=integrity,
             outside_intent=data.get("outside_intent", "ask"),
+            named_targets=named,
             version=str(data["version"]) if "version" in data else None,
         )
     except DefinitionError as exc:
         raise PolicyFileError(f"{source}: {exc}") from exc
+
+
+def _patterns(data: Mapping[str, Any], key: str, source: str) -> list[str]:
+    """A top-level list of effect patterns (``integrity``, ``named_targets``)."""
+    patterns = data.get(key, [])
+    if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
+        raise PolicyFileError(
+            f"{source}: '{key}' must be a list of effect patterns, got {patterns!r}; "
+            f'write {key} = ["write:calendar*", "delete:*"]'
+        )
+    return patterns
 
 
 def _rule(raw: Any, where: str) -> Rule:

@@ -82,6 +82,12 @@ OutputTrust = (
 """
 
 _MAX_DEPTH = 64
+_RECORD_VALUES = 64
+"""Trusted values of one record remembered together (`TrustIndex.named`)."""
+_MAX_RECORDS = 100_000
+_FUNCTION_TEXT = "the and for with from this that your our you are not but all any new old"
+_FUNCTION_WORDS = frozenset(_FUNCTION_TEXT.split())
+_RECORDS_PER_VALUE = 64
 _SHOWN = 200
 
 
@@ -230,6 +236,9 @@ class _Index:
     trusted_tokens: set[str] = field(default_factory=set)
     trusted_values: dict[str, set[str | None]] = field(default_factory=dict)
     trusted_words: list[str] = field(default_factory=list)
+    text_words: list[str] = field(default_factory=list)
+    records: list[tuple[str, ...]] = field(default_factory=list)
+    record_of: dict[str, list[int]] = field(default_factory=dict)
     untrusted: dict[str, list[str]] = field(default_factory=dict)
     untrusted_words: list[tuple[str, str]] = field(default_factory=list)
     exposed_by: list[str] = field(default_factory=list)
@@ -268,7 +277,9 @@ class TrustIndex:
     def add_trusted_text(self, text: str) -> None:
         """Record trusted free text (a system, developer or user message)."""
         self._index.trusted_tokens.update(tokens(text))
-        self._index.trusted_words.append(words(text))
+        spoken = words(text)
+        self._index.trusted_words.append(spoken)
+        self._index.text_words.append(spoken)
 
     def add_trusted_value(self, value: Any, kind: str | None = None) -> None:
         """Record one value the application vouches for, optionally of a kind."""
@@ -293,6 +304,7 @@ class TrustIndex:
         call_id = item.call_id
         for record in _records(result):
             labels = _labels(record, trust)
+            kept: list[str] = []
             seen: dict[tuple[tuple[str, ...], bool], str | bool | None] = {}
             for path, value, is_key in _walk(record, (), 0):
                 if value is _DEEP:
@@ -306,10 +318,64 @@ class TrustIndex:
                     self.add_trusted_value(value, label if isinstance(label, str) else None)
                     if isinstance(value, str) and " " in value.strip():
                         self._index.trusted_words.append(words(value))
+                    if not is_key and not isinstance(value, bool) and len(kept) < _RECORD_VALUES:
+                        kept.append(str(value))
                 else:
                     self._untrusted(value, call_id)
                     if isinstance(value, str) and value.strip() and (path or not is_key):
                         self._exposed(call_id)
+            if len(kept) > 1:
+                self._record(kept)
+
+    def _record(self, values: list[str]) -> None:
+        """Remember which trusted values one record holds together (for `named`)."""
+        index = self._index
+        if len(index.records) >= _MAX_RECORDS:
+            return
+        number = len(index.records)
+        index.records.append(tuple(values))
+        for key in {normalize(v) for v in values}:
+            holders = index.record_of.setdefault(key, [])
+            if len(holders) < _RECORDS_PER_VALUE:
+                holders.append(number)
+
+    def named(self, value: Any) -> bool:
+        """Whether what the user asked for names ``value``: trusted *text* holds it (a whole
+        token, or a phrase of whole words), or it belongs to a trusted record another of
+        whose values trusted text holds, whole or by one of its words of three letters
+        or more ("Tom" names the contact "Tom Becker", so his address; a file's name
+        names its id). Values vouched for only by records or by the application, or
+        only by a number, are not named."""
+        if hasattr(value, "value") and not isinstance(value, str):
+            value = value.value  # an Enum
+        key = normalize(value)
+        if self._in_text(key, str(value)):
+            return True
+        index = self._index
+        for number in index.record_of.get(key, ()):
+            for sibling in index.records[number]:
+                other = normalize(sibling)
+                if other != key and (self._in_text(other, sibling) or self._by_word(other)):
+                    return True
+        return False
+
+    def _by_word(self, key: str) -> bool:
+        """Whether one word of a multi-word value (three letters or more, not a common
+        function word) is a whole token of trusted text."""
+        if " " not in key:
+            return False
+        tokens_ = self._index.trusted_tokens
+        return any(
+            len(word) >= 3 and word.isalpha() and word not in _FUNCTION_WORDS and word in tokens_
+            for word in words(key).split()
+        )
+
+    def _in_text(self, key: str, raw: str) -> bool:
+        index = self._index
+        if not is_number(key) and key in index.trusted_tokens:
+            return True
+        spoken = phrase(raw)
+        return spoken is not None and any(spoken in text for text in index.text_words)
 
     def _exposed(self, source: str) -> None:
         exposed = self._index.exposed_by
