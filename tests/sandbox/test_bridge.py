@@ -150,12 +150,15 @@ def test_code_calls_obey_what_direct_calls_obey(
     driver: str,
 ) -> None:
     """Status and recorded stage of a call from code equal those of the same direct call."""
-    direct_gate = _gate(rules, timeout=1.0)
+    # a call waiting for a person keeps the code waiting until its deadline: keep it short
+    waits = "ask" in " ".join(rules) or name == "untrusted sink"
+    timeout = 0.4 if waits else 10.0
+    direct_gate = _gate(rules, timeout=timeout)
     direct_run = _run(direct_gate, grants)
     direct = _submit(direct_run, [ToolCall(id="d", name=tool_name, arguments=arguments)], driver)
     direct_record = direct_gate.ledger.get_call(direct_run.id, "d")
 
-    code_gate = _gate(rules, timeout=1.0)
+    code_gate = _gate(rules, timeout=timeout)
     code_run = _run(code_gate, grants)
     code = CALL_AND_REPORT.format(tool=tool_name, arguments=json.dumps(arguments))
     outer = _submit(
@@ -259,7 +262,7 @@ def test_a_call_waiting_for_approval_blocks_until_a_person_decides() -> None:
 
 def test_a_pending_call_still_undecided_at_the_deadline_is_reported_pending() -> None:
     """Nobody decides: at the code's deadline the call stays pending and never ran."""
-    gate = _gate(["ask refund"], timeout=1.0)
+    gate = _gate(["ask refund"], timeout=0.4)
     run = _run(gate, GRANTS)
     code = CALL_AND_REPORT.format(tool="refund", arguments='{"order_id": "A1", "amount": 5}')
     obs = run.submit([ToolCall(id="c", name="run_python", arguments={"code": code})])

@@ -160,8 +160,10 @@ def _user_tasks(uid: int) -> int:
 def _limits(config: SandboxConfig) -> dict[str, int]:
     limits: Limits = config.limits
     processes = limits.processes
-    if config.mode is Mode.UNSAFE_SUBPROCESS or os.geteuid() != 0:
+    if os.geteuid() != 0:
         # The sandbox runs as our own user here, whose processes count against the limit too.
+        # (As root, bubblewrap runs as SandboxConfig.sandbox_uid; the unsafe mode runs as
+        # root, whom the kernel does not hold to this limit at all.)
         processes += _user_tasks(os.getuid())
     return {
         "cpu_seconds": limits.cpu_seconds,
