@@ -39,17 +39,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
 from callgate.definitions.names import tool_name
+from callgate.definitions.pins import DigestPins
 from callgate.errors import DefinitionError
 from callgate.tools import CallContext, ToolSpec, schema_spec
 
@@ -98,50 +96,13 @@ def card_digest(card: Any) -> str:
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
-class CardPins:
-    """Approved card digests, one per agent name, kept in a JSON file.
+class CardPins(DigestPins):
+    """Approved card digests, one per agent name, kept in a JSON file (see `DigestPins`).
 
     The first card seen for an agent is recorded as approved (trust on first
     use) unless ``trust_first=False``; a different card later is blocked until
     `approve` records it.
     """
-
-    def __init__(self, path: str | Path, *, trust_first: bool = True) -> None:
-        self.path = Path(path)
-        self.trust_first = trust_first
-
-    def _read(self) -> dict[str, str]:
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError) as exc:
-            raise DefinitionError(f"{self.path}: not a card pin file ({exc})") from exc
-        if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
-            raise DefinitionError(f"{self.path}: not a card pin file")
-        return data
-
-    def pinned(self, agent: str) -> str | None:
-        """The approved digest of ``agent``'s card, if any."""
-        return self._read().get(agent)
-
-    def approve(self, agent: str, digest: str) -> None:
-        """Record ``digest`` as the approved card of ``agent`` (atomically)."""
-        data = self._read()
-        data[agent] = digest
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".pins-")
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(data, out, indent=2, sort_keys=True)
-        os.replace(tmp, self.path)
-
-    def check(self, agent: str, digest: str) -> bool:
-        """Whether ``digest`` is approved for ``agent`` (pinning it first if none is)."""
-        pinned = self.pinned(agent)
-        if pinned is None and self.trust_first:
-            self.approve(agent, digest)
-            return True
-        return pinned == digest
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,0 +1,130 @@
+"""The gated tools over a set of skills: ``read_skill`` and ``read_skill_file``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from pydantic import BaseModel
+
+from callgate.errors import DefinitionError, ToolFailure
+from callgate.skills.folder import Skill, SkillPins, load_skill
+from callgate.tools import ToolSpec, schema_spec
+
+__all__ = ["SkillSet", "load_skills"]
+
+_NOT_RUN = (
+    "This skill ships scripts ({scripts}). callgate does not run them from this registry: "
+    "running code needs the sandboxed code surface (callgate.sandbox), which is not offered "
+    "here. Follow the instructions without running them, or tell the user they are needed."
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SkillSet:
+    """Loaded skills and the two tools that disclose them a step at a time."""
+
+    skills: dict[str, Skill]
+    approved: dict[str, bool]
+    """Per skill: False when it changed since it was approved (its reads are blocked)."""
+    tools: tuple[ToolSpec, ...]
+
+    def catalogue(self) -> str:
+        """One line per skill: its name and description (what the model sees up front)."""
+        return "\n".join(f"- {s.name}: {s.description}" for s in self.skills.values())
+
+
+def load_skills(folders: Iterable[str | Path], *, pins: SkillPins | None = None) -> SkillSet:
+    """Load skill folders and build ``read_skill`` and ``read_skill_file`` over them."""
+    skills: dict[str, Skill] = {}
+    for folder in folders:
+        skill = load_skill(folder)
+        if skill.name in skills:
+            raise DefinitionError(f"two skills are named {skill.name!r}")
+        skills[skill.name] = skill
+    if not skills:
+        raise DefinitionError("no skill folders were given")
+    approved = {
+        n: (pins.check(n, s.digest) if pins is not None else True) for n, s in skills.items()
+    }
+    names = list(skills)
+    catalogue = "\n".join(f"- {s.name}: {s.description}" for s in skills.values())
+    guard = _guard(skills, pins) if pins is not None else None
+
+    def read_skill(name: str) -> str:
+        skill = skills[name]
+        text = skill.instructions
+        if skill.files:
+            text += "\n\nFiles of this skill (read one with read_skill_file): " + ", ".join(
+                skill.files
+            )
+        if skill.scripts:
+            text += "\n\n" + _NOT_RUN.format(scripts=", ".join(skill.scripts))
+        return text
+
+    def read_skill_file(name: str, path: str) -> str:
+        skill = skills[name]
+        wanted = PurePosixPath(path)
+        if wanted.is_absolute() or ".." in wanted.parts or wanted.as_posix() not in skill.files:
+            raise ToolFailure(
+                f"the skill '{name}' has no file {path!r}; its files are: "
+                + (", ".join(skill.files) or "none"),
+                retryable=False,
+            )
+        data = skill.contents[wanted.as_posix()]  # the bytes that were hashed and approved
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            return f"[{path}: {len(data)} bytes of binary data, not shown]"
+
+    name_schema = {"type": "string", "enum": names, "description": "The skill's name."}
+    read = schema_spec(
+        "read_skill",
+        "Read a skill's instructions before doing a task it covers. Skills:\n"
+        + catalogue
+        + "\nFails if the skill changed since it was approved.",
+        {"type": "object", "properties": {"name": name_schema}, "required": ["name"]},
+        read_skill,
+        effects=["read:skill:{name}"],
+        risk="read",
+        precondition=guard,
+    )
+    read_file = schema_spec(
+        "read_skill_file",
+        "Read one file a skill's instructions refer to (a path listed by read_skill). "
+        "Fails for a path that is not one of the skill's files.",
+        {
+            "type": "object",
+            "properties": {
+                "name": name_schema,
+                "path": {
+                    "type": "string",
+                    "maxLength": 300,
+                    "description": "The file's path inside the skill, e.g. reference/forms.md.",
+                },
+            },
+            "required": ["name", "path"],
+        },
+        read_skill_file,
+        effects=["read:skill:{name}"],
+        risk="read",
+        precondition=guard,
+    )
+    return SkillSet(skills=skills, approved=approved, tools=(read, read_file))
+
+
+def _guard(skills: dict[str, Skill], pins: SkillPins) -> Any:
+    def guard(arguments: BaseModel, evidence: Any) -> str | None:
+        name = str(arguments.model_dump(by_alias=True).get("name", ""))
+        skill = skills.get(name)
+        if skill is not None and pins.pinned(name) == skill.digest:
+            return None
+        return (
+            f"the skill '{name}' changed since a person last approved it, so it is blocked. "
+            "Nothing was read. Do not retry: tell the user that an operator must review "
+            "and approve the new version."
+        )
+
+    return guard
