@@ -137,3 +137,42 @@ def test_a_hostile_call_id_is_quoted_in_links(client: TestClient, ledger: object
     response = client.get(html.unescape(links[0]))
     assert response.status_code == 200
     assert "o-2" in response.text
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+KINDS = st.sampled_from(
+    [
+        "agent.started", "agent.model", "agent.observations", "agent.paused", "agent.resumed",
+        "agent.stopped", "call.admitted", "call.rejected", "call.pending", "call.renamed",
+        "attempt.started", "attempt.ok", "attempt.unknown", "approval.requested",
+        "approval.denied", "provenance.untrusted_sink", "security.boundary", "other.kind",
+    ]
+)  # fmt: skip
+FIELDS = st.sampled_from(
+    ["text", "calls", "results", "effects", "findings", "tool", "arguments", "reason", "step",
+     "content", "approvals", "decisions", "tainted_by", "user", "preview", "actor"]
+)  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None)
+@given(KINDS, st.dictionaries(FIELDS, JSON, max_size=6))
+def test_a_record_of_any_shape_renders(kind: str, data: dict[str, object]) -> None:
+    """An edited record may hold any JSON under any field (a number where a list belongs): its
+    page still renders, so the reader can see the damage."""
+    from callgate.console.templating import environment
+    from callgate.console.views import provenance_findings
+
+    if kind == "provenance.untrusted_sink":
+        data = {"findings": [data, data.get("findings")]}
+    record = AuditRecord(seq=1, at=0.0, kind=kind, run_id="r", call_id="c", data=data)
+    template = environment().from_string(
+        '{% from "_fields.html" import timeline %}{{ timeline(events, true, "r") }}'
+    )
+    assert 'id="r1"' in template.render(events=timeline([record]))
+    provenance_findings([record])

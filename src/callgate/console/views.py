@@ -117,6 +117,11 @@ def _text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
 
+def _items(value: Any) -> list[Any]:
+    """A list field of a record, or nothing: an edited record may hold anything there."""
+    return list(value) if isinstance(value, list | tuple) else []
+
+
 def _model_calls(calls: Any) -> str:
     if not isinstance(calls, list):
         return _text(calls)
@@ -185,7 +190,7 @@ def _describe(r: AuditRecord) -> tuple[str, str, list[tuple[str, Any, bool]]]:
         base = [
             ("tool", d.get("tool"), False),
             ("arguments", d.get("arguments"), True),
-            ("effects", ", ".join(map(_text, d.get("effects") or ())), False),
+            ("effects", ", ".join(map(_text, _items(d.get("effects")))), False),
             ("decided by", d.get("decided_by"), False),
         ]
         if kind == "call.rejected":
@@ -274,14 +279,14 @@ def provenance_findings(records: Iterable[AuditRecord]) -> list[dict[str, Any]]:
     for r in records:
         if r.kind != "provenance.untrusted_sink" or not isinstance(r.data, Mapping):
             continue
-        for f in r.data.get("findings") or ():
+        for f in _items(r.data.get("findings")):
             if isinstance(f, Mapping):
                 found.append(
                     {
                         "argument": _text(f.get("argument")),
                         "value": _text(f.get("value")),
                         "kind": _text(f.get("kind")),
-                        "tainted_by": ", ".join(map(_text, f.get("tainted_by") or ())),
+                        "tainted_by": ", ".join(map(_text, _items(f.get("tainted_by")))),
                     }
                 )
     return found
