@@ -3,21 +3,32 @@ credentials redacted, whatever a model or tool put in it (hypothesis properties 
 
 from __future__ import annotations
 
+import functools
 import html
 import unicodedata
 from html.parser import HTMLParser
 
 import console_support as cs
+import jinja2
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
+from callgate.console.templating import environment
 from callgate.console.text import MAX_SHOWN, shown, visible
 from callgate.console.views import timeline
 from callgate.ledger.base import AuditRecord
 from conftest import sign_in
 
 HIDDEN = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}
+
+
+@functools.cache
+def _timeline_template() -> jinja2.Template:
+    """The timeline macro of the console's templates, compiled once."""
+    return environment().from_string(
+        '{% from "_fields.html" import timeline %}{{ timeline(events, true, "run_1") }}'
+    )
 
 
 class _Tags(HTMLParser):
@@ -77,12 +88,7 @@ def test_a_record_of_any_text_renders_to_the_same_markup(text: str, call_id: str
     """Whatever text a record holds (in its data and its call id), the timeline's HTML has the
     same tags and attributes as for plain text, and no hidden character: nothing a model wrote
     becomes markup or hides itself."""
-    from callgate.console.templating import environment
-
-    env = environment()
-    template = env.from_string(
-        '{% from "_fields.html" import timeline %}{{ timeline(events, true, "run_1") }}'
-    )
+    template = _timeline_template()
 
     def render(value: str, cid: str) -> str:
         record = AuditRecord(
@@ -160,19 +166,15 @@ FIELDS = st.sampled_from(
 )  # fmt: skip
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(KINDS, st.dictionaries(FIELDS, JSON, max_size=6))
 def test_a_record_of_any_shape_renders(kind: str, data: dict[str, object]) -> None:
     """An edited record may hold any JSON under any field (a number where a list belongs): its
     page still renders, so the reader can see the damage."""
-    from callgate.console.templating import environment
     from callgate.console.views import provenance_findings
 
     if kind == "provenance.untrusted_sink":
         data = {"findings": [data, data.get("findings")]}
     record = AuditRecord(seq=1, at=0.0, kind=kind, run_id="r", call_id="c", data=data)
-    template = environment().from_string(
-        '{% from "_fields.html" import timeline %}{{ timeline(events, true, "r") }}'
-    )
-    assert 'id="r1"' in template.render(events=timeline([record]))
+    assert 'id="r1"' in _timeline_template().render(events=timeline([record]))
     provenance_findings([record])
