@@ -7,21 +7,25 @@ each ``tools.<name>(...)`` call it makes is submitted through the same run:
 validated, authorized under the run's authority, approved and recorded.
 Where bubblewrap or user namespaces are missing the tool refuses to run code
 (`unavailable_reason` says why); ``mode="unsafe_subprocess"`` is for
-development only.
+development only. Network egress, where a deployer allows it, is one gated
+connection at a time (`network_tool`: the effect ``network:<host>``).
 """
 
 from callgate.sandbox.config import Limits, Mode, SandboxConfig
 from callgate.sandbox.launch import unavailable_reason
+from callgate.sandbox.network import NETWORK_TOOL, network_tool
 from callgate.sandbox.runner import SandboxResult, run_code
 from callgate.sandbox.seccomp import seccomp_missing
 from callgate.sandbox.tool import EXEC_EFFECT, python_tool
 
 __all__ = [
     "EXEC_EFFECT",
+    "NETWORK_TOOL",
     "Limits",
     "Mode",
     "SandboxConfig",
     "SandboxResult",
+    "network_tool",
     "python_tool",
     "run_code",
     "seccomp_missing",

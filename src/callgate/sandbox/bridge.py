@@ -26,6 +26,7 @@ import anyio
 from callgate.approvals import ApprovalStatus
 from callgate.calls import Status, ToolCall
 from callgate.gate import Run
+from callgate.sandbox.network import take_connection
 from callgate.sandbox.protocol import CallRequest
 
 __all__ = ["Bridge"]
@@ -62,7 +63,12 @@ class Bridge:
         obs = (await self.run.asubmit([call]))[0]
         if obs.status is Status.PENDING and obs.approval_id is not None:
             obs = await self._after_approval(call, obs.approval_id) or obs
-        return {"status": obs.status.value, "content": obs.content}
+        reply: dict[str, Any] = {"status": obs.status.value, "content": obs.content}
+        if obs.status is Status.OK:
+            connection = take_connection(self.run.id, call.id)
+            if connection is not None:  # an admitted network_connect: the socket itself
+                reply["_connection"] = connection
+        return reply
 
     async def _after_approval(self, call: ToolCall, approval_id: str) -> Any:
         """Wait for a person's decision on the call (until the code's deadline), then submit

@@ -71,6 +71,25 @@ class _Bridge:
         message: dict[str, Any] = marshal.loads(self._exactly(size))
         return message
 
+    def receive_connection(self) -> tuple[dict[str, Any], int | None]:
+        """A reply that may carry a connected socket's descriptor (on its first bytes)."""
+        import socket
+
+        wrapper = socket.socket(fileno=os.dup(self.fd))
+        try:
+            head, ancillary, _, _ = wrapper.recvmsg(4, socket.CMSG_SPACE(4))
+        finally:
+            wrapper.close()
+        if not head:
+            raise ConnectionError("the host closed the bridge")
+        fd = None
+        for level, kind, data in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS and len(data) >= 4:
+                fd = int.from_bytes(data[:4], sys.byteorder)
+        head += self._exactly(4 - len(head))
+        message: dict[str, Any] = marshal.loads(self._exactly(int.from_bytes(head, "big")))
+        return message, fd
+
 
 class CallRejected(Exception):
     """The gate did not run the call (rejected, or waiting for a person's approval)."""
@@ -90,7 +109,7 @@ class CallFailed(Exception):
         self.message = message
 
 
-def _tools_module(bridge: _Bridge, specs: list[dict[str, Any]]) -> types.ModuleType:
+def _tools_module(bridge: _Bridge, specs: list[dict[str, Any]], network: str) -> types.ModuleType:
     module = types.ModuleType(
         "tools", "The tools this code may call; each call goes through the gate."
     )
@@ -101,8 +120,16 @@ def _tools_module(bridge: _Bridge, specs: list[dict[str, Any]]) -> types.ModuleT
         def call(**arguments: Any) -> Any:
             bridge.next_id += 1
             bridge.send({"op": "call", "id": bridge.next_id, "tool": name, "arguments": arguments})
-            reply = bridge.receive()
+            fd = None
+            if name == network:
+                reply, fd = bridge.receive_connection()
+            else:
+                reply = bridge.receive()
             status, content = reply.get("status"), str(reply.get("content", ""))
+            if status == "ok" and fd is not None:
+                import socket
+
+                return socket.socket(fileno=fd)
             if status == "ok":
                 if content[:1] in ("{", "["):
                     import json
@@ -123,7 +150,28 @@ def _tools_module(bridge: _Bridge, specs: list[dict[str, Any]]) -> types.ModuleT
     for spec in specs:
         setattr(module, spec["name"], make(spec["name"], spec.get("doc", "")))
     module.__all__ = [spec["name"] for spec in specs]  # type: ignore[attr-defined]
+    if network:
+        _route_connections(getattr(module, network))
     return module
+
+
+def _route_connections(connect: Any) -> None:
+    """Make ``socket.create_connection`` (http.client, urllib) ask the host for each
+    connection: the one way out of a sandbox without a network."""
+    import socket
+
+    default = socket.create_connection
+
+    def create_connection(
+        address: tuple[str, int], timeout: Any = None, *args: Any, **kwargs: Any
+    ) -> socket.socket:
+        sock: socket.socket = connect(host=str(address[0]), port=int(address[1]))
+        if isinstance(timeout, int | float):
+            sock.settimeout(timeout)
+        return sock
+
+    create_connection.__doc__ = default.__doc__
+    socket.create_connection = create_connection  # type: ignore[assignment]
 
 
 def _unpack(seed: str, into: str) -> None:
@@ -164,7 +212,8 @@ def main() -> int:
         which = _LIMITS.get(name)
         if which is not None and value is not None:
             resource.setrlimit(which, (int(value), int(value)))
-    sys.modules["tools"] = _tools_module(bridge, list(start.get("tools", [])))
+    tools = _tools_module(bridge, list(start.get("tools", [])), str(start.get("network", "")))
+    sys.modules["tools"] = tools
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
     try:
         exec(compile(str(start["code"]), "<code>", "exec"), namespace)

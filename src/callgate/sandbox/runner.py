@@ -180,8 +180,14 @@ async def run_code(
     *,
     tools: Sequence[dict[str, str]] = (),
     answer: Answer | None = None,
+    network: str = "",
 ) -> SandboxResult:
-    """Run ``code`` once in a fresh sandbox; calls it makes are answered by ``answer``."""
+    """Run ``code`` once in a fresh sandbox; calls it makes are answered by ``answer``.
+
+    ``network``: the name of the tool (`callgate.sandbox.network.network_tool`) whose
+    admitted calls hand the code a connected socket; inside, ``socket.create_connection``
+    goes through it. An answer carrying ``_connection`` (a socket) sends it along.
+    """
     limits = config.limits
     host, guest = socket.socketpair()
     guest.set_inheritable(True)
@@ -240,6 +246,7 @@ async def run_code(
         exit_code=None, timed_out=False, stdout="", stderr="", tool_calls=0, started_at=started
     )
     out, err = _Output(limits.output_bytes), _Output(limits.output_bytes)
+    raw = host.dup()  # for replies that carry a socket (sendmsg with SCM_RIGHTS)
     try:
         reader, writer = await asyncio.open_unix_connection(sock=host, limit=limits.message_bytes)
         writer.write(
@@ -250,6 +257,7 @@ async def run_code(
                     "limits": _limits(config),
                     "seed": seed_path,
                     "workspace": workspace,
+                    "network": network,
                 }
             )
         )
@@ -265,12 +273,22 @@ async def run_code(
                             f"the code made more than {limits.max_calls} tool calls "
                             "(Limits.max_calls)"
                         )
+                    reply: dict[str, Any]
                     if answer is None:
                         reply = {"status": "rejected", "content": "no tools are available"}
                     else:
                         reply = await answer(request)
-                    writer.write(encode({"op": "result", "id": request.id, **reply}))
-                    await writer.drain()
+                    connection = reply.pop("_connection", None)
+                    frame = encode({"op": "result", "id": request.id, **reply})
+                    if connection is None:
+                        writer.write(frame)
+                        await writer.drain()
+                    else:
+                        await writer.drain()
+                        try:
+                            await _send_with_socket(raw, writer, frame, connection)
+                        finally:
+                            connection.close()
             except ProtocolViolation as exc:
                 result.violation = str(exc)
                 _kill(proc)
@@ -291,11 +309,30 @@ async def run_code(
         with contextlib.suppress(BaseException):
             await asyncio.wait_for(proc.wait(), 5)
         host.close()
+        raw.close()
         if scratch is not None:
             scratch.cleanup()
     result.exit_code = proc.returncode
     result.stdout, result.stderr = out.text(), err.text()
     return result
+
+
+async def _send_with_socket(
+    raw: socket.socket, writer: asyncio.StreamWriter, frame: bytes, connection: socket.socket
+) -> None:
+    """Send ``frame`` with ``connection``'s descriptor attached to its first bytes."""
+    rights = [
+        (socket.SOL_SOCKET, socket.SCM_RIGHTS, connection.fileno().to_bytes(4, sys.byteorder))
+    ]
+    while True:
+        try:
+            sent = raw.sendmsg([frame], rights)
+            break
+        except BlockingIOError:
+            await asyncio.sleep(0.001)
+    if sent < len(frame):
+        writer.write(frame[sent:])
+        await writer.drain()
 
 
 def _kill(proc: asyncio.subprocess.Process) -> None:

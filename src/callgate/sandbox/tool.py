@@ -20,6 +20,7 @@ from callgate.gate import running_run
 from callgate.sandbox.bridge import Bridge
 from callgate.sandbox.config import Limits, Mode, SandboxConfig
 from callgate.sandbox.launch import unavailable_reason
+from callgate.sandbox.network import drop_connections, is_network_tool
 from callgate.sandbox.runner import run_code
 from callgate.tools import TOOL_NAME, CallContext, ToolSpec, make_spec
 
@@ -110,6 +111,7 @@ def python_tool(
                 raise ToolFailure(f"the code was not run: {reason}", retryable=False)
         specs: list[dict[str, str]] = []
         bridge = None
+        network = ""
         if visible:
             run = running_run(ctx)
             registry = run.gate.registry
@@ -117,6 +119,8 @@ def python_tool(
                 spec = registry.get(tool_name)
                 if spec is not None:
                     specs.append({"name": tool_name, "doc": spec.description})
+                    if is_network_tool(spec):
+                        network = tool_name
             bridge = Bridge(
                 run,
                 [s["name"] for s in specs],
@@ -125,10 +129,17 @@ def python_tool(
             )
         try:
             result = await run_code(
-                code, config, tools=specs, answer=bridge.answer if bridge else None
+                code,
+                config,
+                tools=specs,
+                answer=bridge.answer if bridge else None,
+                network=network,
             )
         except ValueError as exc:  # the workspace grew past its bound since declaration
             raise ToolFailure(f"the code was not run: {exc}", retryable=False) from None
+        finally:
+            if network:
+                drop_connections(ctx.run_id, ctx.call_id + ".")
         return result.report()
 
     description = (
