@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from callgate.sandbox.config import SandboxConfig
 
-__all__ = ["Files", "bwrap_command", "process_user", "unavailable_reason"]
+__all__ = ["Files", "bwrap_command", "process_user", "system_binds", "unavailable_reason"]
 
 GUEST_DIR = "/callgate"
 GUEST_PATH = GUEST_DIR + "/guest.py"
@@ -50,7 +50,7 @@ def process_user(config: SandboxConfig) -> dict[str, object]:
     return {"user": uid, "group": uid, "extra_groups": []}
 
 
-def _system_binds() -> list[str]:
+def system_binds() -> list[str]:
     """``/usr`` read-only, and the merged-/usr links (or binds, on a split system)."""
     args = ["--ro-bind", "/usr", "/usr"]
     for name in ("bin", "sbin", "lib", "lib64", "lib32", "libx32"):
@@ -88,7 +88,7 @@ def bwrap_command(
     ]
     for key, value in env.items():
         args += ["--setenv", key, value]
-    args += _system_binds()
+    args += system_binds()
     python_dir = os.path.dirname(os.path.realpath(config.python))
     if not python_dir.startswith("/usr/"):
         prefix = os.path.dirname(python_dir)
@@ -150,7 +150,7 @@ def _probe(python: str, uid: int | None) -> str | None:
         "--unshare-net",
         "--disable-userns",
         "--die-with-parent",
-        *_system_binds(),
+        *system_binds(),
         "--proc",
         "/proc",
         "--dev",
