@@ -421,10 +421,14 @@ def test_unknown_run_call_and_approval_are_404(client: TestClient) -> None:
 
 def test_a_host_not_allowed_is_refused(ledger: SQLiteLedger, scenario: cs.Scenario) -> None:
     """With allowed hosts (the default on loopback), another Host (DNS rebinding) gets 400."""
-    app = create_app(ledger, auth=NoAuth("dev"), key=KEY, allowed_hosts=["127.0.0.1"])
+    from callgate.cli.console import LOCAL_HOSTS
+
+    app = create_app(ledger, auth=NoAuth("dev"), key=KEY, allowed_hosts=LOCAL_HOSTS)
     client = TestClient(app, base_url="http://127.0.0.1")
-    assert client.get("/approvals").status_code == 200
-    assert client.get("/approvals", headers={"Host": "evil.example"}).status_code == 400
+    for host in ("127.0.0.1:8765", "localhost:8765", "[::1]:8765", "LOCALHOST"):
+        assert client.get("/approvals", headers={"Host": host}).status_code == 200, host
+    for host in ("evil.example", "evil.example:8765", "127.0.0.1.evil.example", "www.localhost"):
+        assert client.get("/approvals", headers={"Host": host}).status_code == 400, host
 
 
 def test_without_auth_everyone_is_the_local_principal(

@@ -167,8 +167,6 @@ def serve(
         raise bad_usage(str(exc)) from None
     assert auth is not None
     hosts = allowed_host or (list(LOCAL_HOSTS) if is_loopback(host) else None)
-    if hosts is not None:
-        hosts = [h for name in hosts for h in (name, f"{name}:{port}")]
     with open_ledger(db, dsn, write=True) as ledger:
         app = create_app(
             ledger,

@@ -479,7 +479,9 @@ def create_app(
     ]
     middleware = [Middleware(SecurityHeaders)]
     if allowed_hosts is not None:
-        middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts)))
+        middleware.append(
+            Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts), www_redirect=False)
+        )
     return Starlette(routes=routes, middleware=middleware)
 
 
