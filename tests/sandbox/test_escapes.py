@@ -420,7 +420,7 @@ def test_killing_the_sandbox_init_harms_only_the_sandbox(
 
 
 def test_escape_suite_has_at_least_thirty_attempts() -> None:
-    """The issue asks for at least 30 attempts; the table and the named tests hold 40."""
+    """The issue asks for at least 30 attempts; the table and the named tests hold 41."""
     named = [n for n in globals() if n.startswith("test_") and n != "test_attempt_is_blocked"]
     assert len(ATTEMPTS) + len(named) - 2 >= 30
 
