@@ -4,10 +4,11 @@
 --prereg examples/lab/prereg.toml --db lab.db --out lab-report`` runs every
 task on every surface (paired), records every run in the ledger, then writes
 the pre-registered analysis (``report.md``, PNG plots, JSON) into ``--out``.
-``--model`` is any ``callgate`` model spec (see ``callgate run --help``) or
-``policy:NAME``, a scripted policy with known behaviour (``oracle``,
-``oracle-fast``, ``planted``, ``clumsy``). ``callgate lab analyse`` analyses
-the runs already in a ledger again.
+``--model`` is any ``callgate`` model spec (see ``callgate run --help``),
+``local`` or ``local:PATH`` (a GGUF model run in this process by llama.cpp,
+constrained with ``--constrain``), or ``policy:NAME``, a scripted policy
+with known behaviour (``oracle``, ``oracle-fast``, ``planted``, ``clumsy``).
+``callgate lab analyse`` analyses the runs already in a ledger again.
 
 Exit codes: 0 success; 2 bad usage or input (an unknown surface, model,
 policy or task set, an unreadable pre-registration); 3 the ledger could not
@@ -47,12 +48,28 @@ app = typer.Typer(
 )
 
 
-def model_for_spec(spec: str, *, seed: int = 0) -> ModelFor:
-    """The model of each run: ``policy:NAME`` (a scripted policy per task and surface) or
-    any ``--model`` spec (one model for every run)."""
+def model_for_spec(
+    spec: str, *, seed: int = 0, constrain: str = "llguidance", max_tokens: int = 256
+) -> ModelFor:
+    """The model of each run: ``policy:NAME`` (a scripted policy per task and surface),
+    ``local`` or ``local:PATH`` (a GGUF model run by llama.cpp, `callgate.llms.local`, that
+    must call a tool at each step), or any ``--model`` spec (one model for every run)."""
     if spec.startswith("policy:"):
         policy = policy_named(spec[7:])
         return lambda task, surface: policy.model(task, surface, seed=seed)
+    if spec == "local" or spec.startswith("local:"):
+        from callgate.llms.local import LocalModel
+
+        if constrain not in ("llguidance", "gbnf", "none"):
+            raise DefinitionError(f"--constrain {constrain!r}: use llguidance, gbnf or none")
+        local = LocalModel(
+            spec[6:] or None,
+            constrain=constrain,  # type: ignore[arg-type]  # checked above
+            answer=False,
+            max_tokens=max_tokens,
+            seed=seed,
+        )
+        return lambda task, surface: local
     model = model_from_spec(spec)
     return lambda task, surface: model
 
@@ -106,13 +123,19 @@ def run_command(
     ] = "approx",
     steps: Annotated[int, typer.Option("--steps", min=1, help="Model calls per run.")] = 30,
     seed: Annotated[int, typer.Option("--seed", help="The policies' seed.")] = 0,
+    constrain: Annotated[
+        str, typer.Option("--constrain", help="local models: llguidance, gbnf or none.")
+    ] = "llguidance",
+    max_tokens: Annotated[
+        int, typer.Option("--max-tokens", min=16, help="local models: tokens per step.")
+    ] = 256,
 ) -> None:
     """Run every task on every surface, record it, and report the pre-registered analysis."""
     try:
         prereg = Prereg.from_toml(prereg_path)
         chosen = [s.strip() for s in (surfaces or ",".join(prereg.surfaces)).split(",") if s]
         task_list = load_tasks(tasks)
-        model_for = model_for_spec(model, seed=seed)
+        model_for = model_for_spec(model, seed=seed, constrain=constrain, max_tokens=max_tokens)
     except DefinitionError as exc:
         raise fail(str(exc), 2) from None
     check_ledger(db, missing_ok=True)

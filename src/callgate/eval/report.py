@@ -125,7 +125,7 @@ def markdown(a: Analysis, f: Funnel, *, extra: str = "") -> str:
         "Caveats:",
         "",
     ]
-    out += [f"- {c}" for c in ETA_CAVEATS]
+    out += list(ETA_CAVEATS)
     out += [
         "",
         "![eta](eta.png)",
