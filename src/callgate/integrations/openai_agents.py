@@ -134,7 +134,17 @@ def gate_tool(tool: FunctionTool, run: Run) -> FunctionTool:
 
 def gate_agent(agent: Agent[Any], run: Run) -> Agent[Any]:
     """A copy of ``agent`` whose function tools all go through ``run``. Any tool the
-    gate cannot run raises `DefinitionError` (see `registry`)."""
+    gate cannot run raises `DefinitionError` (see `registry`), and so do MCP servers
+    attached to the agent: the SDK would list and call their tools past the gate.
+
+    Handoffs are other agents, with tools of their own: gate each of them too.
+    """
+    if getattr(agent, "mcp_servers", None):
+        raise DefinitionError(
+            f"agent {agent.name!r} has MCP servers, whose tools the SDK would call past the "
+            "gate; put callgate's MCP proxy (callgate mcp proxy) between the agent and the "
+            "servers, or import their tools into the registry instead"
+        )
     tools = []
     for tool in agent.tools:
         if not isinstance(tool, FunctionTool):
