@@ -15,14 +15,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from callgate import Authority, DefinitionError, Gate, MemoryLedger, Registry, Status, ToolCall
-from callgate.sandbox import Limits, SandboxConfig, SandboxResult, launch, python_tool
+from callgate.sandbox import Limits, SandboxConfig, SandboxResult, launch, python_tool, shell_tool
 from callgate.sandbox.protocol import ProtocolViolation, parse_request
 
 
 def _submit(spec: Any, code: str, grants: tuple[str, ...] = ("exec:sandbox",)) -> Any:
     gate = Gate(Registry([spec]), ledger=MemoryLedger())
     run = gate.run(authority=Authority(principal="p", grants=list(grants)))
-    return run.submit([ToolCall(id="c", name=spec.name, arguments={"code": code})])[0]
+    field = next(iter(spec.arguments_model.model_fields))  # run_python: code, run_shell: script
+    return run.submit([ToolCall(id="c", name=spec.name, arguments={field: code})])[0]
 
 
 @pytest.fixture
@@ -217,3 +218,34 @@ def test_parse_request_accepts_exactly_the_call_shape(message: dict[str, Any]) -
     else:
         assert valid
         assert request.arguments == message["arguments"]
+
+
+# -- run_shell -------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("bwrap_available")
+def test_run_shell_runs_a_script_in_the_same_sandbox() -> None:
+    """A shell script runs as the sandbox user, in the workspace, seeing no host files."""
+    script = "echo hello; id -u; pwd; cat /etc/shadow || echo no-shadow; ls /root || echo no-home"
+    obs = _submit(shell_tool(), script)
+    assert obs.status is Status.OK
+    lines = obs.result["stdout"].split()
+    assert lines == ["hello", "1000", "/workspace", "no-shadow", "no-home"], obs.result
+
+
+@pytest.mark.usefixtures("bwrap_available")
+def test_run_shell_cannot_reach_the_network_or_keep_a_daemon() -> None:
+    """A script's sockets are refused and its background job dies with the run."""
+    script = (
+        "python3 -c 'import socket; socket.socket()' 2>/dev/null && echo ESCAPED || echo BLOCKED\n"
+        "(sleep 60 &) ; echo started"
+    )
+    obs = _submit(shell_tool(), script)
+    assert obs.result["stdout"].split() == ["BLOCKED", "started"], obs.result
+
+
+def test_run_shell_needs_the_exec_grant() -> None:
+    """run_shell's effect is exec:sandbox like run_python's: without it, nothing runs."""
+    obs = _submit(shell_tool(), "echo ran", grants=())
+    assert obs.status is Status.REJECTED
+    assert obs.stage.value == "policy"

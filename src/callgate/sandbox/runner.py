@@ -181,12 +181,14 @@ async def run_code(
     tools: Sequence[dict[str, str]] = (),
     answer: Answer | None = None,
     network: str = "",
+    shell: bool = False,
 ) -> SandboxResult:
     """Run ``code`` once in a fresh sandbox; calls it makes are answered by ``answer``.
 
     ``network``: the name of the tool (`callgate.sandbox.network.network_tool`) whose
     admitted calls hand the code a connected socket; inside, ``socket.create_connection``
     goes through it. An answer carrying ``_connection`` (a socket) sends it along.
+    ``shell``: ``code`` is a ``/bin/sh`` script (no bridge), not Python.
     """
     limits = config.limits
     host, guest = socket.socketpair()
@@ -258,6 +260,7 @@ async def run_code(
                     "seed": seed_path,
                     "workspace": workspace,
                     "network": network,
+                    "shell": shell,
                 }
             )
         )

@@ -24,7 +24,7 @@ from callgate.sandbox.network import drop_connections, is_network_tool
 from callgate.sandbox.runner import run_code
 from callgate.tools import TOOL_NAME, CallContext, ToolSpec, make_spec
 
-__all__ = ["EXEC_EFFECT", "python_tool"]
+__all__ = ["EXEC_EFFECT", "python_tool", "shell_tool"]
 
 EXEC_EFFECT = "exec:sandbox"
 """The effect of running code at all (grant it to the runs that may)."""
@@ -158,6 +158,63 @@ def python_tool(
         run_python,
         name=name,
         description=description,
+        effects=[EXEC_EFFECT],
+        risk="write",
+        timeout=config.timeout + _GRACE_SECONDS,
+        max_result_chars=max(2 * config.limits.output_bytes + 1000, 100),
+    )
+
+
+def shell_tool(
+    *,
+    workspace: str | Path | None = None,
+    timeout: float = 10.0,
+    name: str = "run_shell",
+    limits: Limits | None = None,
+    mode: Mode | str = Mode.BWRAP,
+    env: Mapping[str, str] | None = None,
+    read_only: Iterable[str] = (),
+) -> ToolSpec:
+    """A tool that runs a model-written ``/bin/sh`` script in the same sandbox as `python_tool`
+    (the programs of the host's ``/usr``, read-only), for deployers who want one. It has no
+    bridge: a script calls no tools. Effect ``exec:sandbox``; arguments as for `python_tool`.
+    """
+    chosen = Mode(mode)
+    config = SandboxConfig(
+        timeout=timeout,
+        limits=limits if limits is not None else Limits(),
+        workspace=Path(workspace) if workspace is not None else None,
+        env=dict(env or {}),
+        mode=chosen,
+        read_only=tuple(read_only),
+    )
+    if chosen is Mode.UNSAFE_SUBPROCESS:
+        _log.warning(
+            "callgate.sandbox: tool %r uses mode unsafe_subprocess: scripts it runs are NOT "
+            "confined; for development only",
+            name,
+        )
+
+    async def run_shell(script: str) -> dict[str, Any]:
+        if chosen is not Mode.UNSAFE_SUBPROCESS:
+            reason = unavailable_reason(config)
+            if reason is not None:
+                raise ToolFailure(f"the script was not run: {reason}", retryable=False)
+        try:
+            result = await run_code(script, config, shell=True)
+        except ValueError as exc:
+            raise ToolFailure(f"the script was not run: {exc}", retryable=False) from None
+        return result.report()
+
+    run_shell.__doc__ = "Run a shell script in the sandbox.\n\nArgs:\n    script: /bin/sh script."
+    return make_spec(
+        run_shell,
+        name=name,
+        description=(
+            "Run a /bin/sh script in an isolated sandbox (no network, no host files; a private "
+            "/workspace and /tmp; the standard programs of /usr). The result holds exit_code, "
+            f"timed_out, stdout and stderr. The run is killed after {timeout:g} s."
+        ),
         effects=[EXEC_EFFECT],
         risk="write",
         timeout=config.timeout + _GRACE_SECONDS,
