@@ -132,3 +132,17 @@ def test_the_cli_loads_the_console_extra_only_when_the_command_runs(
     )
     assert done.returncode == 2, done.stderr
     assert "pip install 'callgate[console]'" in " ".join(done.stderr.split())
+
+
+def test_the_command_says_how_it_serves() -> None:
+    """The start lines name the address and ledger, and with --no-auth warn that anyone reaching
+    it decides as the local name (an IPv6 address is bracketed)."""
+    from callgate.cli.console import banner
+    from callgate.console import Credentials, NoAuth, TokenAuth
+
+    local = banner("::1", 8765, "calls.db", NoAuth("dev"))
+    assert local[0] == "callgate console on http://[::1]:8765 over calls.db"
+    assert "no authentication" in local[1]
+    assert "'dev'" in local[1]
+    token = banner("0.0.0.0", 80, "x.db", TokenAuth(Credentials({"maria": cs.TOKEN})))
+    assert "no authentication" not in " ".join(token)

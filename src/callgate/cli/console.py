@@ -36,7 +36,7 @@ if TYPE_CHECKING:  # the console extra is imported when the command runs
     from callgate.console import NoAuth, TokenAuth
     from callgate.console.views import Evaluation
 
-__all__ = ["HELP", "app", "evaluation_funnel", "serve"]
+__all__ = ["HELP", "app", "banner", "evaluation_funnel", "serve"]
 
 HELP = (
     "Serve the web console: the approvals inbox, runs, run timelines and calls.\n\n"
@@ -92,6 +92,23 @@ def _local_user() -> str:
         return getpass.getuser()
     except (KeyError, OSError):
         return "local"
+
+
+def banner(host: str, port: int, where: str, auth: TokenAuth | NoAuth) -> list[str]:
+    """What the command says when it starts: where it listens, over which ledger, and, with
+    ``--no-auth``, that anyone reaching the address decides as the local principal."""
+    from callgate.console.auth import NoAuth
+
+    shown = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    lines = [f"callgate console on http://{shown}:{port} over {where}"]
+    if isinstance(auth, NoAuth):
+        lines.append(
+            "WARNING: no authentication (--no-auth): anyone who can reach this address on "
+            f"this machine decides approvals as {auth.principal.name!r}"
+        )
+    else:
+        lines.append("sign in with a name and token from the --auth-file")
+    return lines
 
 
 def serve(
@@ -176,19 +193,9 @@ def serve(
             secure_cookies=secure_cookies,
             evaluation=evaluation_funnel(),
         )
-        shown_host = f"[{host}]" if ":" in host and not host.startswith("[") else host
         where = "the PostgreSQL ledger (--dsn)" if dsn else str(db)
-        sys.stderr.write(
-            plain(f"callgate console on http://{shown_host}:{port} over {where}") + "\n"
-        )
-        if isinstance(auth, NoAuth):
-            sys.stderr.write(
-                plain(
-                    "WARNING: no authentication (--no-auth): anyone who can reach this address "
-                    f"on this machine decides approvals as {auth.principal.name!r}"
-                )
-                + "\n"
-            )
+        for line in banner(host, port, where, auth):
+            sys.stderr.write(plain(line) + "\n")
         uvicorn.run(app, host=host.strip("[]"), port=port, log_level="warning", access_log=False)
 
 
