@@ -16,6 +16,12 @@ in the file and restarting the console ends their sessions.
 Without credentials the console runs only with an explicit ``--no-auth`` and
 only on a loopback address (`check_binding`): every visitor is then the one
 local principal.
+
+A mistake in this configuration (a credentials file others can read, a short
+token, a bad name, ``--no-auth`` on a reachable address) raises
+`DefinitionError` before anything is served, naming the line and the fix.
+Credentials presented by a visitor are hostile input: whatever they hold, they
+are refused (None), never an exception.
 """
 
 from __future__ import annotations
