@@ -79,3 +79,26 @@ def test_the_run_is_forgotten_once_its_call_ends() -> None:
     assert run.submit([ToolCall(id="k", name="keep", arguments={})])[0].content == run.id
     with pytest.raises(LookupError):
         running_run(seen[0])
+
+
+@tool(effects="exec:compose")
+def compose_sync(order_id: str, ctx: CallContext) -> str:
+    """A sync handler (run in a worker thread within a batch) calling through its run."""
+    run = running_run(ctx)
+    nested = ToolCall(id=ctx.call_id + ".1", name="lookup", arguments={"order_id": order_id})
+    return run.submit([nested])[0].content
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_a_sync_handler_in_a_batch_submits_through_its_run(driver: str) -> None:
+    """Within a concurrent batch, each composing handler finds its own run and call."""
+    ledger = MemoryLedger()
+    gate = Gate(Registry([lookup, compose_sync]), ledger=ledger)
+    run = gate.run(authority=Authority(principal="p", grants=["exec:compose", "read:orders"]))
+    calls = [
+        ToolCall(id="a", name="compose_sync", arguments={"order_id": "A1"}),
+        ToolCall(id="b", name="compose_sync", arguments={"order_id": "B2"}),
+    ]
+    obs = run.submit(calls) if driver == "sync" else anyio.run(run.asubmit, calls)
+    assert [o.content for o in obs] == ["order A1: shipped", "order B2: shipped"]
+    assert {c.call_id for c in ledger.calls(run_id=run.id)} == {"a", "b", "a.1", "b.1"}
