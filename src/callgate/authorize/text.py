@@ -36,7 +36,7 @@ _EMAIL = compile_re2(python_regex(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"))
 # An IBAN written in groups ("DE89 3704 0044 ..."), which whitespace would split.
 _IBAN_GROUPED = compile_re2(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?\b")
 _IBANISH = compile_re2(r"(?i)[A-Z]{2}\d{2}[A-Z0-9 ]{10,40}")
-_SCHEME = compile_re2(r"[a-z][a-z0-9+.-]{0,15}")
+_SCHEME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789+.-")
 # Characters that end a link or a token in prose: brackets and quotes.
 _BREAKS = str.maketrans(dict.fromkeys("<>\"'()[]{}`|\\^", " "))
 _EDGE = ".,;:!?"
@@ -87,7 +87,7 @@ def is_number(text: str) -> bool:
     """Whether ``text`` is a number: ASCII digits, with a sign and ``.`` or ``,`` between
     groups (``-3``, ``1,200.50``)."""
     body = text[1:] if text[:1] in ("+", "-") else text
-    if not body:
+    if not body[:1].isdigit() or not body[-1:].isdigit():
         return False
     return all(part.isascii() and part.isdigit() for part in body.replace(",", ".").split("."))
 
@@ -98,7 +98,12 @@ def normalize(value: Any) -> str:
     if not text.isascii():
         text = unicodedata.normalize("NFKC", safe_text(text))
     text = text.strip()
-    if 14 <= len(text) <= 44 and _IBANISH.fullmatch(text):
+    if (
+        14 <= len(text) <= 44
+        and text[:2].isalpha()
+        and text[2:4].isdigit()
+        and _IBANISH.fullmatch(text)
+    ):
         return text.replace(" ", "").upper()
     lowered = " ".join(text.split()).casefold()
     if " " not in lowered and ("." in lowered or ":" in lowered):
@@ -122,7 +127,7 @@ def link_key(piece: str, *, strict: bool = True) -> str | None:
     rest = piece
     head, sep, tail = piece.partition("://")
     if sep:
-        if not _SCHEME.fullmatch(head):
+        if not (0 < len(head) <= 16 and head[0].isalpha() and _SCHEME_CHARS.issuperset(head)):
             return None
         scheme, rest = head, tail
     cut = len(rest)
@@ -185,9 +190,20 @@ def _pieces(text: str) -> Iterator[str]:
 
 def links(text: str) -> Iterator[str]:
     """The links inside free text, as written (NFKC); `link_key` gives their one form."""
-    for piece in _pieces(unicodedata.normalize("NFKC", safe_text(text))):
-        if link_key(piece.casefold()) is not None:
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", safe_text(text))
+    if "." not in text and ":" not in text:
+        return
+    for raw in [r for r in text.translate(_BREAKS).split() if "." in r or ":" in r]:
+        piece = raw.rstrip(_EDGE).lstrip(",;:!?")
+        if piece and _strict_key(piece.casefold()) is not None:
             yield piece
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _strict_key(piece: str) -> str | None:
+    """`link_key` of one piece of prose, remembered (the same links recur in a run)."""
+    return link_key(piece)
 
 
 def tokens(text: str, *, numbers: bool = False) -> Iterator[str]:
