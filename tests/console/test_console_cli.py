@@ -70,14 +70,15 @@ def test_no_ledger_there_is_bad_usage(tmp_path: Path) -> None:
 
 @pytest.mark.integration
 def test_the_command_serves_the_console_until_interrupted(db: Path, tmp_path: Path) -> None:
-    """A real ``callgate console`` process answers a signed-in request with the inbox, refuses an
-    anonymous one, and stops cleanly on SIGINT."""
+    """A real ``callgate console`` process (the registered command) answers a signed-in
+    request with the inbox, refuses an anonymous one, and stops cleanly on SIGINT."""
     port = cs.free_port()
     proc = subprocess.Popen(
         [
             sys.executable,
-            "-c",
-            "from callgate.cli.console import app; app()",
+            "-m",
+            "callgate.cli",
+            "console",
             "--db",
             str(db),
             "--port",
