@@ -124,11 +124,26 @@ class _Run:
     task: str
     proposed: int = 0
     shape_failures: int = 0
-    turns: list[tuple[float, dict[str, Any]]] = field(default_factory=list)  # (seconds, usage)
-    retry_turns: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
+    turns: list[tuple[float, dict[str, float]]] = field(default_factory=list)  # (seconds, usage)
+    retry_turns: list[tuple[float, dict[str, float]]] = field(default_factory=list)
     decodes: list[Mapping[str, Any]] = field(default_factory=list)
     ok_calls: int = 0
     graded: bool | None = None
+    expected: str | None = None
+    first_calls: int | None = None
+    failures_by_step: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def cut_off(self) -> int:
+        """Parse and schema failures in turns that ran out of output tokens (``max_tokens``)."""
+        steps = {d.get("step") for d in self.decodes if d.get("stopped") == "length"}
+        return sum(n for step, n in self.failures_by_step.items() if step in steps)
+
+    @property
+    def first_turn_failed(self) -> bool:
+        """The first turn should have called and did not produce a well-formed call: it
+        proposed none, or one was rejected at parse or schema."""
+        return not self.first_calls or self.failures_by_step.get(1, 0) > 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -142,6 +157,9 @@ class Decision:
     proposed: int
     shape_failures: int
     p_f: Interval
+    p_f_unit: str
+    """What p_f counts: calls over proposals, or (graded tasks that expected a call)
+    first turns without a well-formed call over tasks."""
     c_r: Interval | None
     c_r_source: str
     c_r_tokens: Interval | None
@@ -153,7 +171,10 @@ class Decision:
     success_value: float
     constrained_mode: str
     failure_rates: Mapping[str, Interval]
-    """Parse-and-schema failure rate per mode (the constrained ones should be 0)."""
+    """Parse-and-schema failures over calls proposed, per mode."""
+    cut_off: Mapping[str, int]
+    """Of those failures, per mode, the ones in turns cut off at the output token limit:
+    a grammar cannot help a call that is not finished."""
     verdict: str
     reason: str
     break_even: float | None
@@ -191,7 +212,9 @@ class Decision:
             "proposed": self.proposed,
             "shape_failures": self.shape_failures,
             "p_f": iv(self.p_f),
+            "p_f_unit": self.p_f_unit,
             "failure_rates": {k: iv(v) for k, v in self.failure_rates.items()},
+            "cut_off": dict(self.cut_off),
             "c_r_seconds": iv(self.c_r),
             "c_r_source": self.c_r_source,
             "c_r_tokens": iv(self.c_r_tokens),
@@ -223,7 +246,7 @@ def _runs(records: Iterable[_Record]) -> list[_Run]:
                 run_id=record.run_id,
                 model=base,
                 mode=mode or "none",
-                tools=tuple(sorted(str(t) for t in data.get("tools", ()))),
+                tools=tuple(sorted(str(t) for t in _list(data.get("tools")))),
                 task=str(data.get("user", "")),
             )
             last[record.run_id] = (record.at, False)
@@ -231,34 +254,64 @@ def _runs(records: Iterable[_Record]) -> list[_Run]:
         if run is None:
             continue
         if record.kind == "agent.model":
-            calls = data.get("calls") or ()
+            calls = _list(data.get("calls"))
             run.proposed += len(calls)
+            if data.get("step") == 1:
+                run.first_calls = len(calls)
             since, after_rejection = last.get(run.run_id, (record.at, False))
-            usage = dict(data.get("usage") or {})
+            usage = _usage(data.get("usage"))
             turn = (max(record.at - since, 0.0), usage)
             run.turns.append(turn)
             if after_rejection:
                 run.retry_turns.append(turn)
             last[run.run_id] = (record.at, False)
         elif record.kind == "agent.observations":
-            results = data.get("results") or ()
+            results = [r for r in _list(data.get("results")) if isinstance(r, Mapping)]
             failed = sum(
                 1
                 for r in results
                 if r.get("status") == "rejected" and r.get("stage") in _SHAPE_STAGES
             )
             run.shape_failures += failed
+            step = data.get("step")
+            if isinstance(step, int):
+                run.failures_by_step[step] = run.failures_by_step.get(step, 0) + failed
             run.ok_calls += sum(1 for r in results if r.get("status") == "ok")
             last[run.run_id] = (record.at, failed > 0)
-        elif record.kind == DECODE_EVENT:
+        elif record.kind == DECODE_EVENT and isinstance(data, Mapping):
             run.decodes.append(data)
             if data.get("constraint") and data.get("constraint") != "none":
                 run.mode = str(data["constraint"])
         elif record.kind == GRADE_EVENT:
             run.graded = bool(data.get("success"))
+            if isinstance(data.get("expected"), str):
+                run.expected = data["expected"]
             if data.get("task"):
                 run.task = str(data["task"])
     return list(runs.values())
+
+
+def _list(value: Any) -> list[Any]:
+    """A list read from record data; anything else (a ledger edited by hand) is empty."""
+    return value if isinstance(value, list) else []
+
+
+def _usage(value: Any) -> dict[str, float]:
+    """Token counts read from record data; what is not a count is left out."""
+    if not isinstance(value, Mapping):
+        return {}
+    return {
+        k: float(v)
+        for k, v in value.items()
+        if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+    }
+
+
+def _number(value: Any) -> float:
+    """A non-negative number read from record data (0 for anything else)."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return max(float(value), 0.0)
+    return 0.0
 
 
 def _success(run: _Run) -> bool:
@@ -297,6 +350,17 @@ def _decide(
     proposed = sum(r.proposed for r in free)
     failures = sum(r.shape_failures for r in free)
     p_f = wilson(failures, proposed)
+    p_f_unit = "calls rejected at parse or schema over calls proposed"
+    if free and all(r.expected for r in free):
+        # Every task expected a call: a first turn without a well-formed call is the
+        # failure a retry pays for, whether the call was broken or never written.
+        proposed = len(free)
+        failures = sum(r.first_turn_failed for r in free)
+        p_f = wilson(failures, proposed)
+        p_f_unit = (
+            "first turns of tasks that expected a call without a well-formed call "
+            "(none proposed, or rejected at parse or schema) over tasks"
+        )
     # c_r: the turns after a rejection; else any turn (of free runs, else of all runs).
     retries = [t for r in free for t in r.retry_turns] or [t for r in runs for t in r.retry_turns]
     source = "the turns that followed a parse or schema rejection"
@@ -328,6 +392,7 @@ def _decide(
         proposed=proposed,
         shape_failures=failures,
         p_f=p_f,
+        p_f_unit=p_f_unit,
         c_r=c_r,
         c_r_source=source,
         c_r_tokens=c_r_tokens,
@@ -339,6 +404,7 @@ def _decide(
         success_value=success_value,
         constrained_mode=constrained_mode,
         failure_rates=failure_rates,
+        cut_off={mode: sum(r.cut_off for r in rs) for mode, rs in sorted(by_mode.items())},
         verdict=verdict,
         reason=reason,
         break_even=break_even,
@@ -357,25 +423,25 @@ def _constraining_cost(
     compile_total: dict[str, float] = defaultdict(float)
     for d in decodes:
         uses[str(d.get("grammar", ""))] += 1
-        compile_total[str(d.get("grammar", ""))] += float(d.get("compile_seconds") or 0.0)
+        compile_total[str(d.get("grammar", ""))] += _number(d.get("compile_seconds"))
     free_decodes = [d for r in free for d in r.decodes]
-    free_tokens = sum(int(d.get("output_tokens") or 0) for d in free_decodes)
-    free_seconds = sum(float(d.get("decode_seconds") or 0.0) for d in free_decodes)
+    free_tokens = sum(_number(d.get("output_tokens")) for d in free_decodes)
+    free_seconds = sum(_number(d.get("decode_seconds")) for d in free_decodes)
     per_token_free = free_seconds / free_tokens if free_tokens else None
     per_call: list[float] = []
     masks: list[float] = []
     for d in decodes:
         key = str(d.get("grammar", ""))
         share = compile_total[key] / uses[key]
-        tokens = int(d.get("output_tokens") or 0)
-        mask = d.get("mask_seconds")
+        tokens = _number(d.get("output_tokens"))
+        mask = _number(d.get("mask_seconds"))
         if per_token_free is not None and tokens:
             # The whole slowdown of a token, masking included (llama.cpp's grammar
             # sampler masks inside decoding, where it cannot be timed apart).
-            extra = max(float(d.get("decode_seconds") or 0.0) - per_token_free * tokens, 0.0)
+            extra = max(_number(d.get("decode_seconds")) - per_token_free * tokens, 0.0)
         else:
-            extra = float(mask or 0.0)
-        masks.append(float(mask or 0.0))
+            extra = mask
+        masks.append(mask)
         per_call.append(share + extra)
     parts = {
         "compile_seconds_per_call": sum(compile_total.values()) / len(decodes),
@@ -409,7 +475,7 @@ def _verdict(
 ) -> tuple[str, str, float | None]:
     missing = []
     if proposed == 0:
-        missing.append("p_f (no call was proposed by an unconstrained run)")
+        missing.append("p_f (no unconstrained run proposed a call or expected one)")
     if c_r is None:
         missing.append("c_r (no model turn on record)")
     if c_g is None:
@@ -421,7 +487,7 @@ def _verdict(
     rhs = c_g + q
     note = "" if q_rate is not None else " (q not measured: no task ran both ways; taken as 0)"
     break_even = None
-    if q_rate is not None and q_rate.value != 0:
+    if q_rate is not None and q_rate.value > 0 and lhs.value > c_g.value:
         break_even = (lhs.value - c_g.value) / q_rate.value
     if lhs.low > rhs.high:
         return (

@@ -4,16 +4,18 @@
 string is a sequence of its tokens, so a walk through a matcher with it
 reaches every string the grammar accepts. The tests use it to check the
 grammars without a model; `callgate.llms.local` uses the model's own
-vocabulary, read from the GGUF.
+vocabulary, read from the GGUF. llguidance (the ``grammar`` extra) is imported
+when a matcher is first needed.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-import llguidance
+from typing import TYPE_CHECKING, Any
 
 from callgate.grammar.export import GrammarError
+
+if TYPE_CHECKING:
+    import llguidance
 
 __all__ = ["BYTE_EOS", "allowed_tokens", "byte_tokenizer", "matcher"]
 
@@ -34,15 +36,16 @@ class _Bytes:
         return list(text)
 
 
-_BYTES: llguidance.LLTokenizer | None = None
+_BYTES: list[llguidance.LLTokenizer] = []
 
 
 def byte_tokenizer() -> llguidance.LLTokenizer:
     """One token per byte (0-255) and the end token `BYTE_EOS`; built once."""
-    global _BYTES
-    if _BYTES is None:
-        _BYTES = llguidance.LLTokenizer(llguidance.TokenizerWrapper(_Bytes()))
-    return _BYTES
+    if not _BYTES:
+        import llguidance
+
+        _BYTES.append(llguidance.LLTokenizer(llguidance.TokenizerWrapper(_Bytes())))
+    return _BYTES[0]
 
 
 def matcher(grammar: str, tokenizer: llguidance.LLTokenizer) -> llguidance.LLMatcher:
@@ -50,6 +53,8 @@ def matcher(grammar: str, tokenizer: llguidance.LLTokenizer) -> llguidance.LLMat
 
     Raises `GrammarError` if llguidance cannot build it for this vocabulary.
     """
+    import llguidance
+
     found = llguidance.LLMatcher(tokenizer, grammar, log_level=0)
     if found.is_error():
         raise GrammarError(f"llguidance could not build the matcher: {found.get_error()[:1000]}")

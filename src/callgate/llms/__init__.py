@@ -3,7 +3,9 @@
 * `ScriptedModel`: replays a script offline (tests, the demo, benchmarks);
 * `OpenAIModel`: Chat Completions or Responses, and any OpenAI-compatible
   server through ``base_url`` (vLLM, llama.cpp server, Ollama);
-* `AnthropicModel`: the Messages API.
+* `AnthropicModel`: the Messages API;
+* `LocalModel`: a GGUF run in this process by llama.cpp, optionally
+  grammar-constrained (`callgate.grammar`); the ``llama_cpp`` extra.
 
 The SDKs are optional extras, imported only when such a model is built.
 `model_from_spec` turns the command line's ``--model`` text into a model.
@@ -19,6 +21,7 @@ from callgate.errors import DefinitionError
 from callgate.llms.anthropic_model import AnthropicModel
 from callgate.llms.base import Model, ModelRequest, ModelResponse, Usage
 from callgate.llms.formats import FORMATS, Format, get_format
+from callgate.llms.local import DecodeStats, LocalModel
 from callgate.llms.openai_model import OpenAIModel
 from callgate.llms.scripted import Result, ScriptedModel, Turn, answer, calls, latest_results
 
@@ -26,7 +29,9 @@ __all__ = [
     "FORMATS",
     "SPEC_HELP",
     "AnthropicModel",
+    "DecodeStats",
     "Format",
+    "LocalModel",
     "Model",
     "ModelRequest",
     "ModelResponse",
@@ -49,7 +54,9 @@ SPEC_HELP = (
     "openai-compatible:URL:MODEL (a local server, e.g. "
     "openai-compatible:http://localhost:8000/v1:qwen2.5-7b), "
     "scripted:FILE (offline: a JSON list of recorded responses, or "
-    '{"format": ..., "responses": [...]})'
+    '{"format": ..., "responses": [...]}), '
+    "local:smollm2 or local:PATH.gguf, optionally +none or +gbnf (a model run here by "
+    "llama.cpp, constrained by llguidance unless +none or +gbnf)"
 )
 
 # scheme://host[:port][/path without ':'] then ':' then the model name (which may hold ':').
@@ -81,6 +88,13 @@ def model_from_spec(spec: str) -> Model:
         return OpenAIModel(match["name"], base_url=match["url"])
     if kind == "scripted":
         return _scripted(rest)
+    if kind == "local":
+        where, _, constrain = rest.rpartition("+") if "+" in rest else (rest, "", "llguidance")
+        if constrain not in ("llguidance", "gbnf", "none"):
+            raise DefinitionError(
+                f"--model {spec!r}: the constraint after '+' must be llguidance, gbnf or none"
+            )
+        return LocalModel(None if where == "smollm2" else where, constrain=constrain)  # type: ignore[arg-type]
     raise DefinitionError(f"--model {spec!r}: unknown kind {kind!r}; use one of: {SPEC_HELP}")
 
 
