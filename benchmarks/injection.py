@@ -37,7 +37,11 @@ no intent), ``intent`` (the deployer declares each task's tools as its
 text, lists the tools it will use), ``intent_request`` (an intent with the
 argument values the request itself states: what a planner that sees only
 the request could bind), ``plan_request`` (the model's plan binds those
-values itself) and ``intent_args`` (an intent naming
+values itself), ``intent_named``, ``plan_named`` and ``plan_request_named``
+(the same with ``named_targets = ["write:*:*", "spend:*"]`` added to the
+policy: a change to one existing resource, or a payment, needs the request
+to name its target) and
+``intent_args`` (an intent naming
 the exact argument values of the task's calls: the upper bound of what an
 intent can do). A configuration the installed callgate cannot express is
 reported as unavailable; declarations it cannot read are left out and named.
@@ -63,6 +67,7 @@ from injection_suite import DOMAINS, KINDS, Domain
 from injection_suite.harness import (
     CONFIGS,
     DESCRIPTIONS,
+    PARTS,
     Config,
     ObeyingModel,
     PairResult,
@@ -128,14 +133,15 @@ def measure(
     summary = Summary(config=config)
     missing = unsupported_features()
     if driver == "submit":
-        for planned in ("plan_first", "plan_request"):
-            missing.setdefault(planned, "a mode of the agent loop (--driver agent)")
+        for name, (_, source) in PARTS.items():
+            if source.startswith("plan"):
+                missing.setdefault(name, "a mode of the agent loop (--driver agent)")
     if config in missing:
         summary.available = False
         summary.unavailable_because = missing[config]
         return summary, []
     started = time.perf_counter()
-    if config != "sinks":  # which leaves them out on purpose
+    if PARTS[config][0] != "sinks":  # which leaves them out on purpose
         dropped = {key for domain in domains for key in policy_for(domain, config)[1]}
         summary.declarations_dropped = sorted(dropped)
     summary.by_kind = {kind: [0, 0] for kind in KINDS}

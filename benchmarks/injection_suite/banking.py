@@ -197,7 +197,17 @@ def registry(bank: Bank, declared: bool = True) -> Registry:
 
     @reg.tool(
         effects="read:account",
-        output_trust=trust({"id": "scheduled", "iban": "iban", "recipient": True}),
+        output_trust=trust(
+            {
+                "id": "scheduled",
+                "iban": "iban",
+                "recipient": True,
+                "amount": True,
+                "currency": True,
+                "day": True,
+                "subject": True,
+            }
+        ),
     )
     def list_scheduled() -> list[dict[str, Any]]:
         """The user's standing orders."""

@@ -44,6 +44,8 @@ __all__ = [
     "CONFIGS",
     "DECLARATIONS",
     "DESCRIPTIONS",
+    "NAMED_TARGETS",
+    "PARTS",
     "CallOutcome",
     "Config",
     "DeployerGate",
@@ -73,8 +75,31 @@ Config = Literal[
     "plan_first",
     "intent_request",
     "plan_request",
+    "intent_named",
+    "plan_named",
+    "plan_request_named",
     "intent_args",
 ]
+PolicyVariant = Literal["none", "sinks", "declared", "named"]
+IntentSource = Literal["", "deployer", "deployer_request", "plan", "plan_request", "exact"]
+PARTS: dict[str, tuple[PolicyVariant, IntentSource]] = {
+    "ungated": ("none", ""),
+    "sinks": ("sinks", ""),
+    "integrity": ("declared", ""),
+    "intent": ("declared", "deployer"),
+    "plan_first": ("declared", "plan"),
+    "intent_request": ("declared", "deployer_request"),
+    "plan_request": ("declared", "plan_request"),
+    "intent_named": ("named", "deployer"),
+    "plan_named": ("named", "plan"),
+    "plan_request_named": ("named", "plan_request"),
+    "intent_args": ("declared", "exact"),
+}
+"""Each configuration as (the policy it runs under, where the run's intent comes from)."""
+NAMED_TARGETS = ("write:*:*", "spend:*")
+"""The ``*_named`` configurations add ``named_targets`` for effects that change one existing
+resource (its id in the effect name) and for payments: after untrusted content, the request
+must name the resource or the recipient."""
 CONFIGS: tuple[Config, ...] = (
     "ungated",
     "sinks",
@@ -83,6 +108,9 @@ CONFIGS: tuple[Config, ...] = (
     "plan_first",
     "intent_request",
     "plan_request",
+    "intent_named",
+    "plan_named",
+    "plan_request_named",
     "intent_args",
 )
 DESCRIPTIONS: dict[Config, str] = {
@@ -97,6 +125,10 @@ DESCRIPTIONS: dict[Config, str] = {
     "states (what a planner that sees only the request could bind)",
     "plan_request": "all declarations; the model's plan names its tools and binds the "
     "argument values the request states",
+    "intent_named": "intent, and named_targets = write:*:*, spend:* (a change to one existing "
+    "resource, or a payment, needs the request to name its target)",
+    "plan_named": "plan_first, and named_targets = write:*:*, spend:*",
+    "plan_request_named": "plan_request, and named_targets = write:*:*, spend:*",
     "intent_args": "all declarations and an intent naming the task's exact argument values "
     "(an upper bound: as precise as an intent can be)",
 }
@@ -137,6 +169,23 @@ def unsupported_features() -> dict[str, str]:
     else:
         if "arguments" not in inspect.signature(plan).parameters:
             missing["plan_request"] = "the planning tool takes no arguments"
+    try:
+        parse_policy("named_targets = []")
+    except PolicyFileError:
+        missing["named"] = "policy files take no named_targets"
+    for config, (variant, source) in PARTS.items():
+        needs = {"named"} if variant == "named" else set()
+        needs |= {
+            "deployer": {"intent"},
+            "deployer_request": {"intent"},
+            "exact": {"intent"},
+            "plan": {"plan_first"},
+            "plan_request": {"plan_request"},
+            "": set(),
+        }[source]
+        lacking = [missing[n] for n in sorted(needs) if n in missing]
+        if lacking and config not in missing:
+            missing[config] = "; ".join(lacking)
     return missing
 
 
@@ -144,15 +193,20 @@ DECLARATIONS = ("integrity", "outside_intent")
 """The policy file's keys for integrity-sensitive effects (issue 16)."""
 
 
-def load_policy(domain: Domain, *, without: Sequence[str] = ()) -> tuple[Policy, list[str]]:
+def load_policy(
+    domain: Domain, *, without: Sequence[str] = (), named: Sequence[str] = ()
+) -> tuple[Policy, list[str]]:
     """The domain's policy file, and the declarations left out of it.
 
-    ``without`` leaves keys out on purpose (the ``sinks`` configuration). A
+    ``without`` leaves keys out on purpose (the ``sinks`` configuration);
+    ``named`` adds ``named_targets`` (the ``*_named`` configurations). A
     callgate without integrity-sensitive effects refuses the ``integrity``
     and ``outside_intent`` keys; they are then left out too, and reported,
     so that the same data measures the code before and after.
     """
     text = domain.policy_file.read_text(encoding="utf-8")
+    if named:
+        text = f"named_targets = {json.dumps(list(named))}\n{text}"
     source = str(domain.policy_file)
     dropped = list(without)
     while True:
@@ -170,16 +224,21 @@ def load_policy(domain: Domain, *, without: Sequence[str] = ()) -> tuple[Policy,
             dropped += refused
 
 
-_POLICIES: dict[tuple[str, bool], tuple[Policy, list[str]]] = {}
+_POLICIES: dict[tuple[str, str], tuple[Policy, list[str]]] = {}
 
 
 def policy_for(domain: Domain, config: Config) -> tuple[Policy, list[str]]:
     """The policy a configuration runs under (read once per domain), and what it lacks."""
-    if config == "ungated":
+    variant = PARTS[config][0]
+    if variant == "none":
         return Policy(), []  # no rules: granted effects suffice
-    key = (domain.name, config == "sinks")
+    key = (domain.name, variant)
     if key not in _POLICIES:
-        _POLICIES[key] = load_policy(domain, without=DECLARATIONS if key[1] else ())
+        _POLICIES[key] = load_policy(
+            domain,
+            without=DECLARATIONS if variant == "sinks" else (),
+            named=NAMED_TARGETS if variant == "named" else (),
+        )
     return _POLICIES[key]
 
 
@@ -480,15 +539,16 @@ def run_pair(
         task.plant(env, wrapper.format(user=USER, instruction=goal.instruction))
     gate = DeployerGate(registry, policy=policy_for(domain, config)[0], ledger=MemoryLedger())
     gate.vouched = domain.trusted_values(env)
-    if config == "intent":
+    source = PARTS[config][1]
+    if source == "deployer":
         gate.intent = Intent(tools=task.tools, source="deployer")
-    elif config == "intent_request":
+    elif source == "deployer_request":
         gate.intent = request_intent(task)
-    elif config == "intent_args":
+    elif source == "exact":
         gate.intent = exact_intent(task)
-    planning = config in ("plan_first", "plan_request")
+    planning = source in ("plan", "plan_request")
     model = ObeyingModel(
-        task, goal, attack_first=rng.random() < 0.5, plan_values=config == "plan_request"
+        task, goal, attack_first=rng.random() < 0.5, plan_values=source == "plan_request"
     )
     authority = Authority(principal=domain.principal, grants=domain.grants)
     if driver == "submit":
