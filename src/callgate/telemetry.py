@@ -98,6 +98,8 @@ _PROVIDERS = {
 }
 """``gen_ai.provider.name`` by the provider format a model speaks (others: the format's name)."""
 
+_MAX_NAME_CHARS = 128
+"""The longest tool name or call id of a refused call a span carries."""
 _FAILED = frozenset({Status.ERROR, Status.UNKNOWN, Status.REJECTED})
 _BEFORE_POLICY = frozenset({Stage.PARSE, Stage.SCHEMA, Stage.SEMANTIC})
 
@@ -205,19 +207,23 @@ class Telemetry:
         start = int(started * 1e9)
         secrets = tuple(secrets)
         for obs in observations:
+            # A refused call's name and id are the model's text, unchecked: bounded and
+            # redacted like any text callgate stores.
+            tool = redactor.text(bounded(obs.tool, _MAX_NAME_CHARS), secrets)
+            call_id = redactor.text(bounded(obs.call_id, _MAX_NAME_CHARS), secrets)
             span = self.tracer.start_span(
-                f"execute_tool {obs.tool}",
+                f"execute_tool {tool}",
                 kind=_otel_trace.SpanKind.INTERNAL,
                 start_time=start,
             )
             if span.is_recording():
                 attributes: dict[str, Any] = {
                     OPERATION: "execute_tool",
-                    TOOL_NAME: obs.tool,
-                    TOOL_CALL_ID: obs.call_id,
+                    TOOL_NAME: tool,
+                    TOOL_CALL_ID: call_id,
                     TOOL_TYPE: "function",
                     RUN_ID: run_id,
-                    CALL_ID: obs.call_id,
+                    CALL_ID: call_id,
                     ATTEMPTS: obs.attempts,
                 }
                 if obs.tool_version:

@@ -358,3 +358,17 @@ def test_calls_rejected_before_the_gate_get_spans_too(spans: Spans) -> None:
     assert attrs(span)["callgate.status"] == "rejected"
     assert attrs(span)["callgate.stage"] == "parse"
     assert span.status.status_code is StatusCode.ERROR
+
+
+def test_a_refused_calls_hostile_name_and_id_are_bounded_and_redacted(spans: Spans) -> None:
+    """An unknown tool's name and the call id are the model's unchecked text: on the span
+    they are cut to a bounded length and credential-shaped text is redacted."""
+    ran: list[str] = []
+    run = gate_for(spans, ran).run(authority=AUTHORITY)
+    name = "x" * 5000
+    run.submit([ToolCall(id=f"id-{KEY}", name=name, arguments="{}")])
+    [span] = spans.finished()
+    assert len(span.name) < 200
+    assert len(attrs(span)["gen_ai.tool.name"]) <= 128
+    assert KEY not in attrs(span)["gen_ai.tool.call.id"]
+    assert attrs(span)["callgate.status"] == "rejected"
