@@ -28,6 +28,7 @@ from callgate.eval.stats import (
     paired_bootstrap,
     paired_power,
     pairs_for_power,
+    ratio_bootstrap,
     wilson,
 )
 from callgate.eval.surfaces import GRANTS, Surface, get_surface, register_surface
@@ -86,6 +87,7 @@ __all__ = [
     "paired_power",
     "pairs_for_power",
     "policy_named",
+    "ratio_bootstrap",
     "read_runs",
     "register_surface",
     "repo_tasks",
