@@ -796,7 +796,12 @@ class Registry:
                 f"got {type(spec).__name__}"
             )
         if spec.name in self._tools:
-            raise DefinitionError(f"a tool named {spec.name!r} is already registered")
+            earlier = self._tools[spec.name].external_name
+            mapped = f" (the name {earlier!r} was mapped to it)" if earlier else ""
+            raise DefinitionError(
+                f"a tool named {spec.name!r} is already registered{mapped}; give one of them "
+                "another name"
+            )
         self._tools[spec.name] = spec
         return spec
 
