@@ -182,3 +182,19 @@ def test_tools_callgate_cannot_run_are_refused_where_the_agent_is_gated() -> Non
         openai_agents.gate_agent(agent, run)
     with pytest.raises(DefinitionError, match="no tool 'refund'"):
         openai_agents.gate_tool(tools[1], run)
+
+
+def test_run_resume_runs_an_approved_call_without_the_model(tmp_path: Path) -> None:
+    """An approved call can also be run by run.resume(), outside the SDK's loop: the
+    original tool runs once with a context of its own."""
+    shop = Shop()
+    model = Stub([call("refund", REFUND_80, "c1")], [reply("waiting")])
+    agent, run, gate = gated(shop, model, tmp_path)
+    run_sdk(agent, "refund 80 on o-1")
+    [approval_id] = run.pending_approvals
+    gate.approvals.approve(approval_id, by="lead@shop")
+    [observation] = run.resume()
+    assert observation.status.value == "ok"
+    assert observation.content == "refunded 80.00 USD on o-1"
+    assert shop.refunds == [("o-1", 80.0)]
+    assert states(gate.ledger, run.id) == {"refund": ["ok"]}

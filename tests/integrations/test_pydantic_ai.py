@@ -154,3 +154,17 @@ def test_a_toolset_the_gate_does_not_hold_is_refused() -> None:
         GatedToolset(FunctionToolset(functions), run=run)
     with pytest.raises(DefinitionError, match="needs run="):
         GatedToolset(FunctionToolset(functions))
+
+
+def test_run_resume_outside_the_agent_run_does_nothing_and_says_so(tmp_path: Path) -> None:
+    """A waiting call released by run.resume() (outside PydanticAI's run) cannot reach its
+    tool: the outcome is a known failure (error: nothing happened), never unknown."""
+    shop = Shop()
+    agent, run, gate = gated(shop, Script([call("refund", REFUND_80, "c1")]), tmp_path)
+    run_agent(agent, "refund 80 on o-1")
+    [approval_id] = run.pending_approvals
+    gate.approvals.approve(approval_id, by="lead@shop")
+    [observation] = run.resume()
+    assert observation.status.value == "error"
+    assert "DeferredToolResults" in observation.content
+    assert shop.refunds == []

@@ -26,7 +26,8 @@ the call waits instead. Once a person decides in callgate, run the agent
 again with ``deferred_tool_results=DeferredToolResults(approvals={call_id:
 True})``: the call is submitted again and callgate's approval, not
 PydanticAI's flag, decides whether it runs (undecided: the model reads that
-it still waits).
+it still waits). ``run.resume()`` cannot run a PydanticAI tool outside the
+agent's run: the call ends ``error``, nothing done.
 
 The wrapped tool runs as callgate's handler; a ``ModelRetry`` it raises is a
 known failure (``error``: nothing happened, the model may try otherwise),
@@ -85,10 +86,11 @@ def _handler(name: str) -> Any:
 
     async def invoke(**arguments: Any) -> Any:
         current = _CALL.get()
-        if current is None:
-            raise RuntimeError(
-                f"tool {name!r} was called outside a GatedToolset call; its PydanticAI run "
-                "context is needed to run it"
+        if current is None:  # e.g. run.resume(): nothing ran, and the outcome says so
+            raise ToolFailure(
+                f"tool {name!r} runs only inside its PydanticAI agent run (it needs the run's "
+                "context); nothing was done. Resume the agent run with DeferredToolResults "
+                "instead of run.resume()"
             )
         wrapped, ctx, tool = current
         try:
