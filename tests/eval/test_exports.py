@@ -11,8 +11,8 @@ EXPECTED = [
     "Surface", "Task", "Tokenizer", "Verdict", "analyse", "bootstrap", "check_calls",
     "entropy_by_surface", "eta", "funnel", "funnel_png", "get_surface", "holm", "interaction",
     "load_tasks", "materialize", "normalize", "paired_bootstrap", "paired_power",
-    "pairs_for_power", "policy_named", "ratio_bootstrap", "read_runs", "register_surface", "repo_tasks",
-    "run_lab", "run_tokens", "tokenizer_from", "verify", "wilson", "write_report",
+    "pairs_for_power", "policy_named", "ratio_bootstrap", "read_runs", "register_surface",
+    "repo_tasks", "run_lab", "run_tokens", "tokenizer_from", "verify", "wilson", "write_report",
 ]  # fmt: skip
 
 
