@@ -23,13 +23,23 @@ def _bwrap_or_skip() -> None:
 
 @pytest.fixture
 def sandboxed() -> Callable[..., SandboxResult]:
-    """Run code in a fresh bubblewrap sandbox: ``sandboxed(code, timeout=..., **limits)``."""
+    """Run code in a fresh sandbox: ``sandboxed(code, timeout=..., env=..., **limits)``."""
     _bwrap_or_skip()
 
     def run(
-        code: str, *, timeout: float = 10.0, mode: str = "bwrap", **limits: Any
+        code: str,
+        *,
+        timeout: float = 10.0,
+        mode: str = "bwrap",
+        env: dict[str, str] | None = None,
+        **limits: Any,
     ) -> SandboxResult:
-        config = SandboxConfig(timeout=timeout, limits=Limits(**limits), mode=mode)  # type: ignore[arg-type]
+        config = SandboxConfig(
+            timeout=timeout,
+            limits=Limits(**limits),
+            mode=mode,  # type: ignore[arg-type]
+            env=env or {},
+        )
         return anyio.run(lambda: run_code(code, config))
 
     return run

@@ -41,16 +41,20 @@ def attempt(body: str) -> str:
     )
 
 
-def _guest_pids() -> set[int]:
-    """Host pids of sandboxed guests (their command line names the guest program)."""
+def _marked(token: str) -> set[int]:
+    """Host pids of processes carrying ``token`` in their environment: the processes of one
+    test's sandbox (the guest and everything it started inherit it), whoever else runs
+    sandboxes on this machine at the same time."""
+    marker = token.encode()
     found = set()
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             try:
+                environ = Path(f"/proc/{entry.name}/environ").read_bytes()
                 cmdline = Path(f"/proc/{entry.name}/cmdline").read_bytes()
             except OSError:
                 continue
-            if b"/callgate/guest.py" in cmdline or b"cg-orphan-token" in cmdline:
+            if marker in environ or b"cg-orphan-token" in cmdline:
                 found.add(int(entry.name))
     return found
 
@@ -75,13 +79,17 @@ class Host:
 
         self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
         self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        ).start()
         self.abstract = "\0callgate-escape-" + uuid.uuid4().hex
         self.unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.unix.bind(self.abstract)
         self.unix.listen(1)
         self.unix.setblocking(False)
-        self.before = _guest_pids()
+        self.token = "cg-escape-" + uuid.uuid4().hex
+        self.env = {"CALLGATE_ESCAPE_RUN": self.token}
+        """Given to the sandbox: its processes are found by it (`_marked`)."""
 
     def check_unchanged(self) -> None:
         assert self.sentinel.read_text() == "untouched"
@@ -90,7 +98,7 @@ class Host:
         with pytest.raises(BlockingIOError):
             self.unix.accept()
         for _ in range(60):  # the sandbox's processes die with its namespace
-            left = _guest_pids() - self.before
+            left = _marked(self.token) - {os.getpid()}
             if not left:
                 break
             time.sleep(0.05)
@@ -294,7 +302,7 @@ def test_attempt_is_blocked(
     name: str, code: str, host: Host, sandboxed: Callable[..., SandboxResult]
 ) -> None:
     """The attempt fails inside the sandbox, says why, and leaves the host as it was."""
-    result = sandboxed(attempt(_fill(code, host, host.ledger_path)), timeout=10)
+    result = sandboxed(attempt(_fill(code, host, host.ledger_path)), timeout=10, env=host.env)
     assert "ESCAPED" not in result.stdout, result.stdout
     assert "BLOCKED" in result.stdout, (result.stdout, result.stderr)
 
@@ -311,7 +319,7 @@ def test_fork_bomb_is_stopped_by_the_process_limit(
                 import time; time.sleep(60)
         """
     )
-    result = sandboxed(code, timeout=10, processes=16)
+    result = sandboxed(code, timeout=10, processes=16, env=host.env)
     assert "BLOCKED BlockingIOError" in result.stdout, (result.stdout, result.stderr)
 
 
@@ -320,7 +328,7 @@ def test_memory_bomb_is_stopped_by_the_address_space_limit(
 ) -> None:
     """Allocating past the memory bound raises MemoryError inside; the host is untouched."""
     code = attempt("data = bytearray(2 << 30); print('ESCAPED', len(data))")
-    result = sandboxed(code, memory_bytes=256 << 20)
+    result = sandboxed(code, memory_bytes=256 << 20, env=host.env)
     assert "BLOCKED MemoryError" in result.stdout, (result.stdout, result.stderr)
 
 
@@ -336,7 +344,7 @@ def test_disk_fill_of_one_file_is_stopped_by_the_file_size_limit(
         print('ESCAPED')
         """
     )
-    result = sandboxed(code, file_bytes=4 << 20)
+    result = sandboxed(code, file_bytes=4 << 20, env=host.env)
     assert "BLOCKED OSError" in result.stdout
     assert "File too large" in result.stdout
 
@@ -353,7 +361,7 @@ def test_disk_fill_of_many_files_stops_at_the_workspace_size(
         print('ESCAPED')
         """
     )
-    result = sandboxed(code, workspace_bytes=8 << 20)
+    result = sandboxed(code, workspace_bytes=8 << 20, env=host.env)
     assert "No space left on device" in result.stdout, (result.stdout, result.stderr)
 
 
@@ -369,7 +377,7 @@ def test_disk_fill_of_tmp_stops_at_its_size(
         print('ESCAPED')
         """
     )
-    result = sandboxed(code, tmp_bytes=4 << 20)
+    result = sandboxed(code, tmp_bytes=4 << 20, env=host.env)
     assert "No space left on device" in result.stdout, (result.stdout, result.stderr)
 
 
@@ -377,7 +385,7 @@ def test_cpu_spin_past_the_timeout_is_killed(
     host: Host, sandboxed: Callable[..., SandboxResult]
 ) -> None:
     """A busy loop is killed at the wall-clock deadline and reported as timed out."""
-    result = sandboxed("while True: pass", timeout=1.0)
+    result = sandboxed("while True: pass", timeout=1.0, env=host.env)
     assert result.timed_out
     assert result.exit_code == -signal.SIGKILL
 
@@ -386,7 +394,7 @@ def test_cpu_time_limit_kills_a_spin_before_the_deadline(
     host: Host, sandboxed: Callable[..., SandboxResult]
 ) -> None:
     """The CPU-time limit ends a spin on its own (the sandbox was not timed out)."""
-    result = sandboxed("while True: pass", timeout=30.0, cpu_seconds=1)
+    result = sandboxed("while True: pass", timeout=30.0, cpu_seconds=1, env=host.env)
     assert not result.timed_out
     assert result.exit_code != 0
 
@@ -405,7 +413,7 @@ def test_orphaned_background_process_dies_with_the_run(
         print('BLOCKED? started a daemon; the host checks it is gone')
         """
     )
-    result = sandboxed(code)
+    result = sandboxed(code, env=host.env)
     assert "started a daemon" in result.stdout, (result.stdout, result.stderr)
     # host.check_unchanged() (the fixture) finds no cg-orphan-token process left
 
@@ -414,7 +422,9 @@ def test_killing_the_sandbox_init_harms_only_the_sandbox(
     host: Host, sandboxed: Callable[..., SandboxResult]
 ) -> None:
     """Signalling its parent (PID 1 of its own namespace) ends only the sandbox."""
-    result = sandboxed("import os, signal; os.kill(os.getppid(), signal.SIGKILL); print('sent')")
+    result = sandboxed(
+        "import os, signal; os.kill(os.getppid(), signal.SIGKILL); print('sent')", env=host.env
+    )
     assert result.exit_code != 0 or "sent" in result.stdout
     assert os.getppid() > 1  # this test process and its parent live on
 

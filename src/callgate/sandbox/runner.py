@@ -55,6 +55,7 @@ Answer = Callable[[CallRequest], Awaitable[dict[str, Any]]]
 """The host's answer to one call from the code: ``{"status": ..., "content": ...}``."""
 
 _GUEST = Path(__file__).with_name("guest.py")
+_DRAIN_SECONDS = 0.5
 _BASE_ENV = {"PATH": "/usr/bin:/bin", "HOME": WORKSPACE, "LANG": "C.UTF-8"}
 
 
@@ -228,15 +229,25 @@ async def run_code(
             argv += [str(guest.fileno()), str(limits.message_bytes)]
             spawn = {"env": env, "cwd": workspace}
         started = time.monotonic()
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            pass_fds=(guest.fileno(), *opened),
-            start_new_session=True,
-            **spawn,
-        )
+        # Pipes of our own, so that we can close them: a process left holding one (the
+        # unsafe mode has no namespace to end it) must not keep the call waiting.
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        opened += [out_w, err_w]
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out_w,
+                stderr=err_w,
+                pass_fds=(guest.fileno(), *opened),
+                start_new_session=True,
+                **spawn,
+            )
+        except BaseException:
+            os.close(out_r)
+            os.close(err_r)
+            raise
     except BaseException:
         host.close()
         raise
@@ -248,8 +259,20 @@ async def run_code(
         exit_code=None, timed_out=False, stdout="", stderr="", tool_calls=0, started_at=started
     )
     out, err = _Output(limits.output_bytes), _Output(limits.output_bytes)
+    loop = asyncio.get_running_loop()
+    pipes: list[asyncio.BaseTransport] = []
+
+    async def read_pipe(fd: int) -> asyncio.StreamReader:
+        reader = asyncio.StreamReader(loop=loop)
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader, loop=loop), os.fdopen(fd, "rb", 0)
+        )
+        pipes.append(transport)
+        return reader
+
     raw = host.dup()  # for replies that carry a socket (sendmsg with SCM_RIGHTS)
     try:
+        stdout, stderr = await read_pipe(out_r), await read_pipe(err_r)
         reader, writer = await asyncio.open_unix_connection(sock=host, limit=limits.message_bytes)
         writer.write(
             encode(
@@ -299,8 +322,20 @@ async def run_code(
                 pass  # the code exited (or closed its end): the process's status tells
 
         async def everything() -> None:
-            await asyncio.gather(serve(), out.drain(proc.stdout), err.drain(proc.stderr))
-            await proc.wait()
+            tasks = [
+                asyncio.ensure_future(serve()),
+                asyncio.ensure_future(out.drain(stdout)),
+                asyncio.ensure_future(err.drain(stderr)),
+            ]
+            try:
+                await proc.wait()
+                # What it wrote before exiting is in the pipes; a process left holding them
+                # (only possible unconfined) gets a moment, not the rest of the timeout.
+                await asyncio.wait(tasks, timeout=_DRAIN_SECONDS)
+            finally:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
 
         try:
             await asyncio.wait_for(everything(), config.timeout)
@@ -311,6 +346,8 @@ async def run_code(
         _kill(proc)
         with contextlib.suppress(BaseException):
             await asyncio.wait_for(proc.wait(), 5)
+        for pipe in pipes:
+            pipe.close()
         host.close()
         raw.close()
         if scratch is not None:
