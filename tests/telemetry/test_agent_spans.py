@@ -159,3 +159,41 @@ def test_without_opentelemetry_installed_telemetry_is_a_no_op(tmp_path: Path) ->
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["ok", "rejected"]
     assert "opentelemetry-api package is not installed" in done.stderr
+
+
+def test_the_default_provider_is_the_global_one_even_when_set_later(tmp_path: Path) -> None:
+    """Telemetry() with no provider uses the global tracer provider, looked up per span: one
+    the application installs after the gate was built receives the spans (run in a
+    subprocess: the global provider can be set once per process)."""
+    script = textwrap.dedent(
+        """
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+        from callgate import Authority, Gate, MemoryLedger, Registry, ToolCall
+        from callgate.telemetry import Telemetry
+
+        registry = Registry()
+
+        @registry.tool(effects="read:x", risk="read")
+        def get(x: str) -> str:
+            return "got " + x
+
+        gate = Gate(registry, ledger=MemoryLedger(), telemetry=Telemetry())
+        run = gate.run(authority=Authority(principal="p", grants=["read:x"]))
+        run.submit([ToolCall(id="before", name="get", arguments='{"x": "1"}')])
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        trace.set_tracer_provider(provider)
+        run.submit([ToolCall(id="after", name="get", arguments='{"x": "2"}')])
+        for span in exporter.get_finished_spans():
+            print(span.name, span.attributes["gen_ai.tool.call.id"])
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["execute_tool get after"]
