@@ -295,9 +295,15 @@ def _validator(schema: Mapping[str, Any], formats: Mapping[str, FormatCheck | No
     accept it is taken out of the value ("not given") before the properties
     are checked.
     """
-    from jsonschema import FormatChecker, SchemaError  # type: ignore[import-untyped]
-    from jsonschema.validators import extend, validator_for  # type: ignore[import-untyped]
-    from referencing import Registry
+    try:
+        from jsonschema import FormatChecker, SchemaError  # type: ignore[import-untyped]
+        from jsonschema.validators import extend, validator_for  # type: ignore[import-untyped]
+        from referencing import Registry
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "tools defined by a JSON Schema are validated with jsonschema: "
+            "pip install 'callgate[openapi]' (or jsonschema>=4.22)"
+        ) from exc
 
     _refuse_unrunnable_patterns(schema)
     cls = validator_for(schema)
