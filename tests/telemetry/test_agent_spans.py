@@ -8,10 +8,21 @@ import sys
 import textwrap
 from pathlib import Path
 
+import anyio
 from opentelemetry.trace import SpanKind, StatusCode
 
-from callgate import Agent, Authority, Gate, MemoryLedger, Policy, Registry, allow, ask
-from callgate.llms.base import Usage
+from callgate import (
+    Agent,
+    Authority,
+    Budgets,
+    Gate,
+    MemoryLedger,
+    Policy,
+    Registry,
+    allow,
+    ask,
+)
+from callgate.llms.base import Model, ModelRequest, ModelResponse, Usage
 from callgate.llms.scripted import ScriptedModel, answer, calls
 from callgate.telemetry import Telemetry
 
@@ -66,6 +77,7 @@ def test_a_run_is_one_trace_of_agent_chat_and_tool_spans(spans: Spans) -> None:
     expected = {
         "gen_ai.operation.name": "chat",
         "gen_ai.request.model": model.name,
+        "gen_ai.response.model": model.name,
         "gen_ai.provider.name": "openai",
         "gen_ai.usage.input_tokens": 11,
         "gen_ai.usage.output_tokens": 3,
@@ -197,3 +209,25 @@ def test_the_default_provider_is_the_global_one_even_when_set_later(tmp_path: Pa
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["execute_tool get after"]
+
+
+class Silent(Model):
+    """A model that never answers (until cancelled)."""
+
+    name = "silent"
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        await anyio.sleep(30)
+        raise AssertionError("the time budget should have cancelled this call")
+
+
+def test_a_model_call_cut_off_by_the_time_budget_is_a_cancelled_chat_span(spans: Spans) -> None:
+    """A model call the run's time budget cuts off ends its chat span with error.type
+    cancelled; the run ends max_seconds."""
+    gate = Gate(registry([]), ledger=MemoryLedger(), telemetry=Telemetry(spans.provider))
+    agent = Agent(Silent(), gate, budgets=Budgets(seconds=0.2))
+    result = agent.run("hi", authority=Authority(principal="agent", grants=["read:orders"]))
+    assert result.reason.value == "max_seconds"
+    chat = spans.one("chat silent")
+    assert (chat.attributes or {})["error.type"] == "cancelled"
+    assert chat.status.status_code is StatusCode.ERROR

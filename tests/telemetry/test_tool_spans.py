@@ -372,3 +372,46 @@ def test_a_refused_calls_hostile_name_and_id_are_bounded_and_redacted(spans: Spa
     assert len(attrs(span)["gen_ai.tool.name"]) <= 128
     assert KEY not in attrs(span)["gen_ai.tool.call.id"]
     assert attrs(span)["callgate.status"] == "rejected"
+
+
+def test_an_idempotency_conflict_names_its_rule_on_the_span(spans: Spans) -> None:
+    """A refund reusing an operation id with other arguments is refused at stage execute:
+    its span names the rule idempotency_conflict, not the policy's rule."""
+    ran: list[str] = []
+    run = gate_for(spans, ran).run(authority=AUTHORITY)
+    first = '{"order_id": "o-1", "amount": 10, "operation_id": "op-9"}'
+    second = '{"order_id": "o-1", "amount": 20, "operation_id": "op-9"}'
+    run.submit([ToolCall(id="r1", name="refund", arguments=first)])
+    [obs] = run.submit([ToolCall(id="r2", name="refund", arguments=second)])
+    assert obs.status.value == "rejected"
+    assert ran == ["refund"]
+    conflict = next(
+        s for s in spans.named("execute_tool refund") if attrs(s)["gen_ai.tool.call.id"] == "r2"
+    )
+    assert attrs(conflict)["callgate.stage"] == "execute"
+    assert attrs(conflict)["callgate.rule"] == "idempotency_conflict"
+    assert attrs(conflict)["callgate.decision"] == "admit"
+
+
+def test_captured_content_is_cut_to_its_bound(spans: Spans) -> None:
+    """With capture_content, a result longer than max_content_chars is cut to it; a call
+    refused before validation carries no arguments."""
+    registry = Registry()
+
+    @registry.tool(effects="read:orders", risk="read")
+    def dump(n: int) -> str:
+        """A long read."""
+        return "y" * n
+
+    telemetry = Telemetry(spans.provider, capture_content=True, max_content_chars=150)
+    gate = Gate(registry, ledger=MemoryLedger(), telemetry=telemetry)
+    run = gate.run(authority=AUTHORITY)
+    run.submit([ToolCall(id="d", name="dump", arguments='{"n": 5000}')])
+    run.submit([ToolCall(id="e", name="dump", arguments='{"n": ')])
+    done, refused = sorted(
+        spans.named("execute_tool dump"), key=lambda s: attrs(s)["gen_ai.tool.call.id"]
+    )
+    assert len(attrs(done)["gen_ai.tool.call.result"]) <= 150
+    assert attrs(done)["gen_ai.tool.call.result"].startswith("yyyy")
+    assert "gen_ai.tool.call.arguments" not in attrs(refused)
+    assert attrs(refused)["callgate.stage"] == "parse"
