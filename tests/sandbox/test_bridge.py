@@ -193,7 +193,7 @@ def test_matrix_covers_every_status() -> None:
 
 
 def test_a_tool_not_shown_to_code_is_refused_before_the_gate() -> None:
-    """A registered tool not in the code's list is answered rejected and never recorded."""
+    """A registered tool not in the code's list is refused at stage policy, never run."""
     gate = _gate([])
     run = _run(gate, [*GRANTS, "read:secrets"])
     # the tools module has no such function; a request written by hand is refused too
@@ -208,7 +208,10 @@ def test_a_tool_not_shown_to_code_is_refused_before_the_gate() -> None:
     obs = run.submit([ToolCall(id="c", name="run_python", arguments={"code": raw})])
     stdout = obs[0].result["stdout"]
     assert "not_visible_to_code" in stdout, obs[0].result
-    assert gate.ledger.get_call(run.id, "c.1") is None
+    record = gate.ledger.get_call(run.id, "c.1")  # refused before the gate, and recorded
+    assert record is not None
+    assert record.state.value == "rejected"
+    assert record.stage == "policy"
 
 
 def test_the_code_surface_needs_its_own_grant() -> None:
@@ -314,3 +317,48 @@ def test_code_sees_only_the_tools_it_was_given() -> None:
     code = "import tools; print(sorted(tools.__all__))"
     obs = run.submit([ToolCall(id="c", name="run_python", arguments={"code": code})])
     assert obs[0].result["stdout"].strip() == str(sorted(t.name for t in TOOLS))
+
+
+def _narrowed(code_grants: list[str], run_grants: list[str]) -> tuple[Gate, Any]:
+    registry = Registry(TOOLS)
+    registry.add(python_tool(tools=TOOLS, grants=code_grants, timeout=5))
+    gate = Gate(registry, ledger=MemoryLedger())
+    return gate, _run(gate, run_grants)
+
+
+def test_code_grants_narrow_the_run_for_code_only() -> None:
+    """With python_tool(grants=["read:*"]), code may read but not write, though the run may."""
+    gate, run = _narrowed(["read:*"], GRANTS)
+    code = CALL_AND_REPORT.format(
+        tool="lookup", arguments='{"order_id": "A1"}'
+    ) + CALL_AND_REPORT.format(tool="explode", arguments='{"order_id": "A1"}')
+    obs = run.submit([ToolCall(id="c", name="run_python", arguments={"code": code})])
+    reports = [json.loads(line) for line in obs[0].result["stdout"].splitlines()]
+    assert [r["status"] for r in reports] == ["ok", "rejected"]
+    assert "outside_code_grants" in reports[1]["message"]
+    assert "write:orders" in reports[1]["message"]
+    refused = gate.ledger.get_call(run.id, "c.2")
+    assert refused is not None
+    assert refused.stage == "policy"
+    direct = run.submit([ToolCall(id="d", name="explode", arguments={"order_id": "A1"})])
+    assert direct[0].status is Status.ERROR  # the run itself may still write (and it failed)
+
+
+def test_code_grants_never_widen_the_run() -> None:
+    """Code granted write:* in a run without it is still refused by the gate."""
+    _, run = _narrowed(["write:*", "read:*"], ["exec:sandbox", "read:orders"])
+    code = CALL_AND_REPORT.format(tool="explode", arguments='{"order_id": "A1"}')
+    obs = run.submit([ToolCall(id="c", name="run_python", arguments={"code": code})])
+    report = json.loads(obs[0].result["stdout"])
+    assert report["status"] == "rejected"
+    assert "was not granted" in report["message"]
+
+
+def test_bounded_code_grants_bound_amounts() -> None:
+    """A bounded code grant (spend:EUR<=10) refuses a larger refund the run would allow."""
+    _, run = _narrowed(["spend:EUR<=10"], GRANTS)
+    code = CALL_AND_REPORT.format(tool="refund", arguments='{"order_id": "A1", "amount": 20}')
+    code += CALL_AND_REPORT.format(tool="refund", arguments='{"order_id": "A1", "amount": 5}')
+    obs = run.submit([ToolCall(id="c", name="run_python", arguments={"code": code})])
+    reports = [json.loads(line) for line in obs[0].result["stdout"].splitlines()]
+    assert [r["status"] for r in reports] == ["rejected", "ok"]

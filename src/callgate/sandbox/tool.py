@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from callgate.effects import Grants
 from callgate.errors import DefinitionError, ToolFailure
 from callgate.gate import running_run
 from callgate.sandbox.bridge import Bridge
@@ -69,6 +70,7 @@ def python_tool(
     env: Mapping[str, str] | None = None,
     python: str = "/usr/bin/python3",
     read_only: Iterable[str] = (),
+    grants: Iterable[str] | None = None,
 ) -> ToolSpec:
     """A tool that runs model-written Python in a bubblewrap sandbox.
 
@@ -85,8 +87,13 @@ def python_tool(
         env: the only environment variables inside (besides PATH, HOME, LANG).
         python: the interpreter inside (bound read-only with ``/usr``).
         read_only: more host paths bound read-only at the same place.
+        grants: the code's own grants (e.g. ``["read:*"]``): a call from code needs these
+            *and* the run's (None: the run's alone). Narrows, never widens.
     """
     chosen = Mode(mode)
+    code_grants = (
+        None if grants is None else Grants([grants] if isinstance(grants, str) else grants)
+    )
     config = SandboxConfig(
         timeout=timeout,
         limits=limits if limits is not None else Limits(),
@@ -126,6 +133,7 @@ def python_tool(
                 [s["name"] for s in specs],
                 ctx.call_id,
                 wait_until=time.monotonic() + config.timeout,
+                grants=code_grants,
             )
         try:
             result = await run_code(
