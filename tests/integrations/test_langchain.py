@@ -18,7 +18,7 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Command
 
-from callgate import DefinitionError, Gate, Policy, allow
+from callgate import Authority, DefinitionError, Gate, Policy, allow
 from callgate.integrations.langchain import GatedTool, gate_tools, registry
 
 from .support import AUTHORITY, CHARGE_5, CONTRACTS, POLICY, REFUND_80, Shop, ledger, states
@@ -215,3 +215,25 @@ def test_tools_the_gate_does_not_hold_are_refused() -> None:
         registry([shop.functions()["refund"]])  # type: ignore[list-item]
     with pytest.raises(DefinitionError, match="pending must be"):
         gate_tools(tools[:1], run, pending="wait")  # type: ignore[arg-type]
+
+
+def test_a_tool_given_no_contract_needs_its_default_effect(tmp_path: Path) -> None:
+    """A tool adapted without a contract needs the effect call:<tool>: refused without that
+    grant (nothing runs), run with it."""
+    shop = Shop()
+    tools = tools_of(shop)[:1]  # get_order, no contract
+    gate = Gate(registry(tools), policy=Policy([allow("get_order")]), ledger=ledger(tmp_path))
+    call = {"name": "get_order", "args": {"order_id": "o-1"}, "id": "n1", "type": "tool_call"}
+
+    async def go(grants: list[str]) -> ToolMessage:
+        run = gate.run(authority=Authority(principal="bot", grants=grants))
+        [tool] = gate_tools(tools, run)
+        return await tool.ainvoke(call)
+
+    refused = anyio.run(go, ["read:orders"])
+    assert refused.artifact == {"status": "rejected", "stage": "policy"}
+    assert "call:get_order" in str(refused.content)
+    assert shop.runs == {}
+    allowed = anyio.run(go, ["call:get_order"])
+    assert allowed.status == "success"
+    assert shop.runs == {"get_order": 1}

@@ -168,7 +168,8 @@ def test_an_unknown_outcome_is_not_run_again(tmp_path: Path) -> None:
 
 def test_tools_callgate_cannot_run_are_refused_where_the_agent_is_gated() -> None:
     """A hosted tool (the provider runs it) would bypass the gate: building the registry or
-    gating the agent raises DefinitionError naming it; so does a contract for no tool."""
+    gating the agent raises DefinitionError naming it; so does a contract for no tool. A
+    gated tool drops the SDK's own needs_approval: callgate's policy decides."""
     shop = Shop()
     agent = Agent(name="a", tools=[WebSearchTool()])
     with pytest.raises(DefinitionError, match="WebSearchTool"):
@@ -182,6 +183,8 @@ def test_tools_callgate_cannot_run_are_refused_where_the_agent_is_gated() -> Non
         openai_agents.gate_agent(agent, run)
     with pytest.raises(DefinitionError, match="no tool 'refund'"):
         openai_agents.gate_tool(tools[1], run)
+    asking = function_tool(shop.functions()["get_order"], needs_approval=True)
+    assert openai_agents.gate_tool(asking, run).needs_approval is False  # callgate decides
 
 
 def test_run_resume_runs_an_approved_call_without_the_model(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, Functi
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from callgate import DefinitionError, Gate
+from callgate import DefinitionError, Gate, Policy, allow
 from callgate.integrations.pydantic_ai import GatedToolset, registry
 
 from .support import AUTHORITY, CHARGE_5, CONTRACTS, POLICY, REFUND_80, Shop, ledger, states
@@ -168,3 +168,33 @@ def test_run_resume_outside_the_agent_run_does_nothing_and_says_so(tmp_path: Pat
     assert observation.status.value == "error"
     assert "DeferredToolResults" in observation.content
     assert shop.refunds == []
+
+
+def test_a_model_retry_from_the_tool_is_a_known_failure(tmp_path: Path) -> None:
+    """A tool raising PydanticAI's ModelRetry ("nothing happened, try otherwise") is
+    callgate's error: the model reads the tool's message, and PydanticAI does not retry it."""
+    from pydantic_ai import ModelRetry
+
+    attempts: list[str] = []
+
+    def lookup(order_id: str) -> str:
+        """Look up an order."""
+        attempts.append(order_id)
+        raise ModelRetry(f"no order {order_id}; list the orders first")
+
+    toolset = FunctionToolset([lookup])
+    gate = Gate(
+        registry(toolset, {"lookup": {"effects": "read:orders"}}),
+        policy=Policy([allow("lookup")]),
+        ledger=ledger(tmp_path),
+    )
+    run = gate.run(authority=AUTHORITY, run_id="run-retry")
+    script = Script([call("lookup", '{"order_id": "o-404"}', "c1")], [TextPart("not found")])
+    agent: Agent[None, Any] = Agent(
+        FunctionModel(script), toolsets=[GatedToolset(toolset, run=run)]
+    )
+    assert run_agent(agent, "find o-404").output == "not found"
+    assert attempts == ["o-404"]
+    [said] = script.returns
+    assert "no order o-404" in said
+    assert states(gate.ledger, run.id) == {"lookup": ["error"]}
