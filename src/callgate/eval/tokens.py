@@ -9,11 +9,18 @@ Per run, from the ledger's records (`callgate.eval.record.RunView`):
 * **call tokens**: each proposed call's tool name and argument text;
 * **result tokens**: the observations sent back.
 
-η compares what a run spent on specifying its calls with a lower bound:
+η compares what a run spent on specifying its calls with the notes' lower
+bound, the schema read at each of its k appearances plus the information
+the calls carry (the notes' worked example E2.2, per task as in S2.7):
 
     observed O = schema tokens + call tokens
-    bound    L = ℓ(s) + n_calls · Ĥ(T, A | C)        (bits counted as tokens)
+    bound    L = k · ℓ(s) + n_calls · Ĥ(T, A | C)        (bits counted as tokens)
     η          = (O - L) / L
+
+With no cache the schema appears in both and cancels from the numerator, so a
+schema-heavy surface looks efficient (the notes' point about E2.2); with a
+cache-hit rate the observed schema cost falls below the bound's and η can be
+negative: it is a relative diagnostic, not an absolute efficiency.
 
 Ĥ(T, A | C) = Ĥ(T | C) + Ĥ(A | T, C) is estimated per surface from the
 empirical distributions over the whole task set: the context C is the task's
@@ -243,7 +250,7 @@ def entropy_by_surface(runs: Sequence[RunView]) -> dict[str, EntropyEstimate]:
 
 def eta(tokens: RunTokens, entropy: EntropyEstimate) -> float:
     """Interface inefficiency of one run: ``(O - L) / L`` (NaN when the bound is zero)."""
-    bound = tokens.schema_once + tokens.n_calls * entropy.joint
+    bound = tokens.appearances * tokens.schema_once + tokens.n_calls * entropy.joint
     if bound <= 0:
         return math.nan
     return (tokens.observed - bound) / bound
