@@ -47,7 +47,7 @@ intent can do). A configuration the installed callgate cannot express is
 reported as unavailable; declarations it cannot read are left out and named.
 
 Run: ``.venv/bin/python benchmarks/injection.py [--json PATH] [--seed N]``
-(about 20 s for the seven configurations on a 2-core machine; deterministic
+(about 25 s for the eleven configurations on a 2-core machine; deterministic
 for a given seed). See the injection section of benchmarks/README.md.
 """
 
