@@ -237,3 +237,15 @@ def test_a_tool_given_no_contract_needs_its_default_effect(tmp_path: Path) -> No
     allowed = anyio.run(go, ["call:get_order"])
     assert allowed.status == "success"
     assert shop.runs == {"get_order": 1}
+
+
+def test_a_gated_tool_is_shown_to_a_model_as_the_original() -> None:
+    """bind_tools sees the same definition (name, description, parameters) for the gated
+    tool as for the original, for the sync and the async tools."""
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    tools = tools_of(Shop())
+    gate = Gate(registry(tools, CONTRACTS), policy=POLICY)
+    gated_tools = gate_tools(tools, gate.run(authority=AUTHORITY))
+    for original, gated in zip(tools, gated_tools, strict=True):
+        assert convert_to_openai_tool(gated) == convert_to_openai_tool(original)
