@@ -463,3 +463,20 @@ def test_values_vouched_for_only_by_records_or_the_application_are_not_named() -
     assert not prov.named("77")  # its only sibling, 13, is a number
     assert not prov.named("bob@acme.example")
     assert TrustIndex(trusted_text=["mail bob@acme.example"]).named("bob@acme.example")
+
+
+@pytest.mark.parametrize(
+    ("spelled", "vouched_for"),
+    [
+        ("WWW.EXAMPLE.COM/Login", True),  # case is not a trick
+        ("ｗｗｗ．ｅｘａｍｐｌｅ．ｃｏｍ/login", True),  # full-width folds to the same link
+        ("www.exаmple.com/login", False),  # Cyrillic а: another host
+        ("www.example.com.evil.example/login", False),
+        ("www.example.com@evil.example/login", False),
+        ("www.examp1e.com/login", False),
+    ],
+)
+def test_confusable_links_are_other_links(spelled: str, vouched_for: bool) -> None:
+    """A look-alike host is not the trusted one; case and full-width forms are."""
+    prov = TrustIndex(trusted_text=["Log in at https://www.example.com/login to pay."])
+    assert (link_findings(prov, f"Please log in at {spelled}") == []) is vouched_for

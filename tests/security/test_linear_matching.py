@@ -96,3 +96,26 @@ def test_hostile_tool_output_is_indexed_at_once() -> None:
     index.absorb(evidence, lambda name: None)
     findings = index.check({"to": None}, {"to": "a.a"}, links=False)
     assert [(f.value, f.tainted_by) for f in findings] == [("a.a", ())]  # "a.a.a..." is one token
+
+
+HOSTILE_ARGUMENTS = [
+    "www." * (N // 2),
+    "a." * N + "com/",
+    "x.com:" * (N // 3),
+    "ｗｗｗ．" * (N // 2),
+    "http://a.b/" * (N // 6),
+    "a.b " * (N // 2),
+    "Le Marais " * (N // 5),
+]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("text", HOSTILE_ARGUMENTS)
+def test_hostile_free_text_arguments_are_scanned_for_links_at_once(text: str) -> None:
+    """Links without a scheme, phrases and names are looked for in hostile text at once."""
+    evidence = Evidence()
+    evidence.add(EvidenceItem("c1", "read_doc", NoArguments(), {"text": text}))
+    index = TrustIndex(trusted_text=[text[: N // 10]])
+    index.absorb(evidence, lambda name: None)
+    index.check({"to": None}, {"to": "Le Marais Boutique", "body": text}, links=True)
+    assert not index.named("www.zq-unseen.example/x")

@@ -139,7 +139,13 @@ def link_key(piece: str, *, strict: bool = True) -> str | None:
     if not host:
         return None
     if "@" in host and not scheme:
-        return None  # an email address
+        if not remainder and not host.startswith("www."):
+            return None  # an email address
+        # "www.bank.example@evil.example/login": a link whose host is after the "@"
+        after = host.rpartition("@")[2].partition(":")[0]
+        if not _host_like(after, named=True, strict=False):
+            return None
+        return host.removeprefix("www.") + remainder.rstrip("/")
     port = ""
     name, colon, digits = host.rpartition(":")
     if colon and digits.isdigit() and "@" not in digits:
