@@ -233,6 +233,7 @@ async def run_code(
         # unsafe mode has no namespace to end it) must not keep the call waiting.
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
+        handed = (guest.fileno(), *opened)
         opened += [out_w, err_w]
         try:
             proc = await asyncio.create_subprocess_exec(
@@ -240,7 +241,7 @@ async def run_code(
                 stdin=subprocess.DEVNULL,
                 stdout=out_w,
                 stderr=err_w,
-                pass_fds=(guest.fileno(), *opened),
+                pass_fds=handed,
                 start_new_session=True,
                 **spawn,
             )
