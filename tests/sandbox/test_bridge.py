@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -32,6 +33,7 @@ from callgate import (
     tool,
 )
 from callgate.approvals import ApprovalStatus
+from callgate.ledger import SQLiteLedger
 from callgate.sandbox import python_tool
 
 pytestmark = pytest.mark.usefixtures("bwrap_available")
@@ -362,3 +364,24 @@ def test_bounded_code_grants_bound_amounts() -> None:
     obs = run.submit([ToolCall(id="c", name="run_python", arguments={"code": code})])
     reports = [json.loads(line) for line in obs[0].result["stdout"].splitlines()]
     assert [r["status"] for r in reports] == ["rejected", "ok"]
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_code_calls_on_a_sqlite_ledger_keep_the_journal_verifiable(
+    driver: str, tmp_path: Path
+) -> None:
+    """On the durable SQLite ledger the code's calls are recorded and the chain verifies."""
+    registry = Registry(TOOLS)
+    registry.add(python_tool(tools=TOOLS, timeout=5))
+    ledger = SQLiteLedger(str(tmp_path / "ledger.db"))
+    try:
+        gate = Gate(registry, ledger=ledger)
+        run = _run(gate, GRANTS)
+        code = "import tools\nfor i in range(3): tools.lookup(order_id=f'A{i}')\n"
+        code += CALL_AND_REPORT.format(tool="explode", arguments='{"order_id": "A1"}')
+        _submit(run, [ToolCall(id="c", name="run_python", arguments={"code": code})], driver)
+        states = {c.call_id: c.state.value for c in ledger.calls(run_id=run.id)}
+        assert states == {"c": "ok", "c.1": "ok", "c.2": "ok", "c.3": "ok", "c.4": "error"}
+        assert ledger.verify().ok
+    finally:
+        ledger.close()
