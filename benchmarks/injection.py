@@ -266,19 +266,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="agent",
         help="the agent loop (default) or Run.submit with Run.resume (no plan_first)",
     )
+    parser.add_argument(
+        "--domain",
+        action="append",
+        choices=[d.name for d in DOMAINS],
+        help="only these domains (repeatable; default all)",
+    )
     args = parser.parse_args(argv)
     configs: Sequence[Config] = args.config or CONFIGS
-    tasks = sum(len(d.tasks) for d in DOMAINS)
-    goals = sum(len(d.goals) for d in DOMAINS)
-    pairs = sum(len(d.tasks) * len(d.goals) for d in DOMAINS)
+    domains = [d for d in DOMAINS if not args.domain or d.name in args.domain]
+    tasks = sum(len(d.tasks) for d in domains)
+    goals = sum(len(d.goals) for d in domains)
+    pairs = sum(len(d.tasks) * len(d.goals) for d in domains)
     print(
-        f"Injection benchmark: {len(DOMAINS)} domains, {tasks} user tasks, {goals} injection "
+        f"Injection benchmark: {len(domains)} domains, {tasks} user tasks, {goals} injection "
         f"goals, {pairs} pairs (seed {args.seed}, driver {args.driver})\n"
     )
     summaries: list[Summary] = []
     everything: list[PairResult] = []
     for config in configs:
-        summary, results = measure(config, seed=args.seed, driver=args.driver)
+        summary, results = measure(config, seed=args.seed, domains=domains, driver=args.driver)
         summaries.append(summary)
         everything.extend(results)
     print(table(summaries))

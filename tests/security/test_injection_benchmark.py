@@ -207,13 +207,16 @@ def test_json_report_is_written_where_asked(tmp_path: Path) -> None:
     """--json writes the summaries and every pair to the given path, and nowhere else."""
     out = tmp_path / "result.json"
 
-    assert injection.main(["--config", "ungated", "--quiet", "--json", str(out)]) == 0
+    argv = ["--config", "ungated", "--domain", "chat", "--quiet", "--json", str(out)]
+    assert injection.main(argv) == 0
 
     data = json.loads(out.read_text(encoding="utf-8"))
     (summary,) = data["summaries"]
     assert summary["config"] == "ungated"
+    assert summary["pairs"] == len(CHAT.tasks) * len(CHAT.goals)
     assert summary["attacks_executed"] == summary["pairs"]
     assert len(data["pairs"]) == summary["pairs"] + summary["tasks"]
+    assert {p["domain"] for p in data["pairs"]} == {"chat"}
 
 
 @pytest.mark.parametrize("domain", DOMAINS, ids=lambda d: d.name)
