@@ -415,3 +415,33 @@ def test_captured_content_is_cut_to_its_bound(spans: Spans) -> None:
     assert attrs(done)["gen_ai.tool.call.result"].startswith("yyyy")
     assert "gen_ai.tool.call.arguments" not in attrs(refused)
     assert attrs(refused)["callgate.stage"] == "parse"
+
+
+@DRIVERS
+def test_a_batchs_call_spans_are_children_of_the_callers_span(spans: Spans, driver: str) -> None:
+    """Calls of a batch run side by side (on the sync driver's own event loop, or the
+    caller's) have the caller's current span as their parent: one trace per request."""
+    ran: list[str] = []
+    run = gate_for(spans, ran).run(authority=AUTHORITY)
+    calls = [
+        ToolCall(id="a", name="get_order", arguments='{"order_id":"o-1"}'),
+        ToolCall(id="b", name="get_order", arguments='{"order_id":"o-2"}'),
+        ToolCall(id="c", name="get_order", arguments='{"order_id":"bad"}'),
+    ]
+    outer = spans.provider.get_tracer("the application")
+    if driver == "sync":
+        with outer.start_as_current_span("request"):
+            run.submit(calls)
+    else:
+
+        async def go() -> None:
+            with outer.start_as_current_span("request"):
+                await run.asubmit(calls)
+
+        anyio.run(go)
+    request = spans.one("request")
+    tools = spans.named("execute_tool get_order")
+    assert len(tools) == 3
+    for span in tools:
+        assert span.parent is not None
+        assert span.parent.span_id == request.context.span_id
