@@ -1,6 +1,6 @@
 """The funnel from ledgers with a failure planted at each stage: unknown tool (A), bad
-arguments (B, schema and semantic), a policy refusal and a failed execution (C), a failed task
-(D), on the memory and SQLite ledgers."""
+arguments (B: parse, schema and semantic), a policy refusal and a failed execution (C), a
+failed task (D), on the memory and SQLite ledgers."""
 
 from __future__ import annotations
 
@@ -52,7 +52,13 @@ def _model(task_id: str) -> ScriptedModel:
                 answer("fixed"),
             ]
         )
-    return ScriptedModel([calls(("read_file", {"path": "calc.py"})), answer("looks fine")])
+    return ScriptedModel(
+        [
+            calls(("read_file", '{"path": ')),  # B: parse (cut-off JSON)
+            calls(("read_file", {"path": "calc.py"})),  # ok
+            answer("looks fine"),
+        ]
+    )
 
 
 @pytest.fixture(scope="module", params=["memory", "sqlite"])
@@ -71,18 +77,19 @@ def planted(
 
 
 def test_each_planted_failure_is_counted_at_its_stage(planted: Ledger) -> None:
-    """8 calls: A 7/8, B|A 5/7, C|A,B 3/5, D|A,B,C 2/3, product 2/8; each failure attributed
+    """9 calls: A 8/9, B|A 5/8, C|A,B 3/5, D|A,B,C 2/3, product 2/9; each failure attributed
     to the stage that stopped it."""
     f = funnel(read_runs(planted), reps=200)
     row = next(r for r in f.rows if r.surface == "all")
-    assert row.calls == 8
-    assert (row.a.value, row.a.n) == (pytest.approx(7 / 8), 8)
-    assert (row.b.value, row.b.n) == (pytest.approx(5 / 7), 7)
+    assert row.calls == 9
+    assert (row.a.value, row.a.n) == (pytest.approx(8 / 9), 9)
+    assert (row.b.value, row.b.n) == (pytest.approx(5 / 8), 8)
     assert (row.c.value, row.c.n) == (pytest.approx(3 / 5), 5)
     assert (row.d.value, row.d.n) == (pytest.approx(2 / 3), 3)
-    assert row.product.value == pytest.approx(2 / 8)
+    assert row.product.value == pytest.approx(2 / 9)
     assert row.rejected_by == {
         "unknown_tool": 1,
+        "parse": 1,
         "semantic": 1,
         "schema": 1,
         "policy": 1,
@@ -91,10 +98,10 @@ def test_each_planted_failure_is_counted_at_its_stage(planted: Ledger) -> None:
 
 
 def test_rows_per_tool_split_the_calls(planted: Ledger) -> None:
-    """read_file has 5 calls (2 bad arguments, 1 failed execution); write_file 1, ok."""
+    """read_file has 6 calls (3 bad arguments, 1 failed execution); write_file 1, ok."""
     rows = {r.tool: r for r in funnel(read_runs(planted), reps=200).rows if r.surface != "all"}
-    assert rows["read_file"].calls == 5
-    assert rows["read_file"].rejected_by == {"semantic": 1, "schema": 1, "execute": 1}
+    assert rows["read_file"].calls == 6
+    assert rows["read_file"].rejected_by == {"parse": 1, "semantic": 1, "schema": 1, "execute": 1}
     assert rows["write_file"].c.value == 1.0
     assert rows["touch"].rejected_by == {"policy": 1}
 
@@ -123,7 +130,7 @@ def test_a_run_without_a_verdict_is_left_out_of_d(planted: Ledger) -> None:
     f = funnel(runs_from_records(records), reps=100)
     row = next(r for r in f.rows if r.surface == "all")
     assert f.unverified == 2
-    assert row.a.n == 5  # the three ok calls have no verdict: left out entirely
+    assert row.a.n == 6  # the three ok calls have no verdict: left out entirely
     assert row.d.n == 0
 
 
