@@ -445,3 +445,33 @@ def test_a_batchs_call_spans_are_children_of_the_callers_span(spans: Spans, driv
     for span in tools:
         assert span.parent is not None
         assert span.parent.span_id == request.context.span_id
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="callgate.sync_loop runs a sync submit made inside a running event loop on a "
+    "helper thread without copying the caller's context variables, so the batch's spans "
+    "start a new trace (one-line fix requested in issue 21's notes)",
+)
+def test_a_sync_batch_submitted_inside_an_event_loop_keeps_the_callers_trace(
+    spans: Spans,
+) -> None:
+    """A sync submit of a batch made from async code (callgate runs it on a helper thread)
+    still has the caller's span as its calls' parent."""
+    ran: list[str] = []
+    run = gate_for(spans, ran).run(authority=AUTHORITY)
+    calls = [
+        ToolCall(id="a", name="get_order", arguments='{"order_id":"o-1"}'),
+        ToolCall(id="b", name="get_order", arguments='{"order_id":"o-2"}'),
+    ]
+    outer = spans.provider.get_tracer("the application")
+
+    async def go() -> None:
+        with outer.start_as_current_span("request"):
+            run.submit(calls)
+
+    anyio.run(go)
+    request = spans.one("request")
+    for span in spans.named("execute_tool get_order"):
+        assert span.parent is not None
+        assert span.parent.span_id == request.context.span_id
