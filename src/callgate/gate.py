@@ -337,6 +337,14 @@ class Run:
         """Vouch for one value (optionally of a kind, such as ``"file"``)."""
         self.provenance.add_trusted_value(value, kind)
 
+    def trust_record(
+        self, record: Mapping[str, Any], kinds: Mapping[str, str] | None = None
+    ) -> None:
+        """Vouch for one record of the application's (an address-book entry, a saved payee):
+        its values are trusted (of the kinds ``kinds`` gives by field path) and kept together,
+        so that a request naming the payee by name names its IBAN (``named_targets``)."""
+        self.provenance.add_trusted_record(record, kinds)
+
     def untrusted(self, text: str, *, source: str) -> None:
         """Record untrusted text the run read by another way than a tool call (a document
         put into the prompt): the run counts as exposed from now on (intent checks)."""

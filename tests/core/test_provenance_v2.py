@@ -480,3 +480,19 @@ def test_confusable_links_are_other_links(spelled: str, vouched_for: bool) -> No
     """A look-alike host is not the trusted one; case and full-width forms are."""
     prov = TrustIndex(trusted_text=["Log in at https://www.example.com/login to pay."])
     assert (link_findings(prov, f"Please log in at {spelled}") == []) is vouched_for
+
+
+def test_a_record_the_application_vouches_for_is_named_through_its_name() -> None:
+    """``add_trusted_record``: "pay Clara" names Clara's saved IBAN, not another payee's."""
+    prov = TrustIndex(trusted_text=["Pay Clara Weiss 85 EUR for the concert tickets"])
+    payees = [
+        {"name": "Clara Weiss", "iban": "DE27 1007 7777 0209 2997 00"},
+        {"name": "Stadtwerke Nord", "iban": "DE91 1000 0000 0123 4567 89"},
+    ]
+    for payee in payees:
+        prov.add_trusted_record(payee, {"iban": "iban"})
+    assert vouched(prov, "DE27100777770209299700", "iban")
+    assert vouched(prov, "DE91 1000 0000 0123 4567 89", "iban")
+    assert prov.named("DE27 1007 7777 0209 2997 00")
+    assert not prov.named("DE91 1000 0000 0123 4567 89")
+    assert prov.exposed_by == ()

@@ -285,6 +285,18 @@ class TrustIndex:
         """Record one value the application vouches for, optionally of a kind."""
         self._index.trusted_values.setdefault(normalize(value), set()).add(kind)
 
+    def add_trusted_record(
+        self, record: Mapping[str, Any], kinds: Mapping[str, str] | None = None
+    ) -> None:
+        """Record one record the application vouches for whole (an address-book entry, a
+        saved payee): each value is trusted, of the kind ``kinds`` gives its field (a path,
+        as in ``output_trust``), and the values are kept together, so that the request
+        naming one of them names the others (`named`)."""
+        labels: dict[str, str | bool] = {"*": True}
+        if kinds:
+            labels.update(kinds)
+        self._absorb_record(record, _labels(record, labels), "application")
+
     def add_untrusted(self, text: str, source: str) -> None:
         """Record untrusted text that reached the run by another way than a tool call (a
         retrieved document put into the prompt); ``source`` names it in findings."""
@@ -301,31 +313,35 @@ class TrustIndex:
         result = item.result
         if isinstance(result, BaseModel):
             result = result.model_dump(mode="json")
-        call_id = item.call_id
         for record in _records(result):
-            labels = _labels(record, trust)
-            kept: list[str] = []
-            seen: dict[tuple[tuple[str, ...], bool], str | bool | None] = {}
-            for path, value, is_key in _walk(record, (), 0):
-                if value is _DEEP:
+            self._absorb_record(record, _labels(record, trust), item.call_id)
+
+    def _absorb_record(
+        self, record: Mapping[str, Any], labels: _Labels | None, call_id: str
+    ) -> None:
+        """Index one record: labelled places trusted (kept together), the rest untrusted."""
+        kept: list[str] = []
+        seen: dict[tuple[tuple[str, ...], bool], str | bool | None] = {}
+        for path, value, is_key in _walk(record, (), 0):
+            if value is _DEEP:
+                self._exposed(call_id)
+                continue
+            place = (path, is_key)
+            if place not in seen:
+                seen[place] = _label_of(labels, path, is_key)
+            label = seen[place]
+            if label:
+                self.add_trusted_value(value, label if isinstance(label, str) else None)
+                if isinstance(value, str) and " " in value.strip():
+                    self._index.trusted_words.append(words(value))
+                if not is_key and not isinstance(value, bool) and len(kept) < _RECORD_VALUES:
+                    kept.append(str(value))
+            else:
+                self._untrusted(value, call_id)
+                if isinstance(value, str) and value.strip() and (path or not is_key):
                     self._exposed(call_id)
-                    continue
-                place = (path, is_key)
-                if place not in seen:
-                    seen[place] = _label_of(labels, path, is_key)
-                label = seen[place]
-                if label:
-                    self.add_trusted_value(value, label if isinstance(label, str) else None)
-                    if isinstance(value, str) and " " in value.strip():
-                        self._index.trusted_words.append(words(value))
-                    if not is_key and not isinstance(value, bool) and len(kept) < _RECORD_VALUES:
-                        kept.append(str(value))
-                else:
-                    self._untrusted(value, call_id)
-                    if isinstance(value, str) and value.strip() and (path or not is_key):
-                        self._exposed(call_id)
-            if len(kept) > 1:
-                self._record(kept)
+        if len(kept) > 1:
+            self._record(kept)
 
     def _record(self, values: list[str]) -> None:
         """Remember which trusted values one record holds together (for `named`)."""
