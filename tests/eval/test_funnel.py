@@ -1,6 +1,6 @@
 """The funnel from ledgers with a failure planted at each stage: unknown tool (A), bad
 arguments (B: parse, schema and semantic), a policy refusal and a failed execution (C), a
-failed task (D), on the memory and SQLite ledgers."""
+failed task (D), on the memory, SQLite and PostgreSQL ledgers."""
 
 from __future__ import annotations
 
@@ -61,19 +61,31 @@ def _model(task_id: str) -> ScriptedModel:
     )
 
 
-@pytest.fixture(scope="module", params=["memory", "sqlite"])
+@pytest.fixture(scope="module", params=["memory", "sqlite", "postgres"])
 def planted(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Ledger]:
-    """The two planted runs recorded in a ledger of each kind (run once per module)."""
-    path = tmp_path_factory.mktemp("ledger") / "l.db"
-    led: Ledger = MemoryLedger() if request.param == "memory" else SQLiteLedger(path)
+    """The two planted runs recorded in a ledger of each kind (run once per module; the
+    PostgreSQL one in a fresh database of the session's throwaway cluster)."""
+    dsn = None
+    if request.param == "memory":
+        led: Ledger = MemoryLedger()
+    elif request.param == "sqlite":
+        led = SQLiteLedger(tmp_path_factory.mktemp("ledger") / "l.db")
+    else:
+        from callgate.ledger.postgres import PostgresLedger
+
+        cluster = request.getfixturevalue("pg_cluster")
+        dsn = cluster.create_database()
+        led = PostgresLedger(dsn)
     with pytest.MonkeyPatch.context() as mp:
         mp.setitem(SURFACES, "planted", _planted_surface)
         runs = run_lab([ADD, MUL], ["planted"], lambda task, s: _model(task.id), led, lab_id="t")
     assert [r.passed for r in runs] == [True, False]
     yield led
     led.close()
+    if dsn is not None:
+        cluster.drop_database(dsn)
 
 
 def test_each_planted_failure_is_counted_at_its_stage(planted: Ledger) -> None:
