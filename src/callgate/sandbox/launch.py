@@ -29,6 +29,9 @@ __all__ = ["Files", "bwrap_command", "process_user", "system_binds", "unavailabl
 
 GUEST_DIR = "/callgate"
 GUEST_PATH = GUEST_DIR + "/guest.py"
+GUEST_CODE = GUEST_DIR + "/guest.code"
+_RUN_CODE = f"import marshal; exec(marshal.loads(open({GUEST_CODE!r}, 'rb').read()))"
+"""How a compiled guest starts: its code object, unmarshalled (no compile at every start)."""
 SEED_PATH = "/tmp/.callgate-seed.tar"
 WORKSPACE = "/workspace"
 
@@ -38,6 +41,8 @@ class Files:
     """Descriptors handed to bubblewrap, each read once while it sets the sandbox up."""
 
     guest: int
+    compiled: bool
+    """Whether ``guest`` holds the guest's code object (marshal), not its source."""
     seed: int | None
     seccomp: int | None
 
@@ -112,14 +117,17 @@ def bwrap_command(
         GUEST_DIR,
         "--ro-bind-data",
         str(files.guest),
-        GUEST_PATH,
+        GUEST_CODE if files.compiled else GUEST_PATH,
     ]
     if files.seed is not None:
         args += ["--file", str(files.seed), SEED_PATH]
     if files.seccomp is not None:
         args += ["--seccomp", str(files.seccomp)]
     args += ["--remount-ro", "/", "--chdir", WORKSPACE, "--"]
-    args += [config.python, "-I", "-S", "-B", GUEST_PATH]
+    if files.compiled:
+        args += [config.python, "-I", "-S", "-B", "-c", _RUN_CODE]
+    else:
+        args += [config.python, "-I", "-S", "-B", GUEST_PATH]
     args += [str(bridge_fd), str(limits.message_bytes)]
     return args
 

@@ -47,7 +47,7 @@ from callgate.sandbox.protocol import (
 )
 from callgate.sandbox.seccomp import filter_program
 
-__all__ = ["Answer", "SandboxResult", "run_code"]
+__all__ = ["Answer", "SandboxResult", "guest_program", "run_code"]
 
 _log = logging.getLogger("callgate.sandbox")
 
@@ -116,6 +116,31 @@ class _Output:
 @functools.cache
 def _guest_text() -> bytes:
     return _GUEST.read_bytes()
+
+
+_COMPILE = (
+    "import marshal, sys; code = compile(sys.stdin.read(), '/callgate/guest.py', 'exec'); "
+    "sys.stdout.buffer.write(marshal.dumps(code))"
+)
+
+
+@functools.cache
+def guest_program(python: str) -> tuple[bytes, bool]:
+    """The guest for ``python``: its code object compiled once by that interpreter (marshal
+    data, so no sandbox compiles it again: a few milliseconds of every start), or its
+    source where that fails. Compiling runs our own file, never the model's code."""
+    try:
+        done = subprocess.run(
+            [python, "-I", "-S", "-c", _COMPILE],
+            input=_guest_text(),
+            capture_output=True,
+            timeout=30,
+            env={},
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return _guest_text(), False
+    return done.stdout, True
 
 
 def _memfd(name: str, data: bytes) -> int:
@@ -200,14 +225,14 @@ async def run_code(
     env = {**_BASE_ENV, **config.env}
     try:
         if config.mode is not Mode.UNSAFE_SUBPROCESS:  # anything else is confined
-            files = Files(
-                guest=_memfd("callgate-guest", _guest_text()),
-                seed=_memfd("callgate-seed", seed) if seed is not None else None,
-                seccomp=None,
-            )
+            guest_data, compiled = guest_program(config.python)
             program = filter_program()
-            if program is not None:
-                files = Files(guest=files.guest, seed=files.seed, seccomp=_memfd("bpf", program))
+            files = Files(
+                guest=_memfd("callgate-guest", guest_data),
+                compiled=compiled,
+                seed=_memfd("callgate-seed", seed) if seed is not None else None,
+                seccomp=_memfd("bpf", program) if program is not None else None,
+            )
             opened += [fd for fd in (files.guest, files.seed, files.seccomp) if fd is not None]
             argv = bwrap_command(config, files, guest.fileno(), env)
             workspace, seed_path = WORKSPACE, SEED_PATH if seed is not None else ""
