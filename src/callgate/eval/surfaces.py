@@ -335,8 +335,13 @@ class ShownRegistry(Registry):
 
 def code_registry(timeout: float = 60.0) -> Registry:
     """The code surface: ``run_python`` (bubblewrap), whose code calls the fine tools."""
-    from callgate.sandbox import python_tool, unavailable_reason
-
+    try:
+        from callgate.sandbox import python_tool, unavailable_reason
+    except ImportError as exc:
+        raise DefinitionError(
+            f"the code surface needs callgate.sandbox, which cannot be imported here ({exc}); "
+            "leave 'code' out of --surfaces"
+        ) from None
     reason = unavailable_reason()
     if reason is not None:
         raise DefinitionError(f"the code surface cannot run here: {reason}")
