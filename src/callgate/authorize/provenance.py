@@ -239,6 +239,7 @@ class _Index:
     text_words: list[str] = field(default_factory=list)
     records: list[tuple[str, ...]] = field(default_factory=list)
     record_of: dict[str, list[int]] = field(default_factory=dict)
+    records_indexed: int = 0
     untrusted: dict[str, list[str]] = field(default_factory=dict)
     untrusted_words: list[tuple[str, str]] = field(default_factory=list)
     exposed_by: list[str] = field(default_factory=list)
@@ -348,12 +349,7 @@ class TrustIndex:
         index = self._index
         if len(index.records) >= _MAX_RECORDS:
             return
-        number = len(index.records)
-        index.records.append(tuple(values))
-        for key in {normalize(v) for v in values}:
-            holders = index.record_of.setdefault(key, [])
-            if len(holders) < _RECORDS_PER_VALUE:
-                holders.append(number)
+        index.records.append(tuple(values))  # looked up by value only when `named` asks
 
     def named(self, value: Any) -> bool:
         """Whether what the user asked for names ``value``: trusted *text* holds it (a whole
@@ -368,6 +364,13 @@ class TrustIndex:
         if self._in_text(key, str(value)):
             return True
         index = self._index
+        while index.records_indexed < len(index.records):
+            number = index.records_indexed
+            for held in {normalize(v) for v in index.records[number]}:
+                holders = index.record_of.setdefault(held, [])
+                if len(holders) < _RECORDS_PER_VALUE:
+                    holders.append(number)
+            index.records_indexed += 1
         for number in index.record_of.get(key, ()):
             for sibling in index.records[number]:
                 other = normalize(sibling)
