@@ -225,7 +225,8 @@ async def run_code(
     env = {**_BASE_ENV, **config.env}
     try:
         if config.mode is not Mode.UNSAFE_SUBPROCESS:  # anything else is confined
-            guest_data, compiled = guest_program(config.python)
+            # compiled once per process by a child interpreter: not on the event loop
+            guest_data, compiled = await asyncio.to_thread(guest_program, config.python)
             program = filter_program()
             files = Files(
                 guest=_memfd("callgate-guest", guest_data),

@@ -15,6 +15,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import anyio.to_thread
+
 from callgate.effects import Grants
 from callgate.errors import DefinitionError, ToolFailure
 from callgate.gate import running_run
@@ -113,7 +115,8 @@ def python_tool(
 
     async def run_python(code: str, ctx: CallContext) -> dict[str, Any]:
         if chosen is not Mode.UNSAFE_SUBPROCESS:
-            reason = unavailable_reason(config)
+            # a probe that runs bubblewrap once per process: not on the event loop
+            reason = await anyio.to_thread.run_sync(unavailable_reason, config)
             if reason is not None:
                 raise ToolFailure(f"the code was not run: {reason}", retryable=False)
         specs: list[dict[str, str]] = []
@@ -205,7 +208,8 @@ def shell_tool(
 
     async def run_shell(script: str) -> dict[str, Any]:
         if chosen is not Mode.UNSAFE_SUBPROCESS:
-            reason = unavailable_reason(config)
+            # a probe that runs bubblewrap once per process: not on the event loop
+            reason = await anyio.to_thread.run_sync(unavailable_reason, config)
             if reason is not None:
                 raise ToolFailure(f"the script was not run: {reason}", retryable=False)
         try:
