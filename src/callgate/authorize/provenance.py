@@ -251,6 +251,7 @@ class _Deep:
 
 
 _DEEP = _Deep()
+_SCALARS = (str, int, float)
 _Labels = tuple[str | bool | None, tuple[tuple[TrustPath, str | bool], ...]]
 """What one record trusts: the label of every place (``*``) and labels by path."""
 
@@ -337,9 +338,9 @@ class TrustIndex:
                     self._index.trusted_words.append(words(value))
                 if not is_key and not isinstance(value, bool) and len(kept) < _RECORD_VALUES:
                     kept.append(str(value))
-            else:
+            elif path or not is_key:  # a record's own field names are its schema, not data
                 self._untrusted(value, call_id)
-                if isinstance(value, str) and value.strip() and (path or not is_key):
+                if isinstance(value, str) and value.strip():
                     self._exposed(call_id)
         if len(kept) > 1:
             self._record(kept)
@@ -521,10 +522,15 @@ def _walk(
     and each key of each mapping with the mapping's path, marked ``True``."""
     if depth > _MAX_DEPTH:
         yield path, _DEEP, False
+    elif isinstance(node, _SCALARS):  # most leaves: no ABC check
+        yield path, node, False
     elif isinstance(node, Mapping):
         for key, value in node.items():
             yield path, key, True
-            yield from _walk(value, (*path, str(key)), depth + 1)
+            if isinstance(value, _SCALARS):
+                yield (*path, str(key)), value, False
+            else:
+                yield from _walk(value, (*path, str(key)), depth + 1)
     elif isinstance(node, list | tuple):
         for item in node:
             yield from _walk(item, path, depth + 1)

@@ -95,6 +95,18 @@ def is_number(text: str) -> bool:
 def normalize(value: Any) -> str:
     """The form in which sink values and trusted values are compared."""
     text = str(value)
+    if len(text) <= _CACHED_CHARS:
+        return _normalized(text)
+    return _normalize(text)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _normalized(text: str) -> str:
+    """`_normalize` of a short text, remembered: field values repeat across records."""
+    return _normalize(text)
+
+
+def _normalize(text: str) -> str:
     if not text.isascii():
         text = unicodedata.normalize("NFKC", safe_text(text))
     text = text.strip()
@@ -221,9 +233,10 @@ def tokens(text: str, *, numbers: bool = False) -> Iterator[str]:
     vouch for one).
     """
     text = safe_text(text)
-    folded = unicodedata.normalize("NFKC", text)
-    for match in _IBAN_GROUPED.finditer(folded):
-        yield normalize(match.group(0))
+    if len(text) >= 15 and (" " in text or not text.isascii()):  # grouped: spaces
+        folded = text if text.isascii() else unicodedata.normalize("NFKC", text)
+        for match in _IBAN_GROUPED.finditer(folded):
+            yield normalize(match.group(0))
     for piece in _pieces(text):
         if len(piece) <= _CACHED_CHARS:
             yield from _piece_tokens(piece, numbers)
