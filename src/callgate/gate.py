@@ -434,19 +434,24 @@ class Run:
             self._leave(entered)
         return self._conclude(work, done)
 
-    def _enter(self, admitted: Sequence[Admitted]) -> list[tuple[str, str]]:
+    def _enter(self, admitted: Sequence[Admitted]) -> list[tuple[str, str]] | None:
         """Make this run findable by `running_run` from the handlers about to run that take
-        a `CallContext` (the others cannot ask)."""
-        entered = []
+        a `CallContext` (the others cannot ask). None when there are none (the hot path)."""
+        entered = None
         for item in admitted:
             if item.spec.context_param is not None:
                 key = (self.state.id, item.call.id)
                 _running[key] = self
-                entered.append(key)
+                if entered is None:
+                    entered = [key]
+                else:
+                    entered.append(key)
         return entered
 
     @staticmethod
-    def _leave(entered: list[tuple[str, str]]) -> None:
+    def _leave(entered: list[tuple[str, str]] | None) -> None:
+        if entered is None:
+            return
         for key in entered:
             _running.pop(key, None)
 
