@@ -353,27 +353,10 @@ def make_spec(
     *,
     name: str | None = None,
     description: str | None = None,
-    effects: str | Sequence[str] | None = None,
-    reads: str | Sequence[str] | None = None,
-    writes: str | Sequence[str] | None = None,
-    risk: Risk | Literal["read", "write_idempotent", "write"] | None = None,
-    precondition: Precondition | None = None,
-    verify: Verifier | None = None,
-    reconcile: Reconciler | None = None,
-    checks: Sequence[Check] = (),
-    preview: Preview | None = None,
-    idempotency_key: str | None = None,
-    key_retention: float = DEFAULT_KEY_RETENTION_SECONDS,
-    timeout: float | None = None,
-    max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
-    secret_fields: Sequence[str] = (),
-    ordered: bool = False,
-    max_concurrency: int | None = None,
-    sinks: Sequence[str] | Mapping[str, str | None] = (),
-    output_trust: OutputTrust | None = None,
-    resource_version: Callable[[BaseModel], str | None] | None = None,
+    **contract: Unpack[ContractOptions],
 ) -> ToolSpec:
     """Build a `ToolSpec` from a function and its declared contract."""
+    _check_options(contract, ContractOptions.__annotations__)
     tool_name = fn.__name__ if name is None else name
     if not TOOL_NAME.fullmatch(tool_name):
         raise DefinitionError(
@@ -395,61 +378,25 @@ def make_spec(
         input_schema=schema,
         null_means_default=_null_means_default(model),
         dump_is_canonical=_dump_is_canonical(schema),
-        **_contract(
-            tool_name,
-            tuple(model.model_fields),
-            effects=effects,
-            reads=reads,
-            writes=writes,
-            risk=risk,
-            precondition=precondition,
-            verify=verify,
-            reconcile=reconcile,
-            checks=checks,
-            preview=preview,
-            idempotency_key=idempotency_key,
-            key_retention=key_retention,
-            timeout=timeout,
-            max_result_chars=max_result_chars,
-            secret_fields=secret_fields,
-            ordered=ordered,
-            max_concurrency=max_concurrency,
-            sinks=sinks,
-            output_trust=output_trust,
-            resource_version=resource_version,
-        ),
+        **_contract(tool_name, tuple(model.model_fields), contract),
     )
     return dataclasses.replace(spec, version=_spec_version(spec))
 
 
 def _contract(
-    tool_name: str,
-    params: tuple[str, ...],
-    *,
-    effects: str | Sequence[str] | None = None,
-    reads: str | Sequence[str] | None = None,
-    writes: str | Sequence[str] | None = None,
-    risk: Risk | Literal["read", "write_idempotent", "write"] | None = None,
-    precondition: Precondition | None = None,
-    verify: Verifier | None = None,
-    reconcile: Reconciler | None = None,
-    checks: Sequence[Check] = (),
-    preview: Preview | None = None,
-    idempotency_key: str | None = None,
-    key_retention: float = DEFAULT_KEY_RETENTION_SECONDS,
-    timeout: float | None = None,
-    max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
-    secret_fields: Sequence[str] = (),
-    ordered: bool = False,
-    max_concurrency: int | None = None,
-    sinks: Sequence[str] | Mapping[str, str | None] = (),
-    output_trust: OutputTrust | None = None,
-    resource_version: Callable[[BaseModel], str | None] | None = None,
+    tool_name: str, params: tuple[str, ...], options: Mapping[str, Any]
 ) -> dict[str, Any]:
     """The contract fields of a `ToolSpec`, checked against the tool's parameters.
 
     One place for every way of defining a tool (a decorated function, a JSON Schema).
     """
+    effects = options.get("effects")
+    risk = options.get("risk")
+    timeout = options.get("timeout")
+    max_concurrency = options.get("max_concurrency")
+    max_result_chars = options.get("max_result_chars", DEFAULT_MAX_RESULT_CHARS)
+    secret_fields = options.get("secret_fields", ())
+    idempotency_key = options.get("idempotency_key")
     if timeout is not None and timeout <= 0:
         raise DefinitionError(f"tool {tool_name!r}: timeout must be positive, got {timeout}")
     if max_concurrency is not None and (
@@ -486,28 +433,28 @@ def _contract(
         resolved_risk = Risk(risk)
     return {
         "effects": effect_templates,
-        "reads": templates(reads, "reads"),
-        "writes": templates(writes, "writes"),
+        "reads": templates(options.get("reads"), "reads"),
+        "writes": templates(options.get("writes"), "writes"),
         "risk": resolved_risk,
-        "precondition": precondition,
-        "verify": verify,
-        "reconcile": reconcile,
-        "checks": tuple(checks),
-        "preview": preview,
+        "precondition": options.get("precondition"),
+        "verify": options.get("verify"),
+        "reconcile": options.get("reconcile"),
+        "checks": tuple(options.get("checks", ())),
+        "preview": options.get("preview"),
         "idempotency_key": (
             Template(idempotency_key, tool=tool_name, parameters=params, what="idempotency key")
             if idempotency_key
             else None
         ),
-        "key_retention": key_retention,
+        "key_retention": options.get("key_retention", DEFAULT_KEY_RETENTION_SECONDS),
         "timeout": timeout,
         "max_result_chars": max_result_chars,
         "secret_fields": frozenset(secret_fields),
-        "ordered": ordered,
+        "ordered": options.get("ordered", False),
         "max_concurrency": max_concurrency,
-        "sinks": sink_declarations(tool_name, sinks, params),
-        "output_trust": output_trust,
-        "resource_version": resource_version,
+        "sinks": sink_declarations(tool_name, options.get("sinks", ()), params),
+        "output_trust": options.get("output_trust"),
+        "resource_version": options.get("resource_version"),
     }
 
 
@@ -712,7 +659,7 @@ def schema_spec(
         null_means_default=arguments.null_means_default,
         dump_is_canonical=arguments.typed_only,
         external_name=name if final_name != name else None,
-        **_contract(final_name, tuple(arguments.model.model_fields), **options),
+        **_contract(final_name, tuple(arguments.model.model_fields), options),
     )
     # The ledger records arguments by the schema's names (``_token``), the gate reads them
     # by field name (``token_``): a secret is known by both.
