@@ -73,7 +73,8 @@ OutputTrust = (
 )
 """How a tool labels its output.
 
-* ``True``: every field and key of every record is trusted (a system of record);
+* ``True``: every value of every record, and the keys of its nested mappings,
+  are trusted (a system of record);
 * a mapping ``{path: kind}``: the fields at those paths (`TrustPath`) are
   trusted, tagged with a kind (``"file"``, ``"contact"``; ``True`` for no
   kind); the path ``"*"`` alone stands for the whole record;
@@ -539,14 +540,15 @@ def _walk(
 
 
 def _label_of(labels: _Labels | None, path: tuple[str, ...], is_key: bool) -> str | bool | None:
-    """The label of one place of a record: a path that names it, else the record's ``*``."""
+    """The label of one place of a record: a path that names it, else the record's ``*``
+    (but a record's own field names only by ``keys()``: they are its schema, not data)."""
     if labels is None:
         return None
     everything, by_path = labels
     for trust_path, label in by_path:
         if trust_path.keys == is_key and trust_path.matches(path):
             return label
-    return everything
+    return None if is_key and not path else everything
 
 
 def _labels(record: Mapping[str, Any], trust: OutputTrust | None) -> _Labels | None:
