@@ -14,6 +14,7 @@ import asyncio
 import atexit
 import concurrent.futures
 import contextlib
+import contextvars
 import os
 import threading
 from collections.abc import Awaitable, Callable
@@ -40,7 +41,8 @@ def run_sync(fn: Callable[[], Awaitable[T]]) -> T:
         def in_helper() -> T:
             return run_sync(fn)
 
-        return _helper_threads().submit(in_helper).result()
+        # The caller's context variables (a trace's current span among them) go along.
+        return _helper_threads().submit(contextvars.copy_context().run, in_helper).result()
     loop: asyncio.AbstractEventLoop | None = getattr(_local, "loop", None)
     if loop is None or _local.pid != os.getpid():
         # A forked child must not share its parent's loop (and its selector).

@@ -447,12 +447,6 @@ def test_a_batchs_call_spans_are_children_of_the_callers_span(spans: Spans, driv
         assert span.parent.span_id == request.context.span_id
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="callgate.sync_loop runs a sync submit made inside a running event loop on a "
-    "helper thread without copying the caller's context variables, so the batch's spans "
-    "start a new trace (one-line fix requested in issue 21's notes)",
-)
 def test_a_sync_batch_submitted_inside_an_event_loop_keeps_the_callers_trace(
     spans: Spans,
 ) -> None:
