@@ -25,6 +25,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 TOKEN = "tok-7Hq2"
+PARTNER_KEY = "pk-19"
 SPEC = Path(__file__).with_name("shop") / "openapi.yaml"
 PRODUCTS = [
     {"id": f"p-{i}", "name": f"Book {i}", "category": "books", "price": 10.0 + i}
@@ -124,6 +125,16 @@ def app(shop: Shop) -> Starlette:
         await record(request)
         return JSONResponse({"products": PRODUCTS * 400})
 
+    async def partner_stock(request: Request) -> Response:
+        await record(request)
+        if request.query_params.get("key") != PARTNER_KEY:
+            return JSONResponse({"error": "forbidden"}, status_code=403)
+        return JSONResponse({"p-1": 4})
+
+    async def moved(request: Request) -> Response:
+        await record(request)
+        return Response(status_code=302, headers={"location": "http://attacker.invalid/x"})
+
     async def elsewhere(request: Request) -> Response:
         await record(request)
         return JSONResponse({"error": "no such route"}, status_code=404)
@@ -141,6 +152,8 @@ def app(shop: Shop) -> Starlette:
             Route("/api/reports/daily", report),
             Route("/api/stock/recount", recount, methods=["POST"]),
             Route("/api/catalogue/export", export),
+            Route("/api/partners/stock", partner_stock),
+            Route("/api/moved", moved),
             Route("/openapi.yaml", spec),
             Route("/{rest:path}", elsewhere, methods=["GET", "POST", "PUT", "DELETE"]),
         ]

@@ -18,7 +18,7 @@ import pytest
 from callgate import Authority, DefinitionError, Gate, MemoryLedger, Registry, Status, ToolCall
 from callgate.openapi import OpenAPIImport, OperationConfig, import_openapi, load_document
 
-from .shop_app import SPEC, TOKEN, Shop, serve
+from .shop_app import PARTNER_KEY, SPEC, TOKEN, Shop, serve
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -36,7 +36,7 @@ def _import(url: str, **options: Any) -> OpenAPIImport:
         SPEC,
         api="shop",
         base_url=url + "/api",
-        credentials={"bearerAuth": "shop_token"},
+        credentials={"bearerAuth": "shop_token", "partnerKey": "partner_key"},
         **options,
     )
 
@@ -44,7 +44,7 @@ def _import(url: str, **options: Any) -> OpenAPIImport:
 def _run(api: OpenAPIImport, grants: list[str] | None = None, token: str = TOKEN) -> Any:
     registry = api.register(Registry())
     gate = Gate(registry, ledger=MemoryLedger())
-    context = {"shop_token": token} if token else {}
+    context = {"shop_token": token, "partner_key": PARTNER_KEY} if token else {}
     return gate.run(
         authority=Authority(
             principal="ana", grants=grants or ["read:*", "write:*", "network:*"], context=context
@@ -207,9 +207,11 @@ def test_a_refusal_by_the_service_is_an_error(shop: tuple[Shop, str]) -> None:
     missing = _call(run, "getProduct", {"product_id": "p-999"})
     assert missing.status is Status.ERROR
     assert "404" in missing.content
+    assert not missing.retryable
     shipped = _call(run, "cancelOrder", {"order_id": "o-77"}, "c2")
     assert shipped.status is Status.ERROR
     assert "409" in shipped.content
+    assert shipped.retryable  # a conflict may clear (408, 409, 425, 429 are retryable)
 
 
 def test_a_server_failure_is_an_error_on_a_read_and_unknown_after_a_write(
@@ -366,3 +368,79 @@ def test_a_3_1_document_is_read_as_json_schema_2020_12() -> None:
     (tool,) = api.tools
     assert tool.input_schema["properties"]["stars"] == {"type": "integer", "exclusiveMinimum": 0}
     assert api.operations[0].dialect == "2020-12"
+
+
+def test_an_api_key_goes_where_its_scheme_says(shop: tuple[Shop, str]) -> None:
+    """An apiKey scheme in the query is sent as that query parameter, from the context."""
+    state, url = shop
+    run = _run(_import(url))
+    obs = _call(run, "partnerStock", {})
+    assert obs.status is Status.OK, obs.content
+    assert ("key", PARTNER_KEY) in state.requests[-1]["query"]
+    assert "authorization" not in state.requests[-1]["headers"]
+
+
+def test_a_redirect_is_not_followed(shop: tuple[Shop, str]) -> None:
+    """A 3xx answer is an error: following it could leave network:<host>."""
+    state, url = shop
+    run = _run(_import(url))
+    before = len(state.requests)
+    obs = _call(run, "oldCatalogue", {})
+    assert obs.status is Status.ERROR
+    assert "redirect" in obs.content
+    assert len(state.requests) == before + 1
+
+
+def test_operations_callgate_cannot_send_faithfully_are_listed_not_loosened() -> None:
+    """Another document's schema, an object or deepObject parameter, an unknown format."""
+
+    def op(**parts: Any) -> dict[str, Any]:
+        return {"get": {"operationId": parts.pop("name"), **parts}}
+
+    document = {
+        "openapi": "3.0.3",
+        "paths": {
+            "/a": op(
+                name="remoteRef",
+                parameters=[
+                    {"name": "q", "in": "query", "schema": {"$ref": "https://x.example/q.json"}}
+                ],
+            ),
+            "/b": op(
+                name="objectParam",
+                parameters=[
+                    {
+                        "name": "f",
+                        "in": "query",
+                        "schema": {"type": "object", "properties": {"a": {"type": "string"}}},
+                    }
+                ],
+            ),
+            "/c": op(
+                name="deepObject",
+                parameters=[
+                    {
+                        "name": "f",
+                        "in": "query",
+                        "style": "deepObject",
+                        "schema": {"type": "string"},
+                    }
+                ],
+            ),
+            "/d": op(
+                name="phone",
+                parameters=[
+                    {"name": "p", "in": "query", "schema": {"type": "string", "format": "phone"}}
+                ],
+            ),
+            "/e": op(
+                name="fine", parameters=[{"name": "p", "in": "query", "schema": {"type": "string"}}]
+            ),
+        },
+    }
+    api = import_openapi(document, api="x", base_url="http://127.0.0.1:9")
+    assert [t.name for t in api.tools] == ["fine"]
+    assert "another document" in api.skipped["GET /a"]
+    assert "is an object" in api.skipped["GET /b"]
+    assert "deepObject" in api.skipped["GET /c"]
+    assert "'phone'" in api.skipped["GET /d"]

@@ -19,7 +19,7 @@ def test_inspect_lists_tools_renames_and_what_is_left_out() -> None:
     """Every imported operation is a row; collisions and skips are printed; exit 1 for a skip."""
     result = CliRunner().invoke(app, ["inspect", str(SPEC), *BASE])
     assert result.exit_code == 1, result.output
-    assert "9 of 10 operations as tools" in result.output
+    assert "11 of 12 operations as tools" in result.output
     assert "body_order_id" in result.output
     assert "left out: PUT /products/{product_id}/image" in result.output
 
