@@ -249,3 +249,26 @@ def test_run_shell_needs_the_exec_grant() -> None:
     obs = _submit(shell_tool(), "echo ran", grants=())
     assert obs.status is Status.REJECTED
     assert obs.stage.value == "policy"
+
+
+@pytest.mark.parametrize(
+    ("body", "violation"),
+    [
+        (b"[" * 100_000 + b"]" * 100_000, "nests too deeply"),
+        (
+            b'{"op":"call","id":1,"tool":"t","arguments":{"a":'
+            + b"[" * 40
+            + b"1"
+            + b"]" * 40
+            + b"}}",
+            "nest deeper than 32",
+        ),
+        (b'{"op":"call","id":1,"tool":"t","arguments":{"x":NaN}}', "not UTF-8 JSON"),
+        (b'{"op":"call","id":1,"tool":"t","arguments":{"x":' + b"9" * 5000 + b"}}", "JSON"),
+    ],
+    ids=["deep nesting", "deep arguments", "NaN", "huge integer"],
+)
+def test_hostile_json_is_a_protocol_violation(body: bytes, violation: str) -> None:
+    """Nesting, NaN and huge numbers from the sandbox are refused, never crash the host."""
+    with pytest.raises(ProtocolViolation, match=violation):
+        parse_request(body)

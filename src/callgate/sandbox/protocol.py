@@ -18,7 +18,15 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["HEADER", "CallRequest", "ProtocolViolation", "encode", "parse_request", "read_frame"]
+__all__ = [
+    "HEADER",
+    "MAX_DEPTH",
+    "CallRequest",
+    "ProtocolViolation",
+    "encode",
+    "parse_request",
+    "read_frame",
+]
 
 HEADER = struct.Struct(">I")
 _TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
@@ -67,13 +75,37 @@ async def read_frame(reader: asyncio.StreamReader, max_bytes: int) -> bytes | No
         ) from None
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _depth(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests no deeper than ``limit`` (iterative: hostile input)."""
+    stack = [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if level > limit:
+            return False
+        if isinstance(item, dict):
+            stack.extend((v, level + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, level + 1) for v in item)
+    return True
+
+
+MAX_DEPTH = 32
+"""How deep the arguments of a call from code may nest."""
+
+
 def parse_request(body: bytes) -> CallRequest:
     """Check one frame from the sandbox: a ``call`` message with an id, a tool name and an
     object of arguments, or `ProtocolViolation` naming what is wrong."""
     try:
-        message = json.loads(body.decode("utf-8"))
+        message = json.loads(body.decode("utf-8"), parse_constant=_no_constant)
     except (UnicodeDecodeError, ValueError) as exc:
         raise ProtocolViolation(f"bridge frame is not UTF-8 JSON ({type(exc).__name__})") from None
+    except RecursionError:
+        raise ProtocolViolation("bridge frame nests too deeply to decode") from None
     if not isinstance(message, dict):
         raise ProtocolViolation(f"bridge frame must be a JSON object, got {type(message).__name__}")
     if message.get("op") != "call":
@@ -87,4 +119,6 @@ def parse_request(body: bytes) -> CallRequest:
         raise ProtocolViolation(
             f"bridge call arguments must be a JSON object, got {type(arguments).__name__}"
         )
+    if not _depth(arguments, MAX_DEPTH):
+        raise ProtocolViolation(f"bridge call arguments nest deeper than {MAX_DEPTH} levels")
     return CallRequest(id=ident, tool=tool, arguments=arguments)
