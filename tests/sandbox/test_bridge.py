@@ -20,6 +20,7 @@ from callgate import (
     ArgumentError,
     Authority,
     Gate,
+    Intent,
     MemoryLedger,
     Policy,
     Provenance,
@@ -385,3 +386,31 @@ def test_code_calls_on_a_sqlite_ledger_keep_the_journal_verifiable(
         assert ledger.verify().ok
     finally:
         ledger.close()
+
+
+@pytest.mark.parametrize("via", ["direct", "code"])
+def test_the_runs_intent_holds_for_calls_from_code(via: str) -> None:
+    """After untrusted output, a call outside the run's intent waits for a person, from
+    code exactly as directly."""
+    registry = Registry(TOOLS)
+    registry.add(python_tool(tools=TOOLS, timeout=0.4))
+    gate = Gate(registry, ledger=MemoryLedger())
+    run = gate.run(
+        authority=Authority(principal="p", grants=GRANTS),
+        trusted="Look up order A1",
+        intent=Intent(tools=["lookup", "run_python"]),
+    )
+    lookup_call = ToolCall(id="l", name="lookup", arguments={"order_id": "A1"})
+    refund_args = {"order_id": "A1", "amount": 5}
+    if via == "direct":
+        run.submit([lookup_call])
+        outcome = run.submit([ToolCall(id="r", name="refund", arguments=refund_args)])[0]
+        state = outcome.status.value
+    else:
+        code = "import tools\ntools.lookup(order_id='A1')\n"
+        code += CALL_AND_REPORT.format(tool="refund", arguments=json.dumps(refund_args))
+        run.submit([ToolCall(id="c", name="run_python", arguments={"code": code})])
+        record = gate.ledger.get_call(run.id, "c.2")
+        assert record is not None
+        state = record.state.value
+    assert state == "pending"
