@@ -211,3 +211,44 @@ def test_json_output_and_an_openapi_document_as_target() -> None:
 def test_bad_input_exits_2(arguments: list[str]) -> None:
     """A target that cannot be imported, or an unknown rule id, is bad input."""
     assert CliRunner().invoke(app, arguments).exit_code == 2
+
+
+def test_a_file_of_function_definitions_is_linted_and_refusals_are_errors(
+    tmp_path: Path,
+) -> None:
+    """Provider-shaped definitions become schema tools; one callgate cannot enforce is CG100."""
+    definitions = {
+        "tools": [
+            {
+                "type": "function",
+                "function": {
+                    "name": "weather.lookup",
+                    "description": "Current weather for a city; fails for unknown cities.",
+                    "parameters": {
+                        "type": "object",
+                        "properties": {"city": {"type": "string", "description": "The city."}},
+                        "required": ["city"],
+                    },
+                },
+            },
+            {
+                "name": "echo_twice",
+                "description": "Echo a word twice; fails if it repeats.",
+                "input_schema": {
+                    "type": "object",
+                    "properties": {"w": {"type": "string", "pattern": "^(a+)\\1$"}},
+                },
+            },
+        ]
+    }
+    path = tmp_path / "functions.json"
+    path.write_text(json.dumps(definitions))
+    result = CliRunner().invoke(app, [str(path), "--json"])
+    assert result.exit_code == 1
+    data = json.loads(result.output)
+    assert set(data["tokens"]) == {"weather_lookup"}
+    (refused,) = [f for f in data["findings"] if f["rule"] == "CG100"]
+    assert refused["tool"] == "echo_twice"
+    assert refused["severity"] == "error"
+    assert "backreference" in refused["message"]
+    assert any(f["rule"] == "CG109" for f in data["findings"])

@@ -1,8 +1,11 @@
 """``callgate lint TARGET``: check tool schemas against the design rules.
 
-TARGET is ``module:attribute`` naming a `Registry`, or an OpenAPI document
-(a ``.yaml``/``.yml``/``.json`` path or an ``http(s)`` URL) whose operations
-are linted as the tools `callgate.openapi` would make of them.
+TARGET is ``module:attribute`` naming a `Registry`; a JSON file of function
+definitions (a list, or ``{"tools": [...]}``, in any provider's shape),
+linted as schema tools, a definition callgate cannot enforce being a CG100
+error; or an OpenAPI document (a ``.yaml``/``.yml``/``.json`` path or an
+``http(s)`` URL) whose operations are linted as the tools
+`callgate.openapi` would make of them.
 
 Each finding is printed as ``tool: location: RULE severity: message (fix:
 ...)``, then each tool's estimated definition length in tokens. Exit codes:
@@ -12,8 +15,9 @@ input (a target that cannot be imported or read, an unknown rule id).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -35,8 +39,18 @@ app = typer.Typer(
 _SEVERITIES = ("error", "warning", "info")
 
 
-def _registry(target: str) -> Registry:
+def _registry(target: str) -> tuple[Registry, list[Any]]:
+    """The registry TARGET names, and CG100 findings for definitions it could not read."""
     lowered = target.lower()
+    if lowered.endswith(".json") and not lowered.startswith(("http://", "https://")):
+        from callgate.lint.sources import function_definitions, is_function_list
+
+        try:
+            data = json.loads(Path(target).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise fail(f"{target}: cannot be read as JSON ({exc})", 2) from exc
+        if is_function_list(data):
+            return function_definitions(data)
     if lowered.startswith(("http://", "https://")) or lowered.endswith((".yaml", ".yml", ".json")):
         from callgate.openapi import import_openapi
 
@@ -51,11 +65,11 @@ def _registry(target: str) -> Registry:
             )
         except DefinitionError as exc:
             raise fail(str(exc), 2) from exc
-        return Registry(result.tools)
+        return Registry(result.tools), []
     from callgate.cli.policy import load_registry
 
     try:
-        return load_registry(target)
+        return load_registry(target), []
     except typer.BadParameter as exc:
         raise fail(str(exc), 2) from exc
 
@@ -90,8 +104,13 @@ def lint(
     unknown = [rule for rule in off if rule not in RULES]
     if unknown:
         raise fail(f"unknown rule id {unknown[0]!r}; rules: {', '.join(RULES)}", 2)
-    registry = _registry(target)
-    report = run_lint(registry, budgets=Budgets(per_tool=per_tool, registry=total), disable=off)
+    registry, refused = _registry(target)
+    report = run_lint(
+        registry,
+        budgets=Budgets(per_tool=per_tool, registry=total),
+        disable=off,
+        refused=refused,
+    )
     failing = report.at_least(fail_on)  # type: ignore[arg-type]
     if as_json:
         typer.echo(

@@ -48,12 +48,17 @@ def lint(
     *,
     budgets: Budgets | None = None,
     disable: Iterable[str] = (),
+    refused: Iterable[Finding] = (),
 ) -> LintReport:
-    """Check every tool (and the set of them) against the schema design rules."""
+    """Check every tool (and the set of them) against the schema design rules.
+
+    ``refused`` carries CG100 findings for definitions that could not be made
+    into tools at all (see `callgate.lint.sources`).
+    """
     specs = list(tools)
     budgets = budgets or Budgets()
     off = set(disable)
-    findings: list[Finding] = []
+    findings: list[Finding] = list(refused)
     for _, per_tool, per_registry in RULES.values():
         if per_tool is not None:
             for spec in specs:
