@@ -444,3 +444,20 @@ def test_operations_callgate_cannot_send_faithfully_are_listed_not_loosened() ->
     assert "is an object" in api.skipped["GET /b"]
     assert "deepObject" in api.skipped["GET /c"]
     assert "'phone'" in api.skipped["GET /d"]
+
+
+@pytest.mark.parametrize("value", ["k-1\r\nX-Admin: yes", "clé"])
+def test_a_header_value_cannot_smuggle_a_header(shop: tuple[Shop, str], value: str) -> None:
+    """A line break or non-ASCII in a header argument is refused before anything is sent."""
+    state, url = shop
+    run = _run(_import(url))
+    before = len(state.requests)
+    order = {
+        "customer": {"email": "a@b.org", "name": "A"},
+        "lines": [{"product_id": "p-1", "quantity": 1}],
+        "Idempotency-Key": value,
+    }
+    obs = _call(run, "createOrder", order)
+    assert obs.status is Status.REJECTED
+    assert obs.stage.value == "semantic"
+    assert len(state.requests) == before

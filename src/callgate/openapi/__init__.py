@@ -172,7 +172,7 @@ def import_openapi(
                 effects=list(op.effects),
                 risk=op.risk,
                 timeout=None,  # the request's own timeout decides, and says what it means
-                checks=[_path_check(op.arguments)] if _has_path(op.arguments) else [],
+                checks=[_request_check(op.arguments)] if _needs_request_check(op.arguments) else [],
             )
         except DefinitionError as exc:
             skipped[op.key] = str(exc)
@@ -216,21 +216,39 @@ def _credential(
     raise DefinitionError(f"security scheme {name!r} of type {kind!r} is not one callgate sends")
 
 
-def _has_path(arguments: tuple[Argument, ...]) -> bool:
-    return any(a.location == "path" for a in arguments)
+def _needs_request_check(arguments: tuple[Argument, ...]) -> bool:
+    return any(a.location in ("path", "header", "cookie") for a in arguments)
 
 
-def _path_check(arguments: tuple[Argument, ...]) -> Any:
-    names = [a.name for a in arguments if a.location == "path"]
+_HEADER_TEXT = frozenset(chr(c) for c in range(0x20, 0x7F)) | {"\t"}
+
+
+def _request_check(arguments: tuple[Argument, ...]) -> Any:
+    """The semantic check of values that go into the request line and headers.
+
+    A path value cannot be empty, ``.`` or ``..`` (it would change the path); a
+    header or cookie value is visible ASCII (no line breaks: they would add
+    headers). Refused here, at the ``semantic`` stage, nothing is ever sent.
+    """
+    paths = [a.name for a in arguments if a.location == "path"]
+    headers = [a.name for a in arguments if a.location in ("header", "cookie")]
 
     def check(values: BaseModel) -> None:
         dumped = values.model_dump(by_alias=True)
-        for name in names:
+        for name in paths:
             text = str(dumped.get(name, ""))
             if text in ("", ".", ".."):
                 raise ArgumentError(
                     name,
                     f"a path segment cannot be {text!r}: give the identifier itself",
+                )
+        for name in headers:
+            value = dumped.get(name)
+            if value is not None and not set(str(value)) <= _HEADER_TEXT:
+                raise ArgumentError(
+                    name,
+                    "this value goes into an HTTP header, which holds visible ASCII "
+                    "characters only (no line breaks, no accents)",
                 )
 
     return check
