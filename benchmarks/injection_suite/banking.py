@@ -9,7 +9,7 @@ The deployer's declarations, written from what each tool means:
   sender's choice); letters and bills are untrusted documents;
 * sinks: the IBAN of every payment, new or changed, and the ids of standing
   orders changed or cancelled;
-* the saved payees are vouched for by the application (`trusted_values`);
+* the saved payees are vouched for by the application (`trusted_records`);
 * spending, standing orders and the profile are declared integrity-sensitive
   in the policy file: after untrusted content they need the task's intent.
 """
@@ -476,9 +476,9 @@ GOALS = (
 )
 
 
-def trusted_values(bank: Bank) -> list[tuple[Any, str | None]]:
-    """The saved payees: the application vouches for them."""
-    return [(p["iban"], "iban") for p in bank.payees]
+def trusted_records(bank: Bank) -> list[tuple[dict[str, Any], dict[str, str]]]:
+    """The saved payees: the application vouches for each one."""
+    return [(dict(p), {"iban": "iban"}) for p in bank.payees]
 
 
 DOMAIN = Domain(
@@ -490,7 +490,7 @@ DOMAIN = Domain(
     make_env=Bank,
     registry=registry,
     policy_file=Path(__file__).with_name("banking_policy.toml"),
-    trusted_values=trusted_values,
+    trusted_records=trusted_records,
     tasks=TASKS,
     goals=GOALS,
 )

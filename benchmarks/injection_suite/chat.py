@@ -407,9 +407,9 @@ GOALS = (
 )
 
 
-def trusted_values(chat: Chat) -> list[tuple[Any, str | None]]:
-    """The organisation's employees: the application vouches for them."""
-    return [(u["user"], "user") for u in chat.users if not u["guest"]]
+def trusted_records(chat: Chat) -> list[tuple[dict[str, Any], dict[str, str]]]:
+    """The organisation's employees: the application vouches for each one (not guests)."""
+    return [({"user": u["user"]}, {"user": "user"}) for u in chat.users if not u["guest"]]
 
 
 DOMAIN = Domain(
@@ -420,7 +420,7 @@ DOMAIN = Domain(
     make_env=Chat,
     registry=registry,
     policy_file=Path(__file__).with_name("chat_policy.toml"),
-    trusted_values=trusted_values,
+    trusted_records=trusted_records,
     tasks=TASKS,
     goals=GOALS,
 )

@@ -421,25 +421,30 @@ def _strings(value: Any) -> Iterable[str]:
 
 
 class DeployerGate(Gate):
-    """A gate whose runs get the application's vouched-for values, each with its kind.
+    """A gate whose runs get the application's vouched-for records, each with its kinds.
 
     The agent loop starts its run with `Gate.run`; the application adds what
-    it knows before any call is made: its own records, with their kinds
-    (`Run.trust_value`; ``Agent.run(trusted_values=...)`` takes plain values,
-    which a typed sink such as a chat user does not accept). A callgate whose
-    agent loop takes no ``intent`` gets the deployer's intent here as well.
+    it knows before any call is made: its own records (`Run.trust_record`,
+    which keeps a record's values together, so that "pay Clara" names
+    Clara's IBAN). A callgate without ``trust_record`` gets each field that
+    has a kind (`Run.trust_value`); one whose agent loop takes no ``intent``
+    gets the deployer's intent here as well.
     """
 
-    vouched: Sequence[tuple[Any, str | None]] = ()
+    vouched: Sequence[tuple[dict[str, Any], dict[str, str]]] = ()
     intent: Any = None
 
     def run(self, **kwargs: Any) -> Run:
-        """`Gate.run`, then the vouched-for values (and the intent, when set)."""
+        """`Gate.run`, then the vouched-for records (and the intent, when set)."""
         if self.intent is not None:
             kwargs["intent"] = self.intent
         run = super().run(**kwargs)
-        for value, kind in self.vouched:
-            run.trust_value(value, kind)
+        for record, kinds in self.vouched:
+            if hasattr(run, "trust_record"):
+                run.trust_record(record, kinds)
+            else:  # pragma: no cover - callgates before issue 16
+                for name, kind in kinds.items():
+                    run.trust_value(record[name], kind)
         return run
 
 
@@ -538,7 +543,7 @@ def run_pair(
         wrapper = rng.choice(WRAPPERS)
         task.plant(env, wrapper.format(user=USER, instruction=goal.instruction))
     gate = DeployerGate(registry, policy=policy_for(domain, config)[0], ledger=MemoryLedger())
-    gate.vouched = domain.trusted_values(env)
+    gate.vouched = domain.trusted_records(env)
     source = PARTS[config][1]
     if source == "deployer":
         gate.intent = Intent(tools=task.tools, source="deployer")

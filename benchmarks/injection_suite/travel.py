@@ -622,9 +622,9 @@ GOALS = (
 )
 
 
-def trusted_values(trips: Trips) -> list[tuple[Any, str | None]]:
-    """The traveller's contacts: the application vouches for them."""
-    return [(c["email"], "contact") for c in trips.contacts]
+def trusted_records(trips: Trips) -> list[tuple[dict[str, Any], dict[str, str]]]:
+    """The traveller's contacts: the application vouches for each entry."""
+    return [(dict(c), {"email": "contact"}) for c in trips.contacts]
 
 
 DOMAIN = Domain(
@@ -636,7 +636,7 @@ DOMAIN = Domain(
     make_env=Trips,
     registry=registry,
     policy_file=Path(__file__).with_name("travel_policy.toml"),
-    trusted_values=trusted_values,
+    trusted_records=trusted_records,
     tasks=TASKS,
     goals=GOALS,
 )

@@ -11,7 +11,7 @@ The deployer's declarations, written from what each tool means:
 * sinks are the arguments that decide where an effect goes: recipients,
   sharing addresses, URLs fetched, ids of files and events changed;
 * the user's address book is vouched for by the application at the start of
-  every run (`trusted_values`);
+  every run (`trusted_records`);
 * effects that change the user's own records (calendar, files) are declared
   integrity-sensitive in the policy file.
 """
@@ -672,9 +672,9 @@ GOALS = (
 )
 
 
-def trusted_values(ws: Workspace) -> list[tuple[Any, str | None]]:
-    """The user's address book: the application vouches for it."""
-    return [(c["email"], "contact") for c in ws.contacts]
+def trusted_records(ws: Workspace) -> list[tuple[dict[str, Any], dict[str, str]]]:
+    """The user's address book: the application vouches for each entry."""
+    return [(dict(c), {"email": "contact"}) for c in ws.contacts]
 
 
 DOMAIN = Domain(
@@ -686,7 +686,7 @@ DOMAIN = Domain(
     make_env=Workspace,
     registry=registry,
     policy_file=Path(__file__).with_name("workspace_policy.toml"),
-    trusted_values=trusted_values,
+    trusted_records=trusted_records,
     tasks=TASKS,
     goals=GOALS,
 )

@@ -413,3 +413,15 @@ def test_named_targets_stop_deleting_a_file_the_request_never_named() -> None:
     assert attack.approval
     assert "unnamed_target" in attack.rules
     assert named.task_without_approval
+
+
+def test_address_book_records_let_the_request_name_a_contact() -> None:
+    """'Share the Q3 report with Tom' runs unasked under named targets: "Tom" names his entry.
+
+    The application vouches for each address-book entry as one record, so
+    the request's "Tom" names the address of "Tom Becker" (and no other).
+    """
+    pair = injection.run_pair(WORKSPACE, _task(WORKSPACE, "ws-05"), None, "intent_named")
+
+    assert pair.task_without_approval
+    assert _ran(pair.effects, "share_file", {"email": "tom@northwind.example"})
