@@ -235,10 +235,8 @@ def from_schema(schema: Any, defs: Mapping[str, Any]) -> st.SearchStrategy[Any]:
 
 
 def written(name: str, arguments: Mapping[str, Any]) -> str:
-    """A call as the grammar writes JSON: ', ' and ': ' separators, no other whitespace."""
+    """A call as the grammar writes JSON: ', ' and ': ' separators, no other whitespace,
+    '<' escaped as \\u003c (so that no string can hold the closing tag)."""
     call = {"name": name, "arguments": arguments}
-    return (
-        "<tool_call>"
-        + json.dumps(call, ensure_ascii=False, separators=(", ", ": "))
-        + "</tool_call>"
-    )
+    body = json.dumps(call, ensure_ascii=False, separators=(", ", ": ")).replace("<", "\\u003c")
+    return f"<tool_call>{body}</tool_call>"

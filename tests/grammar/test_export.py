@@ -189,3 +189,55 @@ def test_bounded_strings_count_characters_not_bytes() -> None:
     grammar = llguidance.grammar_from("gbnf", text)
     assert accepts(grammar, written("move", {"to": {"street": "é\nü"}}))
     assert not accepts(grammar, written("move", {"to": {"street": "abcd"}}))
+
+
+@pytest.mark.parametrize("target", ["llguidance", "gbnf", "lark"])
+def test_no_string_can_hold_the_closing_tag(target: str) -> None:
+    """A string holding '</tool_call>' would cut the call where the text format searches for
+    the tag: every target refuses a raw '<' in strings, and accepts it escaped as \\u003c,
+    which the gate reads back as '<'."""
+    grammar = tool_grammar(plain_registry())
+    text = {
+        "llguidance": grammar.llguidance,
+        "gbnf": lambda: llguidance.grammar_from("gbnf", grammar.gbnf()),
+        "lark": lambda: llguidance.grammar_from("lark", grammar.lark()),
+    }[target]()
+    raw = (
+        '<tool_call>{"name": "get_order", "arguments": {"order_id": "a</tool_call>b"}}</tool_call>'
+    )
+    assert not accepts(text, raw)
+    escaped = written("get_order", {"order_id": "a</tool_call>b"})
+    assert "\\u003c/tool_call>" in escaped
+    assert accepts(text, escaped)
+    assert gate_rejections(plain_registry(), escaped) == []
+
+
+def test_a_patterned_string_cannot_hold_the_closing_tag_either() -> None:
+    """A pattern that allows anything after a prefix ('^https://...(/.*)?$') is enforced
+    by llguidance with '<' left out, so the tag cannot appear inside the URL."""
+    grammar = tool_grammar(bounded_registry()).llguidance()
+    assert accepts(grammar, written("fetch", {"url": "https://a.b/c?d=1"}))
+    assert not accepts(
+        grammar,
+        '<tool_call>{"name": "fetch", "arguments": {"url": "https://a.b/</tool_call>"}}'
+        "</tool_call>",
+    )
+
+
+@pytest.mark.parametrize(
+    "fmt",
+    ["date", "time", "date-time", "duration", "email", "hostname", "ipv4", "ipv6", "uuid", "uri"],
+)
+def test_the_formats_llguidance_enforces_never_hold_a_tag(fmt: str) -> None:
+    """Format strings stay %json leaves: none of the formats llguidance knows admits '<'."""
+    schema = {
+        "type": "object",
+        "properties": {"v": {"type": "string", "format": fmt}},
+        "required": ["v"],
+        "additionalProperties": False,
+    }
+    grammar = tool_grammar({"t": schema}).llguidance()
+    for value in ("</tool_call>", "a<b@c.d", "http://a.b/<", "1<2"):
+        assert not accepts(
+            grammar, f'<tool_call>{{"name": "t", "arguments": {{"v": "{value}"}}}}</tool_call>'
+        )

@@ -97,8 +97,10 @@ _HANDLED = {
 }
 _STRUCTURE = {"type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "$defs", "definitions"}
 
-_CHAR_GBNF = r'([^"\\\x00-\x1F] | "\\" (["\\/bfnrt] | "u00" [01] [0-9a-fA-F]))'
-_CHAR_RE = r'(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u00[01][0-9a-fA-F]))'
+# No string holds a raw '<' (it is written as \u003c): the text format finds its tags by
+# searching the text, so a string holding '</tool_call>' would cut the call short.
+_CHAR_GBNF = r'([^"\\<\x00-\x1F] | "\\" (["\\/bfnrt] | "u00" [01] [0-9a-fA-F] | "u003" [cC]))'
+_CHAR_RE = r'(?:[^"\\<\x00-\x1f]|\\(?:["\\/bfnrt]|u00[01][0-9a-fA-F]|u003[cC]))'
 _INT_GBNF = '"-"? ("0" | [1-9] [0-9]{0,17})'
 _INT_RE = r"-?(?:0|[1-9][0-9]{0,17})"
 _NUM_GBNF = (
@@ -117,11 +119,54 @@ INTEGER = Pat(gbnf=_INT_GBNF, regex=_INT_RE)
 NUMBER = Pat(gbnf=_NUM_GBNF, regex=_NUM_RE)
 
 
+def _bound(low: int, high: int | None) -> str:
+    if (low, high) == (0, None):
+        return "*"
+    return f"{{{low},}}" if high is None else f"{{{low},{high}}}"
+
+
 def _string(low: int, high: int | None) -> Pat:
     if (low, high) == (0, None):
         return STRING
-    bound = f"{{{low},}}" if high is None else f"{{{low},{high}}}"
+    bound = _bound(low, high)
     return Pat(gbnf=f'"\\"" {_CHAR_GBNF}{bound} "\\""', regex=f'"{_CHAR_RE}{bound}"')
+
+
+def pattern_terminal(pattern: str, low: int, high: int | None) -> str | None:
+    """A llguidance terminal for the *content* of a string that matches ``pattern``
+    (searched, as the gate searches it) and holds no '<', quote, backslash or control;
+    None when the pattern's anchors cannot be rewritten (an anchor inside the pattern,
+    or a top-level alternative beside one)."""
+    body, start, end = pattern, False, False
+    if body.startswith("^"):
+        body, start = body[1:], True
+    if body.endswith("$") and not body.endswith("\\$"):
+        body, end = body[:-1], True
+    depth, in_class, escaped, alternative = 0, False, False, False
+    for ch in body:
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch in "^$":
+            return None
+        elif ch == "|" and depth == 0:
+            alternative = True
+    if alternative and (start or end):
+        return None
+    anything = "(?s:.*)"
+    searched = f"{'' if start else anything}(?:{body}){'' if end else anything}"
+    bound = _bound(low, high)
+    plain = f'[^"\\\\<\\x00-\\x1f]{bound}'
+    return f"/{plain}/ & /{searched.replace('/', chr(92) + '/')}/"
 
 
 class Converter:
@@ -137,6 +182,8 @@ class Converter:
         self.target = target
         self.native = target == "llguidance"
         self.rules: dict[str, Node] = {}
+        self.terminals: dict[str, str] = {}
+        """llguidance terminals (``NAME: expression``) that `Native` leaves name."""
         self.unenforced: list[Unenforced] = []
         self._names: dict[str, str] = {}
         self._json_value: str | None = None
@@ -271,7 +318,19 @@ class Converter:
         native = {k: schema[k] for k in (*_STRING_NATIVE, "minLength", "maxLength") if k in schema}
         if not any(k in schema for k in _STRING_NATIVE):
             return plain
-        if self.native:
+        if self.native and "format" not in schema:
+            # llguidance's %json strings may hold '<'; the pattern becomes a terminal
+            # intersected with '<'-free, escape-free content instead.
+            term = pattern_terminal(str(schema["pattern"]), low, high)
+            if term is None:
+                self._report(
+                    path, "pattern", "wider", "its anchors cannot be rewritten as a terminal"
+                )
+                return plain
+            name = f"PATTERN_{len(self.terminals)}"
+            self.terminals[name] = term
+            return Native(schema={"type": "string", **native}, fallback=plain, terminal=name)
+        if self.native:  # the formats llguidance knows never hold '<' (tested)
             return Native(schema={"type": "string", **native}, fallback=plain)
         for key in _STRING_NATIVE:
             if key in schema:
@@ -413,7 +472,8 @@ def _field(name: str, path: str) -> str:
 
 
 def _literal(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    """A constant as JSON text, any '<' in it written as \u003c (see `_CHAR_GBNF`)."""
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": ")).replace("<", "\\u003c")
 
 
 def _count(value: Any, default: int | None) -> Any:

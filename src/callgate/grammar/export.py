@@ -106,7 +106,8 @@ class ToolGrammar:
         and numeric bounds. Strict by default: a keyword left unenforced is an error."""
         rules, root, missing = self._rules("llguidance")
         _check(missing, strict, "llguidance")
-        return lark(rules, root, native=True)
+        terminals = self._cache.get("terminals:llguidance", {})
+        return lark(rules, root, native=True, terminals=terminals)
 
     def llguidance(self, *, strict: bool = True) -> str:
         """The grammar as llguidance takes it (``LLMatcher(tokenizer, grammar)``), checked.
@@ -125,8 +126,9 @@ class ToolGrammar:
     def _rules(self, target: Target) -> tuple[dict[str, Node], str, tuple[Unenforced, ...]]:
         found = self._cache.get(f"rules:{target}")
         if found is None:
-            found = _build(self, target)
+            found, terminals = _build(self, target)
             self._cache[f"rules:{target}"] = found
+            self._cache[f"terminals:{target}"] = terminals
         return found
 
 
@@ -157,7 +159,9 @@ def _check(missing: tuple[Unenforced, ...], strict: bool, target: str) -> None:
         )
 
 
-def _build(g: ToolGrammar, target: Target) -> tuple[dict[str, Node], str, tuple[Unenforced, ...]]:
+def _build(
+    g: ToolGrammar, target: Target
+) -> tuple[tuple[dict[str, Node], str, tuple[Unenforced, ...]], dict[str, str]]:
     schema = g.json_schema()
     defs = schema.get("$defs", {})
     conv = Converter(defs, target=target)
@@ -178,7 +182,7 @@ def _build(g: ToolGrammar, target: Target) -> tuple[dict[str, Node], str, tuple[
     if g.answer:
         body = Alt((body, _ANSWER))
     root = conv.rule("tool-calls", body)
-    return conv.rules, root.name, tuple(conv.unenforced)
+    return (conv.rules, root.name, tuple(conv.unenforced)), conv.terminals
 
 
 _NAME = re.compile(r"^[a-zA-Z0-9_.-]{1,64}$")

