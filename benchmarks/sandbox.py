@@ -10,7 +10,9 @@
    ``await run.asubmit([...])`` calls of the same tool on the same kind of gate.
    The overhead is the difference of the per-call medians. Target: ≤ 200 µs.
 
-Run: ``.venv/bin/python benchmarks/sandbox.py [--runs 40] [--calls 300]``. Exits 0
+Run: ``.venv/bin/python benchmarks/sandbox.py [--runs 40] [--calls 300] [--ballast-mb 400]``
+(``--ballast-mb``: start from a host process holding that much memory, as an application
+would; starting a process from a large one is where ``fork`` costs). Exits 0
 with a message where bubblewrap cannot run. Writes nothing but stdout.
 """
 
@@ -20,6 +22,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -28,7 +31,7 @@ from typing import Any
 
 from callgate import Authority, Gate, MemoryLedger, Registry, ToolCall, tool
 from callgate.sandbox import Limits, SandboxConfig, python_tool, run_code, unavailable_reason
-from callgate.sandbox.launch import process_user, system_binds
+from callgate.sandbox.launch import system_binds, unprivileged
 
 FIRST = "import time; print(time.monotonic())"
 
@@ -50,13 +53,14 @@ async def start_latency(runs: int) -> dict[str, list[float]]:
     bubblewrap with a user namespace and ``/usr`` only, and the interpreter unconfined."""
     config = SandboxConfig(timeout=10)
     python = [config.python, "-I", "-S", "-c", FIRST]
-    minimal = ["bwrap", "--unshare-user", *system_binds(), "--", *python]
+    prefix, drop = unprivileged(config)
+    minimal = [*prefix, "bwrap", "--unshare-user", *system_binds(), "--", *python]
     found: dict[str, list[float]] = {"sandbox": [], "bwrap minimal": [], "unconfined": []}
     await run_code(FIRST, config)  # warm-up (page cache, seccomp program)
     for _ in range(runs):
         result = await run_code(FIRST, config)
         found["sandbox"].append((float(result.stdout) - result.started_at) * 1000)
-        found["bwrap minimal"].append(await _first(minimal, **process_user(config)))
+        found["bwrap minimal"].append(await _first(minimal, **drop))
         found["unconfined"].append(await _first(python))
     return found
 
@@ -107,6 +111,8 @@ async def bridged_calls(calls: int) -> list[float]:
 
 async def main(runs: int, calls: int, repeats: int) -> None:
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"host process: {rss:.0f} MB resident at most")
     found = await start_latency(runs)
     print(f"start to first instruction ({runs} runs each, interleaved):")
     for name, values in found.items():
@@ -138,7 +144,16 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, default=40)
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--ballast-mb",
+        type=int,
+        default=0,
+        help="touch this much memory first, as a large host application would hold",
+    )
     args = parser.parse_args()
+    ballast = bytearray(args.ballast_mb << 20)
+    for page in range(0, len(ballast), 4096):
+        ballast[page] = 1
     reason = unavailable_reason()
     if reason is not None:
         print(f"benchmarks/sandbox.py: skipped, the sandbox cannot run here: {reason}")

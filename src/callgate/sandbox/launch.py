@@ -22,10 +22,11 @@ import shutil
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from callgate.sandbox.config import SandboxConfig
 
-__all__ = ["Files", "bwrap_command", "process_user", "system_binds", "unavailable_reason"]
+__all__ = ["Files", "bwrap_command", "system_binds", "unavailable_reason", "unprivileged"]
 
 GUEST_DIR = "/callgate"
 GUEST_PATH = GUEST_DIR + "/guest.py"
@@ -47,12 +48,35 @@ class Files:
     seccomp: int | None
 
 
-def process_user(config: SandboxConfig) -> dict[str, object]:
-    """``subprocess`` keyword arguments that start bubblewrap unprivileged when we are root."""
+def unprivileged(config: SandboxConfig) -> tuple[list[str], dict[str, Any]]:
+    """How to start bubblewrap unprivileged when we are root: a command prefix, or
+    ``subprocess`` keyword arguments (nothing to do for any other user).
+
+    ``setpriv`` (util-linux) drops to `SandboxConfig.sandbox_uid` after a ``vfork``;
+    changing user in ``subprocess`` itself needs a full ``fork`` of the host process,
+    which costs in proportion to its memory (88 ms against 6 ms for a 400 MB host here).
+    """
     if os.geteuid() != 0:
-        return {}
+        return [], {}
     uid = config.sandbox_uid
-    return {"user": uid, "group": uid, "extra_groups": []}
+    prefix = _unprivileged_prefix(uid)
+    if prefix:
+        return prefix, {}
+    return [], {"user": uid, "group": uid, "extra_groups": []}
+
+
+def _unprivileged_prefix(uid: int) -> list[str]:
+    setpriv = _setpriv_path()
+    if setpriv is None:
+        return []
+    return [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+
+
+@functools.cache
+def _setpriv_path() -> str | None:
+    return shutil.which("setpriv") or (
+        "/usr/bin/setpriv" if os.access("/usr/bin/setpriv", os.X_OK) else None
+    )
 
 
 def system_binds() -> list[str]:
@@ -170,17 +194,20 @@ def _probe(python: str, uid: int | None) -> str | None:
         "-c",
         "pass",
     ]
+    prefix: list[str] = []
+    if uid is not None:
+        prefix = _unprivileged_prefix(uid)
     try:
         done = subprocess.run(
-            command,
+            [*prefix, *command],
             capture_output=True,
             timeout=10,
             env={},
             stdin=subprocess.DEVNULL,
             check=False,
-            user=uid,
-            group=uid,
-            extra_groups=[] if uid is not None else None,
+            user=uid if not prefix else None,
+            group=uid if not prefix else None,
+            extra_groups=[] if uid is not None and not prefix else None,
         )
     except (OSError, subprocess.SubprocessError) as exc:
         return f"bubblewrap could not be started ({type(exc).__name__}: {exc})"

@@ -36,7 +36,7 @@ from callgate.sandbox.launch import (
     WORKSPACE,
     Files,
     bwrap_command,
-    process_user,
+    unprivileged,
 )
 from callgate.sandbox.protocol import (
     CallRequest,
@@ -235,9 +235,10 @@ async def run_code(
                 seccomp=_memfd("bpf", program) if program is not None else None,
             )
             opened += [fd for fd in (files.guest, files.seed, files.seccomp) if fd is not None]
-            argv = bwrap_command(config, files, guest.fileno(), env)
+            prefix, drop = unprivileged(config)
+            argv = [*prefix, *bwrap_command(config, files, guest.fileno(), env)]
             workspace, seed_path = WORKSPACE, SEED_PATH if seed is not None else ""
-            spawn: dict[str, Any] = {"env": {}, **process_user(config)}
+            spawn: dict[str, Any] = {"env": {}, **drop}
         else:
             _log.warning(
                 "callgate.sandbox: running code in mode unsafe_subprocess: NOT CONFINED (it can "
