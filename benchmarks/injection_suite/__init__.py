@@ -1,7 +1,10 @@
 """The injection benchmark's data: four assistant domains, their tasks and injection goals.
 
-See `benchmarks/injection.py` for how they are driven through the gate and
-`benchmarks/README.md` for the method.
+`core` holds the vocabulary (environments, user tasks, injection goals,
+domains); `workspace`, `banking`, `travel` and `chat` the domains, each with
+its policy file beside it; `harness` drives one pair through the gate.
+`benchmarks/injection.py` runs them all; `benchmarks/README.md` gives the
+method and the figures.
 """
 
 from __future__ import annotations
