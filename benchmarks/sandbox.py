@@ -65,6 +65,28 @@ async def start_latency(runs: int) -> dict[str, list[float]]:
     return found
 
 
+async def user_switch(runs: int) -> None:
+    """As root: starting /bin/true as the sandbox user by changing user in ``subprocess``
+    (a full fork of this process) against through ``setpriv`` (a vfork)."""
+    config = SandboxConfig()
+    prefix, _ = unprivileged(config)
+    uid = config.sandbox_uid
+    ways: dict[str, tuple[list[str], dict[str, Any]]] = {
+        "subprocess user=": (["/bin/true"], {"user": uid, "group": uid, "extra_groups": []}),
+        "setpriv": ([*prefix, "/bin/true"], {}),
+    }
+    found: dict[str, list[float]] = {name: [] for name in ways}
+    for _ in range(runs):
+        for name, (argv, spawn) in ways.items():
+            started = time.perf_counter()
+            proc = await asyncio.create_subprocess_exec(*argv, **spawn)
+            await proc.wait()
+            found[name].append((time.perf_counter() - started) * 1000)
+    print("starting a process as the sandbox user (spawn to exit of /bin/true):")
+    for name, values in found.items():
+        print(f"  {name:17s} median {statistics.median(values):6.1f} ms")
+
+
 @tool(effects="read:orders")
 def lookup(order_id: str) -> dict[str, str]:
     """Look up an order."""
@@ -125,6 +147,9 @@ async def main(runs: int, calls: int, repeats: int) -> None:
         f"(ratio {med / base:.2f})"
     )
     print("  target: sandbox median <= 50 ms")
+
+    if os.geteuid() == 0:
+        await user_switch(runs)
 
     await direct_calls(calls // 5)  # warm-up
     direct: list[float] = []

@@ -54,7 +54,8 @@ def unprivileged(config: SandboxConfig) -> tuple[list[str], dict[str, Any]]:
 
     ``setpriv`` (util-linux) drops to `SandboxConfig.sandbox_uid` after a ``vfork``;
     changing user in ``subprocess`` itself needs a full ``fork`` of the host process,
-    which costs in proportion to its memory (88 ms against 6 ms for a 400 MB host here).
+    which costs in proportion to its memory (54 ms against 6.5 ms from a 446 MB host
+    here: ``benchmarks/sandbox.py --ballast-mb 400``).
     """
     if os.geteuid() != 0:
         return [], {}
