@@ -62,6 +62,7 @@ def run(
         )
     if decode is not None:
         out.append(Rec(DECODE_EVENT, run_id, 9.0, {"step": 1, **decode}))
+    out.append(Rec("agent.stopped", run_id, 8.0, {"reason": "answered"}))
     grade = {"task": task or run_id.split("/")[-1], "expected": "get_order", "success": success}
     out.append(Rec(GRADE_EVENT, run_id, 9.5, grade))
     return out
@@ -208,7 +209,26 @@ def test_hostile_record_data_does_not_crash_the_rule(hostile: dict[str, Any]) ->
         Rec("agent.started", "r", 0.0, {"model": "m", "tools": TOOLS}),
         Rec("agent.model", "r", 1.0, {"step": 1, **hostile}),
         Rec("agent.observations", "r", 1.1, {"step": 1, **hostile}),
+        Rec("agent.stopped", "r", 2.0, {}),
     ]
     (decision,) = decide(records)
     assert decision.proposed == 0
     assert decision.verdict == "undecided"
+
+
+def test_runs_that_never_ended_are_left_out() -> None:
+    """A run without agent.stopped (its process was killed) counts for nothing; a task run
+    twice is paired by its last run."""
+    records = run("f/t0", model="m", broken_first=True, success=False)
+    records += run("g/t0", model="m+llguidance", broken_first=False, success=False)
+    records += run("g2/t0", model="m+llguidance", broken_first=False, success=True)
+    records += [
+        r
+        for r in run("f/t1", model="m", broken_first=True, success=False)
+        if r.kind == "agent.started" or r.kind == "agent.model"
+    ]
+    (decision,) = decide(records)
+    assert decision.runs == {"llguidance": 2, "none": 1}
+    assert decision.paired_tasks == 1
+    assert decision.q_rate is not None
+    assert decision.q_rate.value == -1.0  # free failed, the last constrained run succeeded

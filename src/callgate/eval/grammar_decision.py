@@ -20,6 +20,9 @@ the run's ``agent.started`` event):
   task), times the value of a success in seconds (``success_value``); with
   no grades, a run succeeds when at least one of its calls ended ``ok``.
 
+Runs that never ended (no ``agent.stopped``: a process killed mid-run) are
+left out; a task run more than once counts its last run when pairing.
+
 Every term is an interval (95 %: Wilson for rates, a bootstrap over calls or
 tasks for means, interval arithmetic for the two sides), and the verdict is
 one of "constrain", "do not constrain" or "undecided", with the break-even
@@ -130,6 +133,7 @@ class _Run:
     ok_calls: int = 0
     graded: bool | None = None
     expected: str | None = None
+    ended: bool = False
     first_calls: int | None = None
     failures_by_step: dict[int, int] = field(default_factory=dict)
 
@@ -282,13 +286,15 @@ def _runs(records: Iterable[_Record]) -> list[_Run]:
             run.decodes.append(data)
             if data.get("constraint") and data.get("constraint") != "none":
                 run.mode = str(data["constraint"])
+        elif record.kind == "agent.stopped":
+            run.ended = True
         elif record.kind == GRADE_EVENT:
             run.graded = bool(data.get("success"))
             if isinstance(data.get("expected"), str):
                 run.expected = data["expected"]
             if data.get("task"):
                 run.task = str(data["task"])
-    return list(runs.values())
+    return [run for run in runs.values() if run.ended]
 
 
 def _list(value: Any) -> list[Any]:
@@ -456,7 +462,8 @@ def _constraining_cost(
 def _tax(free: list[_Run], constrained: list[_Run], seed: int) -> tuple[Interval | None, int]:
     """Success rate free − constrained over the tasks both ran, bootstrapped over tasks."""
     free_by_task = {r.task: _success(r) for r in free}
-    paired = [(free_by_task[r.task], _success(r)) for r in constrained if r.task in free_by_task]
+    constrained_by_task = {r.task: _success(r) for r in constrained}  # a task's last run
+    paired = [(free_by_task[t], ok) for t, ok in constrained_by_task.items() if t in free_by_task]
     if not paired:
         return None, 0
     found = stats.paired_bootstrap(
