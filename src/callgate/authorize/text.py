@@ -187,7 +187,7 @@ def _host_like(host: str, *, named: bool, strict: bool) -> bool:
     if all(label.isdigit() for label in labels):
         return named and len(labels) == 4 and all(int(label) <= 255 for label in labels)
     for label in labels:
-        if not label.replace("-", "").replace("_", "").isalnum():
+        if not all(ch.isalnum() or ch in "-_" for ch in label):
             return False
     tld = labels[-1]
     if len(tld) < 2 or not tld.isalpha():
