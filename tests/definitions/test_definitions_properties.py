@@ -25,7 +25,7 @@ def _noop(**arguments: Any) -> None:
     return None
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.lists(st.text(min_size=1, max_size=80), min_size=1, max_size=8, unique=True))
 def test_mapped_names_are_valid_distinct_and_lead_back(names: list[str]) -> None:
     """Every name a registry gives is accepted by providers, distinct, and maps back."""
@@ -99,7 +99,7 @@ _JSON = st.recursive(
 ORDER_TOOL = Registry().add_schema_tool("update_order", "d", ORDER, _noop)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.dictionaries(st.sampled_from([*ORDER["properties"], "x", "_from"]), _JSON, max_size=6))
 def test_any_argument_values_get_a_verdict_that_matches_jsonschema(value: dict[str, Any]) -> None:
     """Hostile values never raise; a value the gate accepts is valid JSON Schema-wise."""

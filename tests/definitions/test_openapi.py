@@ -74,10 +74,11 @@ def test_each_operation_becomes_a_tool_with_effects_from_its_method(shop: tuple[
 
 
 def test_arguments_merge_parameters_and_body_without_credentials(shop: tuple[Shop, str]) -> None:
-    """Header parameter and body properties are arguments; Authorization and readOnly id are not."""
+    """Header parameter and body properties are arguments; credentials, the idempotency key
+    and the read-only id are not."""
     _, url = shop
     schema = {t.name: t for t in _import(url).tools}["createOrder"].input_schema
-    assert set(schema["properties"]) == {"Idempotency-Key", "customer", "lines", "shipping", "note"}
+    assert set(schema["properties"]) == {"X-Customer-Ref", "customer", "lines", "shipping", "note"}
     assert schema["required"] == ["customer", "lines"]
     assert schema["$defs"]["Customer"]["properties"]["email"]["format"] == "email"
 
@@ -133,14 +134,14 @@ def test_a_nested_body_is_sent_with_the_bearer_token_from_the_context(
     order = {
         "customer": {"email": "ana@example.org", "name": "Ana"},
         "lines": [{"product_id": "p-1", "quantity": 2}],
-        "Idempotency-Key": "k-1",
+        "X-Customer-Ref": "PO-77",
     }
     obs = _call(run, "createOrder", order)
     assert obs.status is Status.OK, obs.content
     sent = state.requests[-1]
     assert sent["headers"]["authorization"] == f"Bearer {TOKEN}"
-    assert sent["headers"]["idempotency-key"] == "k-1"
-    assert json.loads(sent["body"]) == {k: v for k, v in order.items() if k != "Idempotency-Key"}
+    assert sent["headers"]["x-customer-ref"] == "PO-77"
+    assert json.loads(sent["body"]) == {k: v for k, v in order.items() if k != "X-Customer-Ref"}
     assert TOKEN not in obs.content
 
 
@@ -455,9 +456,34 @@ def test_a_header_value_cannot_smuggle_a_header(shop: tuple[Shop, str], value: s
     order = {
         "customer": {"email": "a@b.org", "name": "A"},
         "lines": [{"product_id": "p-1", "quantity": 1}],
-        "Idempotency-Key": value,
+        "X-Customer-Ref": value,
     }
     obs = _call(run, "createOrder", order)
     assert obs.status is Status.REJECTED
     assert obs.stage.value == "semantic"
     assert len(state.requests) == before
+
+
+def test_the_idempotency_key_header_carries_the_gates_key(shop: tuple[Shop, str]) -> None:
+    """A declared Idempotency-Key is not the model's to choose: each call sends its own key,
+    the one the ledger holds for it."""
+    state, url = shop
+    registry = _import(url).register(Registry())
+    ledger = MemoryLedger()
+    run = Gate(registry, ledger=ledger).run(
+        authority=Authority(
+            principal="ana", grants=["write:*", "network:*"], context={"shop_token": TOKEN}
+        )
+    )
+    order = {
+        "customer": {"email": "a@b.org", "name": "A"},
+        "lines": [{"product_id": "p-1", "quantity": 1}],
+    }
+    _call(run, "createOrder", order, "c1")
+    first = state.requests[-1]["headers"]["idempotency-key"]
+    _call(run, "createOrder", order, "c2")
+    second = state.requests[-1]["headers"]["idempotency-key"]
+    keys = {r.call_id: r.idempotency_key for r in ledger.calls(run_id=run.id)}
+    assert first == keys["c1"]
+    assert second == keys["c2"]
+    assert first != second

@@ -93,6 +93,8 @@ class Operation:
     skipped: str | None = None
     """Why the operation is not imported, if it is not."""
     timeout: float | None = None
+    idempotency_header: str | None = None
+    """The ``Idempotency-Key`` header the operation declares: callgate's key goes there."""
 
     @property
     def key(self) -> str:
@@ -297,10 +299,14 @@ def _build(
     arguments: list[Argument] = []
     renamed: list[str] = []
     used: set[str] = set()
-    candidates: list[tuple[str, str, Any, bool, str | None]] = []
+    candidates: list[tuple[str, str, Any, bool]] = []
+    idempotency_header: str | None = None
     for (where, pname), param in params.items():
         if where == "header" and pname.lower() in _CREDENTIAL_HEADERS:
             continue  # credentials come from configuration, never from the model
+        if where == "header" and pname.lower() == "idempotency-key":
+            idempotency_header = pname  # the call's own key, never the model's choice
+            continue
         if (where, pname.lower()) in credential_params:
             continue
         if "content" in param and "schema" not in param:
@@ -314,7 +320,7 @@ def _build(
         if param.get("description") and isinstance(schema, dict):
             schema.setdefault("description", str(param["description"]))
         is_required = bool(param.get("required")) or where == "path"
-        candidates.append((where, pname, schema, is_required, None))
+        candidates.append((where, pname, schema, is_required))
     body_mode: Literal["none", "properties", "whole"] = "none"
     body_required = False
     body = _deref(document, op.get("requestBody"))
@@ -357,15 +363,14 @@ def _build(
                         str(pname),
                         copy.deepcopy(sub),
                         body_required and pname in inner_required,
-                        None,
                     )
                 )
         else:
             body_mode = "whole"
             if isinstance(body.get("description"), str):
                 body_schema = {**body_schema} if isinstance(body_schema, dict) else body_schema
-            candidates.append(("body", "body", body_schema, body_required, None))
-    for where, pname, schema, is_required, _ in sorted(candidates, key=lambda c: _PRIORITY[c[0]]):
+            candidates.append(("body", "body", body_schema, body_required))
+    for where, pname, schema, is_required in sorted(candidates, key=lambda c: _PRIORITY[c[0]]):
         arg = pname
         if arg in used:
             arg = f"{where}_{pname}"
@@ -392,6 +397,7 @@ def _build(
         body_required=body_required,
         security=security,
         renamed=tuple(renamed),
+        idempotency_header=idempotency_header,
         **common,
     )
 

@@ -92,6 +92,10 @@ def handler(
                 whole = value
             else:
                 body[arg.source] = value
+        if operation.idempotency_header is not None:
+            # The gate's key for this operation: a resend of the same call (a replay, a
+            # reconciliation) carries the same key, so the service can refuse a double.
+            headers[operation.idempotency_header] = ctx.idempotency_key
         for credential, secret in secrets:
             if credential.kind == "bearer":
                 headers["authorization"] = f"Bearer {secret}"
