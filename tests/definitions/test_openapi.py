@@ -487,3 +487,42 @@ def test_the_idempotency_key_header_carries_the_gates_key(shop: tuple[Shop, str]
     assert first == keys["c1"]
     assert second == keys["c2"]
     assert first != second
+
+
+def test_the_document_url_is_not_followed_through_a_redirect(shop: tuple[Shop, str]) -> None:
+    """A document URL that redirects is refused, naming the status."""
+    _, url = shop
+    with pytest.raises(DefinitionError, match="HTTP 302"):
+        load_document(url + "/api/moved")
+
+
+@pytest.mark.parametrize(
+    ("scheme", "secret", "header"),
+    [
+        ({"type": "oauth2", "flows": {}}, "tok-oauth", "Bearer tok-oauth"),
+        ({"type": "openIdConnect", "openIdConnectUrl": "https://id.example"}, "t", "Bearer t"),
+        ({"type": "http", "scheme": "basic"}, "ana:pw", "Basic YW5hOnB3"),
+    ],
+)
+def test_oauth_openid_and_basic_credentials_are_sent_as_their_schemes_say(
+    shop: tuple[Shop, str], scheme: dict[str, Any], secret: str, header: str
+) -> None:
+    """OAuth 2 and OpenID Connect tokens go as bearer; basic as base64 of user:password."""
+    state, url = shop
+    document = {
+        "openapi": "3.1.0",
+        "components": {"securitySchemes": {"auth": scheme}},
+        "security": [{"auth": []}],
+        "paths": {"/catalogue/export": {"get": {"operationId": "export"}}},
+    }
+    api = import_openapi(
+        document, api="shop", base_url=url + "/api", credentials={"auth": "secret"}
+    )
+    gate = Gate(Registry(api.tools), ledger=MemoryLedger())
+    run = gate.run(
+        authority=Authority(
+            principal="ana", grants=["read:*", "network:*"], context={"secret": secret}
+        )
+    )
+    assert _call(run, "export", {}).status is Status.OK
+    assert state.requests[-1]["headers"]["authorization"] == header

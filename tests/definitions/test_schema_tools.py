@@ -393,3 +393,46 @@ def test_the_version_changes_with_the_schema() -> None:
     schema = {"type": "object", "properties": {"a": {"type": "string"}}}
     two = Registry().add_schema_tool("t", "d", schema, _noop)
     assert one.version != two.version
+
+
+@pytest.mark.parametrize(
+    ("fmt", "good", "bad"),
+    [
+        ("time", "23:59:60Z", "24:00:00Z"),
+        ("date-time", "2026-11-30T18:30:00+01:00", "2026-11-30 18:30:00"),
+        ("duration", "P1DT2H", "P"),
+        ("hostname", "shop.example.org", "shop..example"),
+        ("uri", "https://shop.example/a?b=c", "/relative/only"),
+        ("uri-reference", "/relative/only", "has space"),
+        ("byte", "aGVsbG8=", "not base64!"),
+        ("regex", "^[a-z]+$", "(a"),
+        ("int64", 2**63 - 1, 2**63),
+        ("password", "anything at all", 5),
+        ("double", 1.5, "1.5"),
+    ],
+)
+def test_each_format_callgate_knows_is_checked_or_constrains_only_the_type(
+    fmt: str, good: Any, bad: Any
+) -> None:
+    """The documented formats: checked ones refuse a malformed value; annotations only type."""
+    kind = "integer" if fmt == "int64" else "number" if fmt == "double" else "string"
+    schema = {"type": "object", "properties": {"v": {"type": kind, "format": fmt}}}
+    spec = Registry().add_schema_tool("t", "d", schema, _noop)
+    assert _accepts(spec, {"v": good})
+    assert not _accepts(spec, {"v": bad})
+
+
+def test_unevaluated_properties_beside_pattern_properties_is_refused() -> None:
+    """That pair would be checked with Python's backtracking regex engine: refused."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "tags": {
+                "type": "object",
+                "patternProperties": {"^x-": {"type": "string"}},
+                "unevaluatedProperties": False,
+            }
+        },
+    }
+    with pytest.raises(UnenforceableSchema, match="unevaluatedProperties"):
+        Registry().add_schema_tool("t", "d", schema, _noop)
