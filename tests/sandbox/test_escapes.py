@@ -418,19 +418,19 @@ def test_orphaned_background_process_dies_with_the_run(
     # host.check_unchanged() (the fixture) finds no cg-orphan-token process left
 
 
-def test_signalling_the_parent_reaches_only_the_sandbox_init(
+def test_the_parent_is_out_of_reach_and_pid_1_ignores_its_own_children(
     host: Host, sandboxed: Callable[..., SandboxResult]
 ) -> None:
-    """The code's parent is PID 1 of its own namespace, which ignores a SIGKILL from inside:
-    the code goes on, and no host process is hit."""
+    """The code is PID 1 of its own namespace: its parent (bubblewrap) is not visible
+    (ppid 0), and a SIGKILL a child of it sends to PID 1 from inside is ignored."""
     code = (
-        "import os, signal\n"
+        "import os, signal, subprocess, sys\n"
         "print(os.getpid(), os.getppid())\n"
-        "os.kill(os.getppid(), signal.SIGKILL)\n"
-        "print('sent')\n"
+        "subprocess.run([sys.executable, '-c', 'import os, signal; os.kill(1, signal.SIGKILL)'])\n"
+        "print('still here')\n"
     )
     result = sandboxed(code, env=host.env)
-    assert result.stdout.split() == ["2", "1", "sent"], result.stdout
+    assert result.stdout.split() == ["1", "0", "still", "here"], (result.stdout, result.stderr)
     assert result.exit_code == 0
 
 

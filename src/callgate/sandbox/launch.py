@@ -108,6 +108,9 @@ def bwrap_command(
         "--disable-userns",
         "--die-with-parent",
         "--new-session",
+        # The guest is the PID namespace's first process (no separate reaper: ~9 ms of every
+        # start here); when it exits, the kernel ends every process left in the namespace.
+        "--as-pid-1",
         "--uid",
         "1000",
         "--gid",
