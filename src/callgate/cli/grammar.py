@@ -13,6 +13,7 @@ in it); 3 the ledger could not be read.
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Annotated
@@ -54,7 +55,8 @@ def render(decision: Decision) -> str:
     for mode, rate in d.failure_rates.items():
         cut = d.cut_off.get(mode, 0)
         cut_note = f"; {cut} of them cut off at the output token limit" if cut else ""
-        lines.append(f"       parse+schema failures per call proposed ({mode}): {rate}{cut_note}")
+        shown = "no call proposed" if math.isnan(rate.value) else f"{rate}{cut_note}"
+        lines.append(f"       parse+schema failures per call proposed ({mode}): {shown}")
     if d.c_r is not None:
         tokens = f", {d.c_r_tokens} tokens" if d.c_r_tokens is not None else ""
         lines.append(f"  c_r  a retry: {d.c_r} s{tokens} ({d.c_r_source})")

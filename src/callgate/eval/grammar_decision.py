@@ -98,8 +98,10 @@ class Interval:
 
 
 def _fmt(x: float) -> str:
-    if x == 0 or math.isnan(x):
-        return f"{x:g}"
+    if math.isnan(x):
+        return "n/a"
+    if abs(x) < 1e-9:
+        return "0"
     return f"{x:.3g}" if abs(x) < 1000 else f"{x:.0f}"
 
 
@@ -444,7 +446,8 @@ def _constraining_cost(
         if per_token_free is not None and tokens:
             # The whole slowdown of a token, masking included (llama.cpp's grammar
             # sampler masks inside decoding, where it cannot be timed apart).
-            extra = max(_number(d.get("decode_seconds")) - per_token_free * tokens, 0.0)
+            slower = _number(d.get("decode_seconds")) - per_token_free * tokens
+            extra = max(slower, mask)  # never less than the masking measured in the call
         else:
             extra = mask
         masks.append(mask)
