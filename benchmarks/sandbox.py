@@ -12,7 +12,8 @@
 
 Run: ``.venv/bin/python benchmarks/sandbox.py [--runs 40] [--calls 300] [--ballast-mb 400]``
 (``--ballast-mb``: start from a host process holding that much memory, as an application
-would; starting a process from a large one is where ``fork`` costs). Exits 0
+would; starting a process from a large one is where ``fork`` costs; ``--ablate``: also
+time the bubblewrap command without each group of its options). Exits 0
 with a message where bubblewrap cannot run. Writes nothing but stdout.
 """
 
@@ -31,7 +32,8 @@ from typing import Any
 
 from callgate import Authority, Gate, MemoryLedger, Registry, ToolCall, tool
 from callgate.sandbox import Limits, SandboxConfig, python_tool, run_code, unavailable_reason
-from callgate.sandbox.launch import system_binds, unprivileged
+from callgate.sandbox.launch import Files, bwrap_command, system_binds, unprivileged
+from callgate.sandbox.seccomp import filter_program
 
 FIRST = "import time; print(time.monotonic())"
 
@@ -85,6 +87,64 @@ async def user_switch(runs: int) -> None:
     print("starting a process as the sandbox user (spawn to exit of /bin/true):")
     for name, values in found.items():
         print(f"  {name:17s} median {statistics.median(values):6.1f} ms")
+
+
+# Options of the sandbox's bubblewrap command, removed one group at a time by --ablate
+# (the option and how many words it takes).
+ABLATIONS: dict[str, tuple[tuple[str, int], ...]] = {
+    "cgroup namespace": (("--unshare-cgroup-try", 1),),
+    "no nested user namespaces": (("--disable-userns", 1),),
+    "seccomp filter": (("--seccomp", 2),),
+    "network namespace": (("--unshare-net", 1),),
+    "PID namespace": (("--unshare-pid", 1), ("--as-pid-1", 1)),
+    "IPC and UTS namespaces": (("--unshare-ipc", 1), ("--unshare-uts", 1), ("--hostname", 2)),
+    "/proc": (("--proc", 2),),
+    "read-only root": (("--remount-ro", 2),),
+}
+
+
+async def ablate(runs: int) -> None:
+    """Start to first instruction of the sandbox's bubblewrap command running
+    ``python -c`` (no guest), whole and without each group of options in turn."""
+    config = SandboxConfig()
+    program = filter_program()
+    prefix, drop = unprivileged(config)
+
+    async def once(removed: tuple[tuple[str, int], ...]) -> float:
+        guest = os.memfd_create("guest", 0)
+        bpf = os.memfd_create("bpf", 0)
+        os.write(bpf, program or b"")
+        os.lseek(bpf, 0, os.SEEK_SET)
+        files = Files(guest=guest, compiled=False, seed=None, seccomp=bpf if program else None)
+        argv = bwrap_command(config, files, 0, {})
+        argv = argv[: argv.index("--")]
+        words = dict(removed)
+        kept: list[str] = []
+        i = 0
+        while i < len(argv):
+            if argv[i] in words:
+                i += words[argv[i]]
+                continue
+            kept.append(argv[i])
+            i += 1
+        command = [*prefix, *kept, "--", config.python, "-I", "-S", "-c", FIRST]
+        try:
+            return await _first(command, pass_fds=(guest, bpf), **drop)
+        finally:
+            os.close(guest)
+            os.close(bpf)
+
+    variants = {"whole command": (), **ABLATIONS}
+    found: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(runs):
+        for name, removed in variants.items():
+            found[name].append(await once(removed))
+    whole = statistics.median(found["whole command"])
+    print(f"the sandbox's bubblewrap options, one group removed at a time ({runs} runs each):")
+    for name, values in found.items():
+        median = statistics.median(values)
+        label = name if name == "whole command" else f"without {name}"
+        print(f"  {label:38s} median {median:6.1f} ms  ({whole - median:+5.1f} ms)")
 
 
 @tool(effects="read:orders")
@@ -170,6 +230,9 @@ if __name__ == "__main__":
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument(
+        "--ablate", action="store_true", help="also time the command without each option group"
+    )
+    parser.add_argument(
         "--ballast-mb",
         type=int,
         default=0,
@@ -184,3 +247,5 @@ if __name__ == "__main__":
         print(f"benchmarks/sandbox.py: skipped, the sandbox cannot run here: {reason}")
         sys.exit(0)
     asyncio.run(main(args.runs, args.calls, args.repeats))
+    if args.ablate:
+        asyncio.run(ablate(args.runs))
