@@ -526,3 +526,11 @@ def test_oauth_openid_and_basic_credentials_are_sent_as_their_schemes_say(
     )
     assert _call(run, "export", {}).status is Status.OK
     assert state.requests[-1]["headers"]["authorization"] == header
+
+
+def test_documented_error_answers_are_in_the_description(shop: tuple[Shop, str]) -> None:
+    """A model reading cancelOrder learns how it fails: the 4xx answers the spec documents."""
+    _, url = shop
+    tools = {t.name: t for t in _import(url).tools}
+    assert tools["cancelOrder"].description.endswith("Fails with: 409 Already shipped.")
+    assert "Fails with" not in tools["listProducts"].description

@@ -253,6 +253,9 @@ def _operation(
 ) -> Operation:
     text = [str(op.get(k)).strip() for k in ("summary", "description") if op.get(k)]
     description = "\n\n".join(dict.fromkeys(text)) or f"{method.upper()} {path}"
+    failures = _failures(op.get("responses"))
+    if failures:
+        description += "\n\nFails with: " + "; ".join(failures) + "."
     is_read = method in _READS
     literal = path.replace("{", "{{").replace("}", "}}")
     effects = (
@@ -278,6 +281,21 @@ def _operation(
         return _build(document, op, shared, common)
     except _Skip as skip:
         return Operation(schema={"type": "object"}, skipped=str(skip), **common)
+
+
+def _failures(responses: Any) -> list[str]:
+    """The documented error answers (``404 No such product``), at most five, for the
+    description: a model that knows how a call fails calls it better (design rule 3)."""
+    if not isinstance(responses, Mapping):
+        return []
+    found = []
+    for code, answer in responses.items():
+        text = str(code)
+        if not (text[:1] in "45" and len(text) == 3) or not isinstance(answer, Mapping):
+            continue
+        said = " ".join(str(answer.get("description") or "").split())[:80].rstrip(".")
+        found.append(f"{text} {said}".strip())
+    return found[:5]
 
 
 def _build(
