@@ -231,13 +231,20 @@ ATTEMPTS: list[tuple[str, str]] = [
         "import os, signal; os.kill({pid}, signal.SIGTERM); print('ESCAPED')",
     ),
     (
-        "ptrace a process (ctypes)",
+        "ptrace its own child (ctypes)",
         """
-        import ctypes
+        import ctypes, os, time
         libc = ctypes.CDLL(None, use_errno=True)
-        if libc.ptrace(16, 1, None, None) != 0:
-            raise OSError(ctypes.get_errno(), 'ptrace refused')
-        print('ESCAPED')
+        child = os.fork()
+        if child == 0:
+            time.sleep(10)
+            os._exit(0)
+        try:
+            if libc.ptrace(16, child, None, None) != 0:
+                raise OSError(ctypes.get_errno(), 'ptrace refused')
+            print('ESCAPED')
+        finally:
+            os.kill(child, 9)
         """,
     ),
     (
