@@ -272,3 +272,21 @@ def test_hostile_json_is_a_protocol_violation(body: bytes, violation: str) -> No
     """Nesting, NaN and huge numbers from the sandbox are refused, never crash the host."""
     with pytest.raises(ProtocolViolation, match=violation):
         parse_request(body)
+
+
+@pytest.mark.usefixtures("bwrap_available")
+def test_an_interpreter_the_sandbox_user_cannot_read_is_refused_by_name(tmp_path: Path) -> None:
+    """An interpreter under a directory the sandbox's user cannot enter: refused, naming it."""
+    locked = tmp_path / "locked"
+    python = locked / "bin" / "python3"
+    python.parent.mkdir(parents=True)
+    python.write_text("#!/bin/sh\necho ran\n")
+    python.chmod(0o755)
+    locked.chmod(0)
+    try:
+        obs = _submit(python_tool(python=str(python)), "print('ran')")
+    finally:
+        locked.chmod(0o755)
+    assert obs.status is Status.ERROR
+    assert str(python) in obs.content
+    assert "refuses to run code" in obs.content

@@ -122,12 +122,7 @@ def bwrap_command(
     for key, value in env.items():
         args += ["--setenv", key, value]
     args += system_binds()
-    python_dir = os.path.dirname(os.path.realpath(config.python))
-    if not python_dir.startswith("/usr/"):
-        prefix = os.path.dirname(python_dir)
-        args += ["--ro-bind", prefix, prefix]
-    for path in config.read_only:
-        args += ["--ro-bind", path, path]
+    args += _interpreter_binds(config.python, config.read_only)
     args += [
         "--proc",
         "/proc",
@@ -167,8 +162,21 @@ def _bwrap_path() -> str | None:
     )
 
 
+def _interpreter_binds(python: str, read_only: tuple[str, ...]) -> list[str]:
+    """Read-only binds of an interpreter outside ``/usr`` (its prefix) and of the
+    configured extra paths."""
+    args: list[str] = []
+    python_dir = os.path.dirname(os.path.realpath(python))
+    if not python_dir.startswith("/usr/"):
+        prefix = os.path.dirname(python_dir)
+        args += ["--ro-bind", prefix, prefix]
+    for path in read_only:
+        args += ["--ro-bind", path, path]
+    return args
+
+
 @functools.cache
-def _probe(python: str, uid: int | None) -> str | None:
+def _probe(python: str, read_only: tuple[str, ...], uid: int | None) -> str | None:
     bwrap = _bwrap_path()
     if bwrap is None:
         return (
@@ -187,6 +195,7 @@ def _probe(python: str, uid: int | None) -> str | None:
         "--disable-userns",
         "--die-with-parent",
         *system_binds(),
+        *_interpreter_binds(python, read_only),
         "--proc",
         "/proc",
         "--dev",
@@ -217,6 +226,13 @@ def _probe(python: str, uid: int | None) -> str | None:
         return f"bubblewrap could not be started ({type(exc).__name__}: {exc})"
     if done.returncode != 0:
         detail = done.stderr.decode("utf-8", "replace").strip()[:300]
+        if "execvp" in detail or "source path" in detail:
+            who = f"uid {uid}" if uid is not None else "this user"
+            return (
+                f"the sandbox could not start its interpreter {python!r} ({detail}): it and the "
+                f"paths bound for it (its prefix, read_only paths) must be readable by {who}; "
+                "run_python refuses to run code without it"
+            )
         return (
             f"bubblewrap cannot create the sandbox's namespaces here ({detail or 'no message'}): "
             "unprivileged user namespaces must be enabled (sysctl user.max_user_namespaces > 0, "
@@ -230,4 +246,4 @@ def unavailable_reason(config: SandboxConfig | None = None) -> str | None:
     """Why bubblewrap sandboxes cannot run here (None: they can). Checked once per process."""
     config = config if config is not None else SandboxConfig()
     uid = config.sandbox_uid if os.geteuid() == 0 else None
-    return _probe(config.python, uid)
+    return _probe(config.python, config.read_only, uid)
