@@ -73,3 +73,14 @@ def test_decode_timings_are_recorded_as_events_of_the_run() -> None:
     assert events[0].run_id == "run-1"
     assert events[0].data["mask_seconds"] == 0.01
     assert events[0].data["compile_seconds"] == 0.3
+
+
+def test_the_model_spec_names_a_local_model_and_its_constraint(tmp_path: Path) -> None:
+    """--model local:PATH[+constraint] reaches LocalModel (a missing file is named) and an
+    unknown constraint is refused with the three that exist."""
+    from callgate.llms import model_from_spec
+
+    with pytest.raises(DefinitionError, match="no GGUF model file"):
+        model_from_spec(f"local:{tmp_path / 'm.gguf'}+gbnf")
+    with pytest.raises(DefinitionError, match="llguidance, gbnf or none"):
+        model_from_spec(f"local:{tmp_path / 'm.gguf'}+regex")
