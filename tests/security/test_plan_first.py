@@ -245,3 +245,33 @@ def test_agent_run_takes_the_applications_trusted_values() -> None:
         )
         assert result.reason.value == reason
     assert office.did("send_email") == [mail]
+
+
+def test_agent_run_takes_the_applications_records() -> None:
+    """``trusted_records``: "mail Zoe" names Zoe's address, not another partner's."""
+    from .test_intent import office_gate
+
+    office = poisoned_office()
+    gate = office_gate(office, named=("disclose:*",))
+    records = [
+        ({"name": "Zoe Park", "email": "zoe@partner.example"}, {"email": "contact"}),
+        ({"name": "Carl Moss", "email": "carl@partner.example"}, {"email": "contact"}),
+    ]
+    script = [
+        calls(("read_mail", {"mail_id": "m-2"})),
+        calls(
+            ("send_email", {"to": "zoe@partner.example", "subject": "Q3", "body": "Summary"}),
+            ("send_email", {"to": "carl@partner.example", "subject": "Q3", "body": "Summary"}),
+        ),
+        answer("Sent."),
+    ]
+    result = Agent(ScriptedModel(script), gate).run(
+        "Read m-2 and mail Zoe the summary.",
+        authority=Authority(principal=ME, grants=FULL_GRANTS),
+        trusted_records=records,
+    )
+    assert result.paused
+    assert [m["to"] for m in office.did("send_email")] == ["zoe@partner.example"]
+    (pending,) = [o for o in result.observations if o.status is Status.PENDING]
+    (found,) = [d for d in pending.details if d.get("rule") == "unnamed_target"]
+    assert found["value"] == "carl@partner.example"

@@ -152,6 +152,7 @@ class Agent:
         intent: Intent | None = None,
         plan_first: bool | None = None,
         trusted_values: Iterable[Any] = (),
+        trusted_records: Iterable[tuple[Mapping[str, Any], Mapping[str, str] | None]] = (),
     ) -> AgentResult:
         """Run the loop to an answer, a pause or a budget; see `arun`."""
         call = functools.partial(
@@ -163,6 +164,7 @@ class Agent:
             intent=intent,
             plan_first=plan_first,
             trusted_values=trusted_values,
+            trusted_records=trusted_records,
         )
         return anyio.run(call)
 
@@ -176,17 +178,21 @@ class Agent:
         intent: Intent | None = None,
         plan_first: bool | None = None,
         trusted_values: Iterable[Any] = (),
+        trusted_records: Iterable[tuple[Mapping[str, Any], Mapping[str, str] | None]] = (),
     ) -> AgentResult:
         """Start a run for ``user_message`` under ``authority``.
 
         The user's message and the system prompt are the run's trusted text
-        (sink arguments may come from them), and so are ``trusted_values`` (the
-        application's own records, e.g. its address book). ``intent``: what the
+        (sink arguments may come from them), and so are ``trusted_values`` (values the
+        application vouches for) and ``trusted_records`` (``(record, kinds)`` pairs: its
+        address book or saved payees, whole, `Run.trust_record`). ``intent``: what the
         request needs (`callgate.authorize.intent`); ``plan_first`` (default: the
         agent's) adds the model's own plan to it. Never raises because of what the
         model sent or a tool did; `AgentResult.reason` says how it ended.
         """
         state = self._start(user_message, authority, system, run_id, intent, trusted_values)
+        for record, kinds in trusted_records:
+            state.run.trust_record(record, kinds)
         state.planning = self.plan_first if plan_first is None else plan_first
         drive = functools.partial(self._drive, state, None)
         telemetry = self.gate.telemetry
