@@ -28,6 +28,7 @@ from callgate.definitions.arguments import UnenforceableSchema, schema_arguments
 from callgate.definitions.dialects import Dialect, to_2020_12
 from callgate.definitions.formats import FormatCheck
 from callgate.definitions.names import tool_name as mapped_tool_name
+from callgate.definitions.templates import EffectTemplate, Template
 from callgate.effects import Effect
 from callgate.errors import DefinitionError
 from callgate.schema import (
@@ -38,7 +39,6 @@ from callgate.schema import (
     parse_docstring,
     strict_obstacle,
 )
-from callgate.templates import EffectTemplate, Template
 
 if TYPE_CHECKING:
     from callgate.authorize.provenance import OutputTrust

@@ -3,7 +3,8 @@
 ``Template("order:{order_id}")`` names only the tool's parameters (a typo is a
 `DefinitionError` where the tool is defined) and expands on a call's values;
 `EffectTemplate` adds the optional quantity of a bounded effect
-(``"spend:{currency}={amount}"``). Both are re-exported by `callgate.tools`.
+(``"spend:{currency}={amount}"``). Both are re-exported by `callgate.tools`,
+whose tools (decorated or defined by a schema) are built from them.
 """
 
 from __future__ import annotations
