@@ -7,7 +7,7 @@ agent = import_agent(
     card,                                   # an a2a-sdk AgentCard, or its JSON
     name="billing",
     skills={"refund": ["write:billing:refunds"], "lookup": ["read:billing:*"]},
-    send=send_to_billing,                   # (skill_id, message, ctx) -> reply text
+    send=a2a_sender(card),                  # the a2a-sdk client, or your own function
     verify=verifier,                        # a2a.utils.signing.create_signature_verifier(...)
     pins=CardPins("callgate-a2a-pins.json"),
 )
@@ -48,10 +48,10 @@ from pydantic import BaseModel
 
 from callgate.definitions.names import tool_name
 from callgate.definitions.pins import DigestPins
-from callgate.errors import DefinitionError
+from callgate.errors import DefinitionError, OutcomeUnknown, ToolFailure
 from callgate.tools import CallContext, ToolSpec, schema_spec
 
-__all__ = ["A2AAgent", "CardPins", "Sender", "card_digest", "import_agent"]
+__all__ = ["A2AAgent", "CardPins", "Sender", "a2a_sender", "card_digest", "import_agent"]
 
 Sender = Callable[[str, str, CallContext], "str | Awaitable[str]"]
 """``send(skill_id, message, ctx) -> reply``: deliver one message to the remote agent."""
@@ -268,3 +268,70 @@ def _skill_tool(
         precondition=precondition,
         timeout=timeout,
     )
+
+
+def a2a_sender(card: Any, *, timeout: float = 60.0, max_reply_chars: int = 20_000) -> Sender:
+    """A `Sender` that delivers each message with the a2a-sdk client to the card's endpoint.
+
+    The skill id travels in the message's metadata (``{"skill": id}``). The
+    reply is the text of the agent's message, or of its task's artifacts and
+    status. Outcomes: a connection refused before anything was sent is an
+    ``error``; no answer within ``timeout`` seconds, or an exchange that broke
+    off, is ``unknown`` (the other agent may have acted on the message).
+    """
+    parsed = _card(card)
+
+    async def send(skill: str, message: str, ctx: CallContext) -> str:
+        import anyio
+        import httpx
+        from a2a.client import create_client
+        from a2a.helpers.proto_helpers import get_artifact_text, get_message_text, new_text_message
+        from a2a.types import Role, SendMessageRequest
+
+        request = new_text_message(message, role=Role.ROLE_USER)
+        request.metadata.update({"skill": skill})
+        parts: list[str] = []
+        try:
+            with anyio.fail_after(timeout):
+                client = await create_client(parsed)
+                try:
+                    async for event in client.send_message(SendMessageRequest(message=request)):
+                        if event.HasField("message"):
+                            parts.append(get_message_text(event.message))
+                        elif event.HasField("task"):
+                            task = event.task
+                            parts.extend(get_artifact_text(a) for a in task.artifacts)
+                            if task.status.HasField("message"):
+                                parts.append(get_message_text(task.status.message))
+                finally:
+                    await client.close()
+        except TimeoutError as exc:
+            raise OutcomeUnknown(
+                f"the agent did not answer within {timeout:g} s; it may have acted on the "
+                "message. Do not send it again without checking."
+            ) from exc
+        except Exception as exc:
+            if _refused(exc, httpx.ConnectError):
+                raise ToolFailure(
+                    f"the agent at {_host(parsed, 'remote')} could not be reached; nothing was sent"
+                ) from exc
+            raise OutcomeUnknown(
+                f"the exchange with the agent broke off ({type(exc).__name__}); it may have "
+                "acted on the message. Do not send it again without checking."
+            ) from exc
+        reply = "\n".join(p for p in parts if p)
+        return reply[:max_reply_chars]
+
+    return send
+
+
+def _refused(exc: BaseException, kind: type[BaseException]) -> bool:
+    """Whether ``exc`` is, or was caused by, ``kind`` (the SDK wraps transport errors)."""
+    seen: set[int] = set()
+    node: BaseException | None = exc
+    while node is not None and id(node) not in seen:
+        if isinstance(node, kind):
+            return True
+        seen.add(id(node))
+        node = node.__cause__ or node.__context__
+    return False
