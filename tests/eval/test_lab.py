@@ -146,8 +146,9 @@ def test_the_oracle_passes_every_task_on_both_surfaces() -> None:
 
 
 def test_the_cli_runs_the_lab_and_the_funnel_reads_it(tmp_path: Path) -> None:
-    """callgate lab run records to a ledger and writes the report, plots and JSON; callgate
-    eval funnel reads that ledger and writes its own PNG and JSON."""
+    """callgate lab run records to a ledger and writes the report, plots and JSON, naming
+    each deviation from the pre-registration; callgate eval funnel reads that ledger and
+    writes its own PNG and JSON."""
     db, out = tmp_path / "lab.db", tmp_path / "report"
     result = CliRunner().invoke(
         lab_app,
@@ -156,6 +157,7 @@ def test_the_cli_runs_the_lab_and_the_funnel_reads_it(tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "deviation: surface(s) code were registered but not run" in result.output
+    assert "deviation: the task set was 'repo:2'; 'repo' was registered" in result.output
     report = (out / "report.md").read_text()
     assert "## Deviations from the pre-registration" in report
     assert "Caveats" in report

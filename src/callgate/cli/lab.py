@@ -75,7 +75,13 @@ def model_for_spec(
 
 
 def _report(
-    db: Path, lab_id: str | None, prereg: Prereg, tokenizer: str, out: Path, extra: str
+    db: Path,
+    lab_id: str | None,
+    prereg: Prereg,
+    tokenizer: str,
+    out: Path,
+    extra: str,
+    deviations: list[str] | None = None,
 ) -> Path:
     with open_ledger(db, None) as ledger:
         runs = read_runs(ledger, lab=lab_id)
@@ -85,7 +91,7 @@ def _report(
         tok = tokenizer_from(tokenizer)
     except DefinitionError as exc:
         raise fail(str(exc), 2) from None
-    analysis = analyse(runs, prereg, tok)
+    analysis = analyse(runs, prereg, tok, deviations=deviations or [])
     result = funnel(runs, reps=min(prereg.reps, 2000), seed=prereg.seed)
     path = write_report(analysis, result, out, extra=extra)
     for h in analysis.hypotheses:
@@ -172,7 +178,12 @@ def run_command(
         f"{elapsed:.1f} s (wall clock)."
     )
     typer.echo(plain(extra))
-    _report(db, f"{lab_id}", prereg, tokenizer, out, extra)
+    deviations = []
+    if prereg.tasks is not None and prereg.tasks != tasks:
+        deviations.append(f"the task set was {tasks!r}; {prereg.tasks!r} was registered")
+    if prereg.steps is not None and prereg.steps != steps:
+        deviations.append(f"runs had {steps} model calls each; {prereg.steps} were registered")
+    _report(db, lab_id, prereg, tokenizer, out, extra, deviations)
 
 
 @app.command("analyse")

@@ -76,6 +76,10 @@ class Prereg:
     h2: str = "coarse"
     h3: str = "fine"
     h4: str = "fine"
+    tasks: str | None = None
+    """The task set registered (``repo``, ``repo:N`` or a file), if any."""
+    steps: int | None = None
+    """The model calls per run registered, if any."""
     text: str = ""
 
     @classmethod
@@ -93,7 +97,7 @@ class Prereg:
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], *, source: str = "", text: str = "") -> Prereg:
         """A pre-registration from decoded TOML data."""
-        known = {"title", "surfaces", "analysis", "hypotheses"}
+        known = {"title", "surfaces", "tasks", "steps", "analysis", "hypotheses"}
         unknown = sorted(set(data) - known)
         if unknown:
             raise DefinitionError(
@@ -116,6 +120,8 @@ class Prereg:
                 h2=str(hyp.get("H2", {}).get("highest", base.h2)),
                 h3=str(hyp.get("H3", {}).get("best", base.h3)),
                 h4=str(hyp.get("H4", {}).get("cheapest_single", base.h4)),
+                tasks=None if data.get("tasks") is None else str(data["tasks"]),
+                steps=None if data.get("steps") is None else int(data["steps"]),
                 text=text,
             )
         except (TypeError, ValueError, AttributeError) as exc:
@@ -223,12 +229,19 @@ def _paired(
     return x[keep], y[keep], [t for t, k in zip(tasks, keep, strict=True) if k]
 
 
-def analyse(runs: Sequence[RunView], prereg: Prereg, tokenizer: Tokenizer) -> Analysis:
-    """Analyse ``runs`` as ``prereg`` says (see the module docstring)."""
+def analyse(
+    runs: Sequence[RunView],
+    prereg: Prereg,
+    tokenizer: Tokenizer,
+    *,
+    deviations: Sequence[str] = (),
+) -> Analysis:
+    """Analyse ``runs`` as ``prereg`` says (see the module docstring); ``deviations`` are
+    those only the caller knows of (a task set or budget other than the registered one)."""
     rng = np.random.default_rng(prereg.seed)
     level, reps = prereg.level, prereg.reps
     ran = sorted({r.surface for r in runs})
-    deviations: list[str] = []
+    deviations = list(deviations)
     missing = [s for s in prereg.surfaces if s not in ran]
     if missing:
         deviations.append(
