@@ -421,14 +421,14 @@ def _strings(value: Any) -> Iterable[str]:
 
 
 class DeployerGate(Gate):
-    """A gate whose runs get the application's vouched-for records, each with its kinds.
+    """A gate whose runs get the application's vouched-for records and the task's intent.
 
-    The agent loop starts its run with `Gate.run`; the application adds what
-    it knows before any call is made: its own records (`Run.trust_record`,
-    which keeps a record's values together, so that "pay Clara" names
-    Clara's IBAN). A callgate without ``trust_record`` gets each field that
-    has a kind (`Run.trust_value`); one whose agent loop takes no ``intent``
-    gets the deployer's intent here as well.
+    For the ``submit`` driver, and for agent loops that take neither
+    ``trusted_records`` nor ``intent`` (callgates before issue 16): the
+    application adds what it knows before any call is made, its own records
+    (`Run.trust_record`, which keeps a record's values together, so that "pay
+    Clara" names Clara's IBAN; without it, each field that has a kind through
+    `Run.trust_value`) and the deployer's intent.
     """
 
     vouched: Sequence[tuple[dict[str, Any], dict[str, str]]] = ()
@@ -561,9 +561,12 @@ def run_pair(
             raise ValueError(f"{config} is a mode of the agent loop: use driver='agent'")
         return _submit_pair(domain, task, goal, config, gate, model, authority)
     options: dict[str, Any] = {"plan_first": True} if planning else {}
-    run_options: dict[str, Any] = {}
-    if gate.intent is not None and "intent" in inspect.signature(Agent.run).parameters:
-        run_options["intent"], gate.intent = gate.intent, None  # the loop's own parameter
+    run_options: dict[str, Any] = {}  # the loop's own parameters, where it has them
+    takes = inspect.signature(Agent.run).parameters
+    if gate.intent is not None and "intent" in takes:
+        run_options["intent"], gate.intent = gate.intent, None
+    if "trusted_records" in takes:
+        run_options["trusted_records"], gate.vouched = list(gate.vouched), ()
     agent = Agent(
         ScriptedModel(model),
         gate,
