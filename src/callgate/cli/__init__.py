@@ -58,6 +58,11 @@ def _add_sub_apps() -> None:
 
     app.add_typer(eval_cli.app, name="eval")
     app.add_typer(lab.app, name="lab")
+    from callgate.cli import lint as lint_cli
+    from callgate.cli import openapi as openapi_cli
+
+    app.add_typer(openapi_cli.app, name="openapi")
+    app.add_typer(lint_cli.app, name="lint")
 
 
 _add_sub_apps()
