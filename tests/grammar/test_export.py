@@ -241,3 +241,43 @@ def test_the_formats_llguidance_enforces_never_hold_a_tag(fmt: str) -> None:
         assert not accepts(
             grammar, f'<tool_call>{{"name": "t", "arguments": {{"v": "{value}"}}}}</tool_call>'
         )
+
+
+@pytest.mark.parametrize(
+    ("pattern", "good", "bad"),
+    [
+        (r"^o-[0-9]{1,4}$", "o-12", "xo-12"),
+        (r"[a-z]", "1a1", "111"),
+        (r"^ab", "abc", "cab"),
+        (r"yz$", "xyz", "yzx"),
+        (r"a|b", "xbx", "xcx"),
+    ],
+)
+def test_patterns_are_searched_as_the_gate_searches_them(pattern: str, good: str, bad: str) -> None:
+    """A pattern's anchors are kept (start, end, both, neither) and an unanchored pattern
+    may match anywhere: llguidance accepts the value the gate accepts and refuses the other."""
+    schema = {
+        "type": "object",
+        "properties": {"v": {"type": "string", "pattern": pattern}},
+        "required": ["v"],
+        "additionalProperties": False,
+    }
+    grammar = tool_grammar({"t": schema}).llguidance()
+    assert accepts(grammar, written("t", {"v": good}))
+    assert not accepts(grammar, written("t", {"v": bad}))
+
+
+@pytest.mark.parametrize("pattern", [r"^a|b$", r"a^b", r"(^a)"])
+def test_anchors_that_cannot_be_rewritten_are_reported(pattern: str) -> None:
+    """An anchor inside the pattern, or beside a top-level alternative, cannot become a
+    terminal: strict llguidance refuses it, naming 'pattern'."""
+    schema = {
+        "type": "object",
+        "properties": {"v": {"type": "string", "pattern": pattern}},
+        "required": ["v"],
+        "additionalProperties": False,
+    }
+    grammar = tool_grammar({"t": schema})
+    assert [u.keyword for u in grammar.unenforced("llguidance")] == ["pattern"]
+    with pytest.raises(GrammarError, match="'pattern'"):
+        grammar.llguidance()
