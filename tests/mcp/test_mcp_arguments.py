@@ -104,7 +104,7 @@ def test_only_given_arguments_are_sent() -> None:
 @pytest.mark.parametrize(
     ("schema", "reason"),
     [
-        ({"type": "array"}, "not 'object'"),
+        ({"type": "array"}, "type is 'array'; tool arguments are an object"),
         ({"type": "object", "properties": {"": {}}}, "cannot be represented"),
         ({"type": "object", "properties": {}, "required": ["x"]}, "not declared"),
         ({"type": "object", "properties": {"x": {"type": "strng"}}}, "not valid JSON Schema"),
@@ -123,12 +123,11 @@ def test_references_never_leave_the_schema() -> None:
         remote_arguments("t", schema)
 
 
-def test_a_dangling_local_reference_rejects_the_call_instead_of_raising() -> None:
-    """A dangling local $ref fails validation ("cannot resolve") instead of raising at import."""
+def test_a_dangling_local_reference_leaves_the_tool_out_at_import() -> None:
+    """A local $ref to nothing is refused at import, naming it (as for a schema-defined tool)."""
     schema = {"type": "object", "properties": {"x": {"$ref": "#/$defs/Missing"}}}
-    model = remote_arguments("t", schema).model
-    with pytest.raises(ValidationError, match="cannot resolve"):
-        model.model_validate_json('{"x": 1}')
+    with pytest.raises(UnsupportedSchema, match="refers to #/\\$defs/Missing, which is not in"):
+        remote_arguments("t", schema)
 
 
 JSON_VALUES = st.recursive(
@@ -429,3 +428,79 @@ def test_ecma_262_readings_where_python_differs(pattern: str, text: str, matches
     except ValidationError:
         accepted = False
     assert accepted is matches
+
+
+# -- issue 17 follow-up: one arguments machinery with callgate.definitions; formats -----------
+
+
+def test_an_unknown_format_is_an_annotation_recorded_with_its_place() -> None:
+    """A format callgate does not know does not refuse the remote tool: any string passes,
+    and the format is listed in ``unchecked_formats``."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "repo": {"type": "string", "format": "github-repo"},
+            "meta": {"type": "object", "properties": {"k": {"format": "x-sku"}}},
+        },
+    }
+    arguments = remote_arguments("t", schema)
+    assert sorted(arguments.unchecked_formats) == [
+        ("github-repo", "/properties/repo/format"),
+        ("x-sku", "/properties/meta/properties/k/format"),
+    ]
+    arguments.model.model_validate_json('{"repo": "any text at all", "meta": {"k": "?"}}')
+
+
+@pytest.mark.parametrize(
+    ("prop", "bad", "good"),
+    [
+        ({"type": "string", "format": "date"}, "tomorrow", "2026-11-30"),
+        ({"type": "string", "format": "email"}, "not an email", "a@b.org"),
+        ({"type": "string", "format": "uuid"}, "1234", "6f1c2a8e-1b7d-4c2e-9f3a-0d5e6b7c8a9f"),
+        ({"type": "object", "properties": {"at": {"format": "date-time"}}}, {"at": "x"}, {}),
+    ],
+    ids=["date", "email", "uuid", "nested-date-time"],
+)
+def test_a_format_callgate_checks_is_asserted_for_remote_tools(
+    prop: dict[str, Any], bad: Any, good: Any
+) -> None:
+    """A known format is never loosened: a malformed value is refused before anything is sent."""
+    model = remote_arguments("t", {"type": "object", "properties": {"v": prop}}).model
+    model.model_validate_json(json.dumps({"v": good}))
+    with pytest.raises(ValidationError, match="format"):
+        model.model_validate_json(json.dumps({"v": bad}))
+
+
+def test_an_unknown_format_beside_a_pattern_and_bounds_loosens_neither() -> None:
+    """The pattern and length beside an unknown format still reject what they reject."""
+    prop = {"type": "string", "format": "x-code", "pattern": "^[A-Z]+$", "maxLength": 4}
+    model = remote_arguments("t", {"type": "object", "properties": {"c": prop}}).model
+    model.model_validate_json('{"c": "ABC"}')
+    for bad in ("abc", "ABCDE"):
+        with pytest.raises(ValidationError):
+            model.model_validate_json(json.dumps({"c": bad}))
+
+
+def test_a_remote_server_cannot_redefine_a_format_callgate_checks() -> None:
+    """Only unknown names become annotations: ``date`` beside ``x-`` formats stays asserted."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "d": {"type": "string", "format": "date"},
+            "x": {"type": "string", "format": "x-anything"},
+        },
+    }
+    arguments = remote_arguments("t", schema)
+    assert [name for name, _ in arguments.unchecked_formats] == ["x-anything"]
+    with pytest.raises(ValidationError, match="format"):
+        arguments.model.model_validate_json('{"d": "2026-02-30", "x": "y"}')
+
+
+def test_unsupported_schema_is_the_definitions_error_too() -> None:
+    """Code catching `UnenforceableSchema` (or ValueError, as before) catches a remote refusal."""
+    from callgate.definitions import UnenforceableSchema
+
+    with pytest.raises(UnenforceableSchema, match="type is 'array'"):
+        remote_arguments("t", {"type": "array"})
+    with pytest.raises(ValueError, match="type is 'array'"):
+        remote_arguments("t", {"type": "array"})

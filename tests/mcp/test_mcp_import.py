@@ -240,3 +240,39 @@ async def test_pins_block_a_tool_whose_description_changed(
     pins.approve("mail", "send_email", by="ops")
     allowed = await submit(run, "send_email", {"to": "a@b.org", "subject": "s"}, "c2")
     assert allowed.status is Status.OK
+
+
+async def test_a_remote_tool_with_an_unknown_format_is_imported_and_its_known_ones_checked(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``format: github-repo`` does not leave the tool out (it is logged as unchecked); its
+    ``format: date`` still refuses a malformed value, which the server never sees."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "repo": {"type": "string", "format": "github-repo"},
+            "due": {"type": "string", "format": "date"},
+        },
+        "required": ["repo", "due"],
+    }
+    received: list[dict[str, Any]] = []
+
+    async def list_tools(ctx: Any, params: Any) -> mcp_types.ListToolsResult:
+        return mcp_types.ListToolsResult(tools=[mcp_types.Tool(name="plan", input_schema=schema)])
+
+    async def call_tool(ctx: Any, params: Any) -> mcp_types.CallToolResult:
+        received.append(dict(params.arguments or {}))
+        return mcp_types.CallToolResult(content=[mcp_types.TextContent(text="planned")])
+
+    server = Server("tracker", on_list_tools=list_tools, on_call_tool=call_tool)
+    with caplog.at_level("INFO", logger="callgate.mcp"):
+        tools = await import_tools(server, server_name="tracker")
+    assert [t.name for t in tools] == ["plan"]
+    assert '"github-repo" at "/properties/repo/format"' in caplog.text
+    run = run_of(gate_for(tools), "network:tracker")
+    bad = await submit(run, "plan", {"repo": "a/b", "due": "next week"}, "c1")
+    assert bad.status is Status.REJECTED
+    assert bad.stage is Stage.SCHEMA
+    ok = await submit(run, "plan", {"repo": "anything goes", "due": "2026-12-01"}, "c2")
+    assert ok.status is Status.OK, ok.content
+    assert received == [{"repo": "anything goes", "due": "2026-12-01"}]

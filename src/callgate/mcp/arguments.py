@@ -1,521 +1,68 @@
 """Arguments models for remote tools, built from the server's JSON Schema.
 
-callgate validates every call before it is sent, with the same machinery as
-local tools: a Pydantic model whose fields are the tool's top-level
-arguments. Simple properties (strings, integers, booleans, enums, arrays of
-them) become typed Pydantic fields; any other property is kept as its JSON
-value and checked by ``jsonschema`` against the property's own schema (so
-``$ref``, ``anyOf``, nested objects and patterns behave as JSON Schema says).
-Keywords that constrain the whole object (``allOf``, ``oneOf``,
-``dependentRequired``, ...) are checked on the whole argument object.
+A remote tool's arguments are validated before anything is sent, by the same
+machinery as a tool a developer defines by a schema:
+`callgate.definitions.schema_arguments` (see its module for the readings:
+typed fields where the schema is simple, ``jsonschema`` with the schema's own
+semantics elsewhere, ``null`` meaning "not given" for an optional property
+that does not accept it, integers never floats, patterns on RE2 in time linear
+in the value, references never fetched, names such as ``_from`` kept as
+aliases). Unknown top-level arguments are rejected even when the server's
+schema leaves ``additionalProperties`` open: callgate forwards only declared
+arguments.
 
-Unknown arguments are rejected, even when the server's schema leaves
-``additionalProperties`` open: callgate forwards only declared arguments.
-Below the top level, objects follow the schema's own semantics (an object that
-does not say ``additionalProperties`` is open, as JSON Schema says).
-
-``null`` sent for an optional property whose schema does not accept ``null``
-means "not given", at every depth: the property is left out of what is sent
-(OpenAI's strict mode makes such properties nullable).
-
-An integer is a JSON number without a fraction or exponent: ``5.0`` is not an
-integer here, whichever path (a typed field or ``jsonschema``) checks it, so a
-handler declared for integers never receives a float.
-
-Patterns (``pattern``, ``patternProperties``) are read as JSON Schema says, in
-ECMA-262's dialect as far as RE2 allows, and run on RE2 (`callgate.regex`): the
-model chooses the values and the keys, so it must never choose how long a check
-takes. A pattern RE2 cannot run (a backreference, a lookahead or lookbehind) makes
-the tool unimportable (`UnsupportedSchema`, naming the pattern and why), as does
-``unevaluatedProperties`` beside ``patternProperties`` (which ``jsonschema`` would
-check with Python's backtracking ``re``).
-
-Property names Pydantic cannot use as field names (``_from``, ``model_dump``)
-are kept as aliases: the model sends and sees ``_from``, the field is named
-``from_``, and `RemoteArguments.payload` sends ``_from`` again.
+One reading is the remote tool's own: a ``format`` callgate does not know is
+an annotation, not a refusal. The server is a remote party whose vocabulary
+callgate cannot extend (``"format": "github-repo"``), and refusing the whole
+tool for a word would leave real servers' tools out. A format callgate
+checks (``date``, ``email``, ``uuid``, ...) is asserted as for any other tool,
+and patterns, bounds and types are never loosened. The formats left unchecked
+are recorded on the result (`RemoteArguments.unchecked_formats`) and logged
+when the tool is imported.
 """
 
 from __future__ import annotations
 
-import copy
-import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
-from pydantic_core import PydanticCustomError
-
-from callgate.regex import Unsupported, ecma_regex, ecma_search
-from callgate.render import render_json, schema_error_problem
-from callgate.schema import ArgumentsModel, seal
-
-Validator = Any  # jsonschema.protocols.Validator (jsonschema ships no type information)
+from callgate.definitions import SchemaArguments, UnenforceableSchema, schema_arguments
+from callgate.definitions.formats import unknown_formats
 
 __all__ = ["RemoteArguments", "UnsupportedSchema", "remote_arguments"]
 
-# Keywords that can reject a value (JSON Schema drafts 3 to 2020-12); any other key,
-# an ``x-...`` extension or an unknown word, is an annotation and changes nothing.
-_VALIDATING = frozenset(
-    {"type", "enum", "const", "multipleOf", "maximum", "exclusiveMaximum", "minimum"}
-    | {"exclusiveMinimum", "maxLength", "minLength", "pattern", "maxItems", "minItems"}
-    | {"uniqueItems", "maxContains", "minContains", "maxProperties", "minProperties"}
-    | {"required", "dependentRequired", "items", "prefixItems", "additionalItems"}
-    | {"contains", "properties", "patternProperties", "additionalProperties"}
-    | {"propertyNames", "dependentSchemas", "dependencies", "unevaluatedItems"}
-    | {"unevaluatedProperties", "allOf", "anyOf", "oneOf", "not", "if", "then", "else"}
-    | {"$ref", "$dynamicRef", "$recursiveRef", "divisibleBy", "disallow", "extends"}
-)
-# Top-level keywords the arguments model itself implements.
-_OBJECT_KEYWORDS = frozenset(
-    {"type", "properties", "required", "additionalProperties", "$schema", "$id", "$defs"}
-    | {"definitions", "unevaluatedProperties"}
-)
-_SIMPLE_SCALAR = {"string": str, "integer": int, "boolean": bool}
-_SCALAR_CONSTRAINTS = {
-    "string": {"minLength": "min_length", "maxLength": "max_length"},
-    "integer": {
-        "minimum": "ge",
-        "maximum": "le",
-        "exclusiveMinimum": "gt",
-        "exclusiveMaximum": "lt",
-        "multipleOf": "multiple_of",
-    },
-    "boolean": {},
-}
-_RESERVED = frozenset(name for name in dir(BaseModel) if name.startswith("model_"))
 
+class UnsupportedSchema(UnenforceableSchema, ValueError):
+    """A remote tool's input schema that callgate cannot validate or forward faithfully.
 
-class UnsupportedSchema(ValueError):
-    """A remote tool's input schema that callgate cannot validate or forward faithfully."""
-
-
-class _RemoteBase(ArgumentsModel):
-    """Base of remote arguments models: strict, frozen, unknown fields forbidden.
-
-    Dumps use the server's property names (``_from``), not the field names.
+    The tool is left out of the import; the message says what in the schema and why.
     """
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, serialize_by_alias=True)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RemoteArguments:
+class RemoteArguments(SchemaArguments):
     """The arguments model of one remote tool and what the gate needs to know about it."""
 
-    model: type[ArgumentsModel]
-    required: frozenset[str]
-    """Field names of the required arguments."""
-    null_means_default: frozenset[str]
-    """Optional arguments (by the server's names) whose schema does not accept ``null``.
-
-    A ``null`` sent for one of them means absent.
-    """
-    names: Mapping[str, str] = field(default_factory=dict)
-    """The server's property name of each field whose name differs (``{"from_": "_from"}``)."""
+    unchecked_formats: tuple[tuple[str, str], ...] = ()
+    """Each ``format`` callgate does not know, with where it is (a JSON pointer): an annotation."""
 
     def payload(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """The arguments to send, by the server's names; optional ones left out when absent."""
-        names = self.names
-        return {
-            names.get(k, k): v for k, v in values.items() if v is not None or k in self.required
-        }
+        return self.by_schema_name(values)
 
 
 def remote_arguments(tool: str, schema: Mapping[str, Any]) -> RemoteArguments:
     """Build the arguments model for a remote tool's input schema.
 
     Raises `UnsupportedSchema` when the schema is not a JSON Schema object
-    with named properties that callgate can forward.
+    with named properties that callgate can enforce and forward as written.
     """
-    if not isinstance(schema, Mapping):
-        raise UnsupportedSchema("the input schema is not a JSON object")
-    if schema.get("type", "object") != "object":
-        raise UnsupportedSchema(f"the input schema's type is {schema.get('type')!r}, not 'object'")
-    properties = schema.get("properties", {})
-    required = schema.get("required", [])
-    if not isinstance(properties, Mapping) or not isinstance(required, list):
-        raise UnsupportedSchema("'properties' must be an object and 'required' an array")
-    for name in properties:
-        if not isinstance(name, str) or not name:
-            raise UnsupportedSchema(f"argument name {name!r} cannot be represented (empty)")
-    missing = [r for r in required if r not in properties]
-    if missing:
-        raise UnsupportedSchema(f"required argument(s) {missing} are not declared in 'properties'")
-    external = sorted(_external_refs(schema))
-    if external:
-        raise UnsupportedSchema(
-            f"the input schema refers to other documents ({', '.join(external[:3])}), "
-            "which callgate never fetches"
-        )
-    validator = _validator(schema)
-    field_names = _field_names(list(properties))
-    fields: dict[str, Any] = {}
-    validators: dict[str, Any] = {}
-    null_means_default = set()
-    for name, prop in properties.items():
-        is_required = name in required
-        field_name = field_names[name]
-        alias = {"alias": name} if field_name != name else {}
-        typed = _typed(prop)
-        if typed is not None:
-            annotation, constraints = typed
-            default = ... if is_required else None
-            fields[field_name] = (annotation, Field(default, **constraints, **alias))
-        else:
-            fields[field_name] = (Any, Field(... if is_required else None, **alias))
-            validators[f"_check_{len(validators)}"] = _property_check(
-                validator, field_name, name, prop, is_required
-            )
-        if not is_required and not _accepts_null(prop, schema):
-            null_means_default.add(name)
-    whole = {k: v for k, v in schema.items() if k in _VALIDATING and k not in _OBJECT_KEYWORDS}
-    aliases = {f: n for n, f in field_names.items() if f != n}
-    if whole:
-        required_fields = {field_names[r] for r in required}
-        validators["_check_object"] = _object_check(validator, schema, required_fields, aliases)
-    with warnings.catch_warnings():
-        # A field named like a deprecated BaseModel method ("json", "schema") works.
-        warnings.simplefilter("ignore", UserWarning)
-        model = create_model(
-            _model_name(tool),
-            __base__=_RemoteBase,
-            __validators__=validators,
-            **fields,
-        )
-    seal(model)
-    return RemoteArguments(
-        model=model,
-        required=frozenset(field_names[r] for r in required),
-        null_means_default=frozenset(null_means_default),
-        names=aliases,
-    )
-
-
-def _field_names(names: Sequence[str]) -> dict[str, str]:
-    """A Pydantic field name for each property name (itself where Pydantic allows it).
-
-    A leading underscore moves to the end (``_from`` becomes ``from_``), and a
-    name reserved by Pydantic gets one (``model_dump_``); more underscores are
-    added until the name is free.
-    """
-    taken = {n for n in names if _usable(n)}
-    out: dict[str, str] = {}
-    for name in names:
-        if _usable(name):
-            out[name] = name
-            continue
-        stripped = name.lstrip("_")
-        candidate = (stripped or "field") + "_" * max(1, len(name) - len(stripped))
-        while candidate in taken or not _usable(candidate):
-            candidate += "_"
-        taken.add(candidate)
-        out[name] = candidate
-    return out
-
-
-def _usable(name: str) -> bool:
-    return not name.startswith("_") and name not in _RESERVED
-
-
-def _model_name(tool: str) -> str:
-    cleaned = "".join(c if c.isalnum() else "_" for c in tool)
-    return f"{cleaned or 'Remote'}Arguments"
-
-
-def _validator(schema: Mapping[str, Any]) -> Validator:
-    """A compiled validator for the server's schema; `UnsupportedSchema` if it is invalid.
-
-    Two readings differ from plain ``jsonschema``, to agree with the typed
-    fields and with the exports: an integer is never a float (``5.0`` is a
-    number), and ``null`` for an optional property whose schema does not
-    accept it is taken out of the value ("not given") before the properties
-    are checked.
-    """
-    from jsonschema import SchemaError  # type: ignore[import-untyped]
-    from jsonschema.validators import extend, validator_for  # type: ignore[import-untyped]
-    from referencing import Registry
-
-    _refuse_unrunnable_patterns(schema)
-    cls = validator_for(schema)
-    # Patterns are ECMA-262 and were checked above (on RE2); Python's `re` must not judge them.
-    formats = copy.copy(cls.FORMAT_CHECKER)
-    formats.checkers = {**formats.checkers, "regex": (_is_text, ())}
+    unchecked = tuple(unknown_formats(schema, {})) if isinstance(schema, Mapping) else ()
     try:
-        cls.check_schema(schema, format_checker=formats)
-    except SchemaError as exc:
-        raise UnsupportedSchema(
-            f"the input schema is not valid JSON Schema: {exc.message}"
-        ) from exc
-    check_properties = cls.VALIDATORS["properties"]
-    root = dict(schema)
-
-    def properties(validator: Any, props: Any, instance: Any, node: Any) -> Iterator[Any]:
-        if isinstance(instance, dict) and isinstance(props, dict):
-            required = node.get("required") if isinstance(node, dict) else None
-            needed = required if isinstance(required, list) else ()
-            for name in [
-                n
-                for n, v in instance.items()
-                if v is None
-                and n in props
-                and n not in needed
-                and not _accepts_null(props[n], root)
-            ]:
-                del instance[name]
-        yield from check_properties(validator, props, instance, node)
-
-    integers = cls.TYPE_CHECKER.redefine("integer", _is_integer)
-    keywords = {"properties": properties, **_LINEAR_PATTERN_KEYWORDS}
-    sealed = extend(cls, keywords, type_checker=integers)
-    # An empty registry: references resolve inside this schema only, never over the network.
-    validator: Validator = sealed(schema, registry=Registry())
-    return validator
-
-
-def _refuse_unrunnable_patterns(schema: Mapping[str, Any]) -> None:
-    """`UnsupportedSchema` for a pattern anywhere in ``schema`` that RE2 cannot run.
-
-    Every ``pattern`` text and ``patternProperties`` key is compiled (a pattern
-    in data, such as a ``default``, is compiled too: refusing it costs little).
-    """
-    stack: list[tuple[Any, str]] = [(schema, "")]
-    has_pattern_properties = has_unevaluated = False
-    while stack:
-        node, where = stack.pop()
-        if isinstance(node, list):
-            stack.extend((item, f"{where}/{i}") for i, item in enumerate(node))
-            continue
-        if not isinstance(node, Mapping):
-            continue
-        patterns: list[tuple[str, str]] = []
-        if isinstance(node.get("pattern"), str):
-            patterns.append((node["pattern"], f"{where}/pattern"))
-        found = node.get("patternProperties")
-        if isinstance(found, Mapping):
-            has_pattern_properties = True
-            patterns.extend((str(key), f"{where}/patternProperties") for key in found)
-        has_unevaluated = has_unevaluated or "unevaluatedProperties" in node
-        for pattern, at in patterns:
-            try:
-                ecma_regex(pattern)
-            except Unsupported as exc:
-                raise UnsupportedSchema(
-                    f"the input schema's pattern {render_json(pattern, 80)} (at {at or '/'}) "
-                    f"uses {exc.construct}, which callgate cannot run: {exc.why}. callgate "
-                    "checks patterns on RE2, in time linear in the length of the value"
-                ) from None
-        stack.extend((value, f"{where}/{key}") for key, value in node.items())
-    if has_pattern_properties and has_unevaluated:
-        raise UnsupportedSchema(
-            "the input schema has unevaluatedProperties beside patternProperties, which "
-            "callgate cannot check in time linear in the length of the arguments"
-        )
-
-
-def _is_text(instance: Any) -> bool:
-    return True  # a pattern's own checks are in `_refuse_unrunnable_patterns`
-
-
-def _pattern(validator: Any, pattern: Any, instance: Any, schema: Any) -> Iterator[Any]:
-    from jsonschema.exceptions import ValidationError  # type: ignore[import-untyped]
-
-    if validator.is_type(instance, "string") and not ecma_search(pattern, instance):
-        yield ValidationError("the string does not match the pattern")
-
-
-def _pattern_properties(validator: Any, patterns: Any, instance: Any, schema: Any) -> Iterator[Any]:
-    if not validator.is_type(instance, "object"):
-        return
-    for pattern, subschema in patterns.items():
-        for key, value in instance.items():
-            if ecma_search(pattern, key):
-                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
-
-
-def _additional_properties(
-    validator: Any, additional: Any, instance: Any, schema: Any
-) -> Iterator[Any]:
-    from jsonschema.exceptions import ValidationError
-
-    if not validator.is_type(instance, "object"):
-        return
-    declared = schema.get("properties", {})
-    patterns = list(schema.get("patternProperties", {}))
-    extras = [
-        key
-        for key in instance
-        if key not in declared and not any(ecma_search(p, key) for p in patterns)
-    ]
-    if validator.is_type(additional, "object"):
-        for extra in extras:
-            yield from validator.descend(instance[extra], additional, path=extra)
-    elif not additional and extras:
-        yield ValidationError("additional properties are not allowed")
-
-
-_LINEAR_PATTERN_KEYWORDS = {
-    "pattern": _pattern,
-    "patternProperties": _pattern_properties,
-    "additionalProperties": _additional_properties,
-}
-"""``jsonschema``'s keywords that run patterns, on RE2 (its own run Python's ``re``)."""
-
-
-def _is_integer(checker: Any, instance: Any) -> bool:
-    return isinstance(instance, int) and not isinstance(instance, bool)
-
-
-def _external_refs(node: Any) -> set[str]:
-    """``$ref`` values that point outside the schema document."""
-    found: set[str] = set()
-    if isinstance(node, Mapping):
-        ref = node.get("$ref")
-        if isinstance(ref, str) and not ref.startswith("#"):
-            found.add(ref)
-        for value in node.values():
-            found |= _external_refs(value)
-    elif isinstance(node, list):
-        for item in node:
-            found |= _external_refs(item)
-    return found
-
-
-def _typed(prop: Any) -> tuple[Any, dict[str, Any]] | None:
-    """A Pydantic annotation and constraints equivalent to ``prop``, if it is simple."""
-    if not isinstance(prop, Mapping):
-        return None
-    keys = set(prop) & _VALIDATING
-    if "enum" in prop or "const" in prop:
-        values = prop["enum"] if "enum" in prop else [prop["const"]]
-        rest = keys - {"enum", "const", "type"}
-        ok = isinstance(values, list) and values and not rest
-        if ok and all(isinstance(v, str) for v in values):
-            return _literal(values), {}
-        return None
-    kind = prop.get("type")
-    if kind == "array":
-        items = prop.get("items")
-        if keys - {"type", "items", "minItems", "maxItems"}:
-            return None
-        inner = _typed(items) if items is not None else None
-        if inner is None or inner[1]:
-            return None
-        constraints = {}
-        if "minItems" in prop:
-            constraints["min_length"] = prop["minItems"]
-        if "maxItems" in prop:
-            constraints["max_length"] = prop["maxItems"]
-        return list.__class_getitem__(inner[0]), constraints
-    if not isinstance(kind, str) or kind not in _SIMPLE_SCALAR:
-        return None
-    allowed = _SCALAR_CONSTRAINTS[kind]
-    if keys - {"type"} - set(allowed):
-        return None
-    constraints = {allowed[k]: prop[k] for k in allowed if k in prop}
-    if kind == "integer" and not all(isinstance(v, int) for v in constraints.values()):
-        return None
-    return _SIMPLE_SCALAR[kind], constraints
-
-
-def _literal(values: list[Any]) -> Any:
-    return Literal.__getitem__(tuple(values))
-
-
-def _accepts_null(prop: Any, root: Mapping[str, Any], depth: int = 0) -> bool:
-    """Whether ``prop`` accepts ``null`` (local references followed)."""
-    if prop is True or not isinstance(prop, Mapping) or depth > 16:
-        return prop is True
-    ref = prop.get("$ref")
-    if isinstance(ref, str) and _accepts_null(_resolve(ref, root), root, depth + 1):
-        return True
-    kind = prop.get("type")
-    if kind == "null" or (isinstance(kind, list) and "null" in kind):
-        return True
-    if None in prop.get("enum", [0]) or ("const" in prop and prop["const"] is None):
-        return True
-    if not (set(prop) & _VALIDATING):
-        return True  # no rule at all: anything, null included
-    return any(
-        _accepts_null(alt, root, depth + 1)
-        for key in ("anyOf", "oneOf")
-        for alt in prop.get(key, [])
-    )
-
-
-def _resolve(ref: str, root: Mapping[str, Any]) -> Any:
-    """The target of a local ``#/...`` reference, or None."""
-    if not ref.startswith("#/"):
-        return None
-    node: Any = root
-    for part in ref[2:].split("/"):
-        part = part.replace("~1", "/").replace("~0", "~")
-        node = node.get(part) if isinstance(node, Mapping) else None
-    return node
-
-
-def _first_error(validator: Validator, value: Any, schema: Any) -> Any:
-    from jsonschema.exceptions import best_match
-    from referencing.exceptions import Unresolvable
-
-    try:
-        return best_match(validator.evolve(schema=schema).iter_errors(value))
-    except Unresolvable:
-        raise PydanticCustomError(
-            "json_schema",
-            "{message}",
-            {
-                "rule": "schema_reference",
-                "message": "the tool's schema has a reference callgate cannot resolve; "
-                "this tool cannot be called until its server fixes its schema.",
-            },
-        ) from None
-
-
-def _rejection(error: Any, prefix: Sequence[int | str]) -> PydanticCustomError:
-    problem = schema_error_problem(error, prefix)
-    return PydanticCustomError("json_schema", "{message}", problem.as_dict())
-
-
-def _property_check(
-    validator: Validator, field_name: str, name: str, prop: Any, is_required: bool
-) -> Any:
-    """A field validator checking one argument against its own schema.
-
-    It returns the value with the nulls that mean "not given" taken out.
-    """
-    root = validator.schema
-
-    def check(cls: type[BaseModel], value: Any) -> Any:
-        if value is None and not is_required and not _accepts_null(prop, root):
-            return value  # null for an optional argument: not sent
-        value = copy.deepcopy(value)
-        error = _first_error(validator, value, prop)
-        if error is not None:
-            raise _rejection(error, (name,))
-        return value
-
-    return field_validator(field_name)(check)
-
-
-def _object_check(
-    validator: Validator,
-    schema: Mapping[str, Any],
-    required: set[str],
-    aliases: Mapping[str, str],
-) -> Any:
-    """A model validator for keywords on the whole argument object."""
-
-    def check(model: BaseModel) -> BaseModel:
-        values = {
-            aliases.get(k, k): v
-            for k, v in model.__dict__.items()
-            if v is not None or k in required
-        }
-        error = _first_error(validator, copy.deepcopy(values), dict(schema))
-        if error is not None:
-            raise _rejection(error, ())
-        return model
-
-    wrapped: Callable[[BaseModel], BaseModel] = check
-    return model_validator(mode="after")(wrapped)
+        built = schema_arguments(tool, schema, formats=dict.fromkeys(n for n, _ in unchecked))
+    except UnenforceableSchema as exc:
+        raise UnsupportedSchema(str(exc)) from None
+    shared = {f.name: getattr(built, f.name) for f in dataclasses.fields(built)}
+    return RemoteArguments(**shared, unchecked_formats=unchecked)

@@ -40,6 +40,7 @@ from callgate.errors import DefinitionError, OutcomeUnknown, ToolFailure
 from callgate.evidence import Evidence
 from callgate.mcp.arguments import RemoteArguments, UnsupportedSchema, remote_arguments
 from callgate.mcp.pins import PinReport, PinStore, ToolDefinition
+from callgate.render import render_json
 from callgate.tools import (
     DEFAULT_MAX_RESULT_CHARS,
     CallContext,
@@ -469,6 +470,17 @@ def remote_spec(
     """Build the callgate tool for one remote tool; `UnsupportedSchema` if it cannot be."""
     name = config.name or local_name(definition.name, prefix)
     arguments: RemoteArguments = remote_arguments(name, definition.input_schema)
+    if arguments.unchecked_formats:
+        logger.info(
+            "MCP server '%s': tool '%s': format(s) %s are not ones callgate checks; "
+            "they are annotations (the server's other constraints are checked)",
+            server_name,
+            name,
+            ", ".join(
+                f"{render_json(n, 40)} at {render_json(w, 60)}"
+                for n, w in arguments.unchecked_formats[:5]
+            ),
+        )
     params = tuple(arguments.model.model_fields)
     remote = definition.name
     effects = config.effects if config.effects is not None else default_effects
@@ -492,11 +504,7 @@ def remote_spec(
 
     call_remote.__name__ = name
     call_remote.__qualname__ = f"mcp:{server_name}/{remote}"
-    for secret in config.secret_fields:
-        if secret not in params:
-            raise DefinitionError(
-                f"remote tool {name!r}: secret field {secret!r} is not an argument"
-            )
+    secrets = _secret_fields(name, config.secret_fields, arguments)
     digest = definition.hash
     return ToolSpec(
         name=name,
@@ -516,13 +524,37 @@ def remote_spec(
         # The call's budget (above) times every attempt; without one, the gate's default.
         timeout=None,
         max_result_chars=config.max_result_chars,
-        secret_fields=frozenset(config.secret_fields),
+        secret_fields=secrets,
         sinks=sink_declarations(name, config.sinks, params),
         output_trust=None,
         null_means_default=arguments.null_means_default,
         dump_is_canonical=False,
         version=digest.removeprefix("sha256:")[:16],
     )
+
+
+def _secret_fields(
+    tool: str, configured: Sequence[str], arguments: RemoteArguments
+) -> frozenset[str]:
+    """The secret arguments of one remote tool, each by its field name and the server's name.
+
+    The gate reads arguments by field name (``from_``) and the ledger records them
+    by the server's name (``_from``): a secret is known by both, whichever one the
+    configuration uses, or a secret named with a leading underscore would be
+    recorded in clear.
+    """
+    secrets: set[str] = set()
+    for secret in configured:
+        field_name = arguments.fields.get(secret, secret)
+        if field_name not in arguments.model.model_fields:
+            known = ", ".join(repr(n) for n in arguments.fields) or "none"
+            raise DefinitionError(
+                f"remote tool {tool!r}: secret field {secret!r} is not an argument, so the "
+                f"argument meant would be recorded in clear. Its arguments are {known}: "
+                "name one of them in secret_fields"
+            )
+        secrets |= {field_name, arguments.names.get(field_name, field_name)}
+    return frozenset(secrets)
 
 
 class _LiveRegistry(Registry):
