@@ -102,6 +102,27 @@ def test_the_coarse_tool_maps_free_text_operations(repo: Path) -> None:
     assert "args.content" in missing.content
 
 
+def test_tests_the_model_wrote_run_inside_the_sandbox(repo: Path, tmp_path: Path) -> None:
+    """run_tests of a test file that writes to a host path runs it confined: it ran (exit 0)
+    and the host path was never created."""
+    from callgate.eval.confine import confinement
+
+    reason = confinement()
+    if reason is not None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI must run model-written tests confined: {reason}")
+        pytest.skip(f"the sandbox cannot run here: {reason}")
+    marker = tmp_path / "escaped.txt"
+    (repo / "tests" / "test_escape.py").write_text(
+        f"import pathlib\n\n\ndef test_escape():\n"
+        f"    pathlib.Path({str(marker)!r}).parent.mkdir(parents=True, exist_ok=True)\n"
+        f"    pathlib.Path({str(marker)!r}).write_text('x')\n"
+    )
+    (obs,) = _submit("fine", repo, ("run_tests", {"command": "pytest tests/test_escape.py"}))
+    assert json.loads(obs.content)["exit_code"] == 0, obs.content
+    assert not marker.exists()
+
+
 def test_coarse_operation_names() -> None:
     """Synonyms map to the four operations; unknown names map to None."""
     assert coarse_operation("  GREP ") == "search"

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import re
 import shlex
-import subprocess
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +28,8 @@ from pydantic import BaseModel
 
 from callgate.authorize.policy import Authority
 from callgate.errors import ArgumentError, DefinitionError, ToolFailure
-from callgate.eval.tasks import pytest_command, pytest_env, safe_relative
+from callgate.eval.confine import run_pytest
+from callgate.eval.tasks import safe_relative
 from callgate.tools import CallContext, Registry, ToolSpec
 
 __all__ = [
@@ -105,21 +105,13 @@ class Workspace:
         return f"wrote {len(content)} characters to {safe_relative(path).as_posix()}"
 
     def run_tests(self, args: list[str], timeout: float = 60.0) -> dict[str, Any]:
-        """pytest with ``args`` (already checked by `pytest_args`) in the workspace."""
-        try:
-            done = subprocess.run(
-                pytest_command(*args),
-                cwd=self.root,
-                env=pytest_env(),
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            raise ToolFailure(f"the tests did not finish within {timeout:g} s") from None
-        out = (done.stdout + done.stderr).strip().splitlines()
-        return {"exit_code": done.returncode, "stdout": "\n".join(out[-40:])}
+        """pytest with ``args`` (already checked by `pytest_args`) over the workspace, inside
+        the sandbox where it can run (`callgate.eval.confine.run_pytest`)."""
+        code, output = run_pytest(self.root, args, timeout)
+        if code == -1:
+            raise ToolFailure(f"the tests did not finish within {timeout:g} s")
+        out = output.strip().splitlines()
+        return {"exit_code": code, "stdout": "\n".join(out[-40:])}
 
 
 def pytest_args(command: str) -> list[str]:

@@ -6,8 +6,9 @@ reference solution as surface-independent `Operation`s, the expected calls of
 the fine-grained surface where they are known (for the BFCL-style checker,
 `callgate.eval.checker`), a complexity label and a deterministic verifier:
 hidden test files written into the repository at verification time, then
-pytest in a subprocess (`verify`). The hidden tests overwrite any file of the
-same name, so a run that edits the visible tests cannot make them pass.
+pytest over it, inside the sandbox where it can run (`verify`). The hidden
+tests overwrite any file of the same name, so a run that edits the visible
+tests cannot make them pass.
 
 Complexity is counted in *operations*: the edits and searches the reference
 solution needs (reads and test runs do not count). A task is ``single`` with
@@ -17,15 +18,13 @@ refused where they are defined, so the two labels mean what the lab's H1 says.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from callgate.errors import DefinitionError
+from callgate.eval.confine import run_pytest
 
 __all__ = [
     "COMPOSITION",
@@ -237,22 +236,10 @@ class Verdict:
     seconds: float
 
 
-def pytest_command(*extra: str) -> list[str]:
-    """The pytest command verifiers and ``run_tests`` run: this interpreter, no plugins."""
-    return [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *extra]
-
-
-def pytest_env() -> dict[str, str]:
-    """The environment pytest runs in: no third-party plugins, no bytecode files."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    return env
-
-
 def verify(task: Task, root: Path) -> Verdict:
     """Judge the repository at ``root``: write the hidden tests (over any file of the same
-    name, and the pytest configuration), then run pytest in a subprocess there."""
+    name, and the pytest configuration), then run pytest over it, inside the sandbox where
+    it can run (`callgate.eval.confine.run_pytest`)."""
     import time
 
     for rel, text in task.hidden_tests.items():
@@ -261,19 +248,7 @@ def verify(task: Task, root: Path) -> Verdict:
         target.write_text(text, encoding="utf-8")
     (root / "pytest.ini").write_text(_PYTEST_INI, encoding="utf-8")
     start = time.perf_counter()
-    try:
-        done = subprocess.run(
-            pytest_command(),
-            cwd=root,
-            env=pytest_env(),
-            capture_output=True,
-            text=True,
-            timeout=task.timeout,
-            check=False,
-        )
-        code, output = done.returncode, (done.stdout + done.stderr)
-    except subprocess.TimeoutExpired:
-        code, output = -1, f"the verifier did not finish within {task.timeout:g} s"
+    code, output = run_pytest(root, [], task.timeout)
     tail = "\n".join(output.strip().splitlines()[-15:])
     return Verdict(
         task_id=task.id,
