@@ -20,11 +20,18 @@ from callgate.grammar.export import (
     compile_lark,
     tool_grammar,
 )
-from callgate.grammar.tokens import BYTE_EOS, allowed_tokens, byte_tokenizer, matcher
+from callgate.grammar.tokens import (
+    BYTE_EOS,
+    STRING_SLICES,
+    allowed_tokens,
+    byte_tokenizer,
+    matcher,
+)
 
 __all__ = [
     "BYTE_EOS",
     "HERMES_TAGS",
+    "STRING_SLICES",
     "GrammarError",
     "ToolGrammar",
     "Unenforced",

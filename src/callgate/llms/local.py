@@ -50,7 +50,7 @@ from typing import Any, Literal
 import anyio.to_thread
 
 from callgate.errors import DefinitionError
-from callgate.grammar import GrammarError, ToolGrammar, tool_grammar
+from callgate.grammar import STRING_SLICES, GrammarError, ToolGrammar, tool_grammar
 from callgate.ledger.base import Ledger
 from callgate.llms.base import Model, ModelRequest, ModelResponse, Usage
 
@@ -235,7 +235,10 @@ class LocalModel(Model):
             from_vocab = _import("llguidance.llamacpp").lltokenizer_from_vocab
             with warnings.catch_warnings():  # it reads each token's kind by a deprecated name
                 warnings.simplefilter("ignore", DeprecationWarning)
-                self._tokenizer = from_vocab(self._vocab, eos_token=sorted(self._eog))
+                slices = _import("llguidance").LLTokenizer.general_slices() + STRING_SLICES
+                self._tokenizer = from_vocab(
+                    self._vocab, eos_token=sorted(self._eog), slices=slices
+                )
             self.tokenizer_seconds = time.perf_counter() - started
 
     # -- the Model interface ------------------------------------------------------------
