@@ -3,8 +3,9 @@
 1. **A lab run against its verifier.** The reference solution (policy
    ``oracle-fast``) played through the fine and coarse surfaces on 14 tasks of
    the shipped set, recorded in a SQLite ledger in a temporary directory.
-   Baseline: the verifier's own pytest subprocess, timed inside the same run
-   (``eval.verdict`` records its seconds). Prints the median seconds of a
+   Baseline: the verifier's own pytest run (inside bubblewrap where the
+   sandbox can run), timed inside the same run (``eval.verdict`` records its
+   seconds). Prints the median seconds of a
    whole run (repository generated, agent loop, every call through the gate,
    verification, records) and of its verifier, and their ratio.
 2. **The funnel against reading the ledger.** ``read_runs`` + ``funnel``
@@ -41,7 +42,7 @@ def main() -> None:
         print(f"lab: {len(runs)} runs of 14 tasks x 2 surfaces, {passed} passed")
         w, v = statistics.median(whole), statistics.median(verifier)
         print(f"  whole run   median {w * 1000:7.1f} ms")
-        print(f"  verifier    median {v * 1000:7.1f} ms (its pytest subprocess)")
+        print(f"  verifier    median {v * 1000:7.1f} ms (its pytest, in the sandbox here)")
         print(f"  ratio       {w / v:.2f}x")
         audit_times, funnel_times = [], []
         for _ in range(REPEATS):
