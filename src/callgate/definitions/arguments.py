@@ -11,8 +11,9 @@ nested objects, formats and patterns behave as JSON Schema says). Keywords
 on the whole object (``allOf``, ``oneOf``, ``dependentRequired``, ...) are
 checked on the whole argument object.
 
-Readings shared with imported MCP tools (`callgate.mcp.arguments`, whose
-rules these are, extended with formats):
+Imported MCP tools are built by this function too (`callgate.mcp.arguments`,
+where a format callgate does not know is an annotation rather than a
+refusal). The readings:
 
 - unknown top-level arguments are rejected; below the top level objects
   follow the schema (no ``additionalProperties`` means open);
