@@ -55,7 +55,7 @@ def model_parts() -> tuple[Any, Any] | None:
     except Exception as exc:  # the default model is not installed
         print(f"(no local model: {exc})")
         return None
-    return model, model._tokenizer
+    return model, model.llguidance_tokenizer
 
 
 def compile_times(tokenizer: Any, label: str) -> dict[str, dict[str, float]]:

@@ -241,6 +241,11 @@ class LocalModel(Model):
                 )
             self.tokenizer_seconds = time.perf_counter() - started
 
+    @property
+    def llguidance_tokenizer(self) -> Any:
+        """llguidance's view of the model's vocabulary (None unless ``constrain="llguidance"``)."""
+        return self._tokenizer
+
     # -- the Model interface ------------------------------------------------------------
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
