@@ -17,6 +17,7 @@ be read.
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Annotated
@@ -96,9 +97,7 @@ def _report(
     path = write_report(analysis, result, out, extra=extra)
     for h in analysis.hypotheses:
         verdict = (
-            "supported"
-            if h.supported
-            else ("not tested" if h.note == "not tested" else "not supported")
+            "supported" if h.supported else ("not tested" if math.isnan(h.p) else "not supported")
         )
         typer.echo(plain(f"{h.name}: {verdict} (p={h.p:.4f}, Holm {h.p_holm:.4f}) — {h.claim}"))
     for d in analysis.deviations:
