@@ -370,8 +370,11 @@ def _decide(
             "(none proposed, or rejected at parse or schema) over tasks"
         )
     # c_r: the turns after a rejection; else any turn (of free runs, else of all runs).
-    retries = [t for r in free for t in r.retry_turns] or [t for r in runs for t in r.retry_turns]
+    retries = [t for r in free for t in r.retry_turns]
     source = "the turns that followed a parse or schema rejection"
+    if not retries:
+        retries = [t for r in runs for t in r.retry_turns]
+        source += " (in constrained runs: no free run had one)"
     if not retries:
         retries = [t for r in free for t in r.turns] or [t for r in runs for t in r.turns]
         source = "no rejection on record: the mean model turn stands in"
