@@ -126,3 +126,21 @@ def test_free_decoding_is_read_by_the_gate_whatever_it_writes() -> None:
         answered = run.submit(list(extraction.calls))
     assert len(answered) == len(extraction.calls)
     assert model.decodes[-1].mask_seconds is None
+
+
+@pytest.mark.parametrize(
+    "options", [{}, {"answer": True}, {"parallel": True}], ids=["call", "answer", "parallel"]
+)
+def test_every_gbnf_export_parses_in_llama_cpp(options: dict[str, bool]) -> None:
+    """llama.cpp's own GBNF parser (not llguidance's reader) accepts the export of the
+    shop's ten tools in each form, and refuses a broken grammar (so the check can fail)."""
+    import llama_cpp
+
+    from callgate.grammar import tool_grammar
+    from callgate.llms.local import default_model_path
+
+    llm = llama_cpp.Llama(model_path=str(default_model_path()), vocab_only=True, verbose=False)
+    vocab = llama_cpp.llama_model_get_vocab(llm.model)
+    text = tool_grammar(registry, **options).gbnf()
+    assert llama_cpp.llama_sampler_init_grammar(vocab, text.encode(), b"root")
+    assert not llama_cpp.llama_sampler_init_grammar(vocab, b"root ::= (", b"root")
