@@ -94,7 +94,8 @@ class ToolConfig:
         timeout: seconds before the outcome is declared unknown, for all attempts
             of a call together (a read's retries get what is left).
         reads / writes: resource templates for the scheduler.
-        secret_fields: arguments never written to the ledger in clear.
+        secret_fields: arguments never written to the ledger in clear, by the
+            server's name (``_from``) or callgate's field name (``from_``).
         max_result_chars: results longer than this are cut.
         name: the local tool name (default: the prefix plus the remote name).
     """
