@@ -504,3 +504,37 @@ def test_unsupported_schema_is_the_definitions_error_too() -> None:
         remote_arguments("t", {"type": "array"})
     with pytest.raises(ValueError, match="type is 'array'"):
         remote_arguments("t", {"type": "array"})
+
+
+DATED = {
+    "type": "object",
+    "properties": {
+        "on": {"type": "string", "format": "date"},
+        "ref": {"type": "string", "format": "x-ticket", "maxLength": 6},
+    },
+    "required": ["on"],
+}
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    on=st.from_regex(r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}\Z") | st.text("0123456789-T:", max_size=12),
+    ref=st.text(max_size=8),
+)
+def test_whatever_the_model_accepts_passes_the_servers_schema_with_formats_asserted(
+    on: str, ref: str
+) -> None:
+    """Accepted arguments pass jsonschema with its own format checker (dates asserted there too);
+    the unknown format constrains nothing, the length beside it still does."""
+    model = remote_arguments("t", DATED).model
+    try:
+        model.model_validate_json(json.dumps({"on": on, "ref": ref}))
+    except ValidationError:
+        accepted = False
+    else:
+        accepted = True
+    checker = jsonschema.Draft202012Validator.FORMAT_CHECKER
+    valid = jsonschema.Draft202012Validator(DATED, format_checker=checker).is_valid(
+        {"on": on, "ref": ref}
+    )
+    assert accepted == valid
