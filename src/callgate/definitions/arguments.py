@@ -303,7 +303,7 @@ def _validator(schema: Mapping[str, Any], formats: Mapping[str, FormatCheck | No
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError(
             "tools defined by a JSON Schema are validated with jsonschema: "
-            "pip install 'callgate[openapi]' (or jsonschema>=4.22)"
+            "it is a dependency of callgate; reinstall callgate (or pip install 'jsonschema>=4.22')"
         ) from exc
 
     _refuse_unrunnable_patterns(schema)
