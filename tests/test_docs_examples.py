@@ -1,5 +1,5 @@
-"""docs/integrations.md: every ``python`` example runs, and prints what the page says it
-prints (the trailing ``# `` lines of the example)."""
+"""Docs pages whose ``python`` examples run: each prints what the page says it prints
+(the trailing ``# `` lines of the example), in a scratch directory it leaves empty."""
 
 from __future__ import annotations
 
@@ -11,7 +11,11 @@ from pathlib import Path
 
 import pytest
 
-PAGE = Path(__file__).resolve().parents[2] / "docs" / "integrations.md"
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+PAGES = {"definitions.md": 5, "integrations.md": 3, "observability.md": 2}
+"""Each page checked, and how many examples it has at least (a renamed fence would
+silently test nothing)."""
 
 
 def examples(page: Path) -> list[tuple[str, list[str]]]:
@@ -26,21 +30,29 @@ def examples(page: Path) -> list[tuple[str, list[str]]]:
     return found
 
 
-@pytest.mark.parametrize("index", range(len(examples(PAGE))))
+CASES = [
+    pytest.param(name, index, id=f"{name}-{index + 1}")
+    for name in PAGES
+    for index in range(len(examples(DOCS / name)))
+]
+
+
+@pytest.mark.parametrize(("name", "index"), CASES)
 def test_the_pages_example_runs_and_prints_what_it_says(
-    index: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    name: str, index: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The example runs as written (in a scratch directory) and prints the promised lines."""
-    code, expected = examples(PAGE)[index]
+    code, expected = examples(DOCS / name)[index]
     monkeypatch.chdir(tmp_path)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(compile(code, f"{PAGE.name} example {index + 1}", "exec"), {"__name__": "example"})
+        exec(compile(code, f"{name} example {index + 1}", "exec"), {"__name__": "example"})
     printed = [line.rstrip() for line in out.getvalue().splitlines()]
     assert printed == expected
     assert os.listdir(tmp_path) == []
 
 
-def test_the_page_has_examples() -> None:
+@pytest.mark.parametrize(("name", "least"), PAGES.items())
+def test_the_page_has_examples(name: str, least: int) -> None:
     """The page's examples are found (a renamed fence would silently test nothing)."""
-    assert len(examples(PAGE)) >= 3
+    assert len(examples(DOCS / name)) >= least
