@@ -19,10 +19,12 @@ from callgate.calls import Stage
 from callgate.regex import ecma_search
 
 __all__ = [
+    "HIDDEN_CATEGORIES",
     "MAX_MESSAGE_CHARS",
     "Problem",
     "Rejection",
     "bounded",
+    "char_escape",
     "describe_value",
     "render_json",
     "schema_error_problem",
@@ -75,6 +77,27 @@ def bounded(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
     if len(text) <= limit:
         return text
     return text[: limit - 20].rstrip() + " ... [message cut]"
+
+
+HIDDEN_CATEGORIES: frozenset[str] = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+"""Unicode categories a reader cannot see: controls, format characters (bidirectional
+overrides, zero width), lone surrogates, private use, unassigned code points, line and
+paragraph separators. The CLI and the console show characters of these as escapes."""
+
+_SHORT_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def char_escape(char: str) -> str:
+    """One character as a visible escape: ``\\t``, ``\\n``, ``\\r``, ``\\xNN``,
+    ``\\uNNNN`` or ``\\UNNNNNNNN`` (what a terminal or a page shows for a hidden one)."""
+    code = ord(char)
+    if char in _SHORT_ESCAPES:
+        return _SHORT_ESCAPES[char]
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
 
 
 def _escape_hidden(text: str) -> str:

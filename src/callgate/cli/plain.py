@@ -26,27 +26,12 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from callgate.render import bounded
+from callgate.render import HIDDEN_CATEGORIES, bounded, char_escape
 
 __all__ = ["cell", "console", "fail", "plain", "plain_json"]
 
-_HIDDEN = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
-"""Controls, format characters (bidirectional overrides, zero width), lone surrogates,
-private use, unassigned code points, line and paragraph separators."""
-_SHORT = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 MAX_ERROR_CHARS = 600
 """The longest error line `fail` prints."""
-
-
-def _visible(char: str) -> str:
-    code = ord(char)
-    if char in _SHORT:
-        return _SHORT[char]
-    if code < 0x100:
-        return f"\\x{code:02x}"
-    if code < 0x10000:
-        return f"\\u{code:04x}"
-    return f"\\U{code:08x}"
 
 
 def _json_escape(char: str) -> str:
@@ -68,14 +53,14 @@ class _Table(dict[int, str]):
 
     def __missing__(self, code: int) -> str:
         char = chr(code)
-        hidden = char not in self.keep and unicodedata.category(char) in _HIDDEN
+        hidden = char not in self.keep and unicodedata.category(char) in HIDDEN_CATEGORIES
         value: str = self.escape(char) if hidden else char
         self[code] = value
         return value
 
 
-_ONE_LINE = _Table(_visible)
-_MULTILINE = _Table(_visible, keep="\n")
+_ONE_LINE = _Table(char_escape)
+_MULTILINE = _Table(char_escape, keep="\n")
 _JSON = _Table(_json_escape, keep="\n")
 
 

@@ -22,26 +22,14 @@ import unicodedata
 from typing import Any
 
 from callgate.redact import Redactor
+from callgate.render import HIDDEN_CATEGORIES, char_escape
 
 __all__ = ["MAX_SHOWN", "pretty_json", "shown", "visible"]
 
 MAX_SHOWN = 4000
 """The most characters of one value a page shows; the rest is counted, not shown."""
 
-_HIDDEN = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
-_SHORT = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 _REDACTOR = Redactor()
-
-
-def _escape(char: str) -> str:
-    code = ord(char)
-    if char in _SHORT:
-        return _SHORT[char]
-    if code < 0x100:
-        return f"\\x{code:02x}"
-    if code < 0x10000:
-        return f"\\u{code:04x}"
-    return f"\\U{code:08x}"
 
 
 class _Table(dict[int, str]):
@@ -53,8 +41,8 @@ class _Table(dict[int, str]):
 
     def __missing__(self, code: int) -> str:
         char = chr(code)
-        hidden = char not in self.keep and unicodedata.category(char) in _HIDDEN
-        value = _escape(char) if hidden else char
+        hidden = char not in self.keep and unicodedata.category(char) in HIDDEN_CATEGORIES
+        value = char_escape(char) if hidden else char
         self[code] = value
         return value
 
