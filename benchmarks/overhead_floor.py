@@ -62,7 +62,7 @@ def main() -> None:
         model = spec.arguments_model.__pydantic_validator__.validate_json(call.arguments)
         mark(clock())
         decision = authorize(
-            spec, model, authority, gate.policy, run.evidence, None, cache=run._decisions
+            spec, model, authority, gate.policy, run.evidence, None, cache=run.state.decisions
         )
         mark(clock())
         canonical = model.__pydantic_serializer__.to_json(model).decode()
