@@ -26,7 +26,9 @@ from callgate.definitions.names import tool_name
 from callgate.errors import DefinitionError
 
 __all__ = [
+    "MAX_DEPTH",
     "MAX_DOCUMENT_BYTES",
+    "MAX_NODES",
     "Argument",
     "Operation",
     "OperationConfig",
@@ -40,6 +42,29 @@ MAX_DOCUMENT_BYTES = 10_000_000
 _METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 _READS = frozenset({"get", "head", "options"})
 _CREDENTIAL_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
+_CLIENT_HEADERS = frozenset(
+    {
+        "accept",
+        "connection",
+        "content-length",
+        "content-type",
+        "expect",
+        "host",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+"""Headers the HTTP client sets (OpenAPI ignores Accept and Content-Type parameters): a
+model-chosen Host or Content-Length would send the request elsewhere or desynchronise it."""
+MAX_DEPTH = 128
+"""How deep a document may nest (a node inside its own alias nests without end)."""
+MAX_NODES = 2_000_000
+"""How many values a document may hold once its YAML aliases are expanded (a 10 MB JSON
+document holds at most about this many; an alias bomb holds billions)."""
 Location = Literal["path", "query", "header", "cookie", "body"]
 _PRIORITY: dict[str, int] = {"path": 0, "query": 1, "header": 2, "cookie": 3, "body": 4}
 
@@ -117,6 +142,7 @@ def load_document(
         document = _parse(text, str(source))
     if not isinstance(document, dict):
         raise DefinitionError(f"{source}: an OpenAPI document is a JSON/YAML object")
+    _check_tree(document, str(source) if not isinstance(source, Mapping) else "the document")
     version = str(document.get("openapi", ""))
     if not re.fullmatch(r"3\.[01]\.\d+(-.*)?", version):
         found = version or ("Swagger " + str(document["swagger"]) if "swagger" in document else "")
@@ -167,15 +193,48 @@ def _read(source: str, timeout: float) -> str:
 def _parse(text: str, source: str) -> Any:
     import yaml
 
+    deep = DefinitionError(
+        f"{source}: the document nests deeper than Python's parsers go; an OpenAPI "
+        f"document nests at most {MAX_DEPTH} levels here"
+    )
     try:
         return json.loads(text)
     except ValueError:
         pass
+    except RecursionError:
+        raise deep from None
     try:
         # The safe loader builds plain data only (no Python objects from tags).
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise DefinitionError(f"{source}: neither JSON nor YAML ({type(exc).__name__})") from exc
+    except RecursionError:
+        raise deep from None
+
+
+def _check_tree(document: Any, source: str) -> None:
+    """Refuse a document that nests deeper than `MAX_DEPTH` (a YAML node inside its own
+    alias nests without end) or holds more than `MAX_NODES` values once its aliases are
+    expanded (a 'billion laughs' document): every later walk over it is then bounded."""
+    stack: list[tuple[Any, int]] = [(document, 0)]
+    count = 0
+    while stack:
+        node, depth = stack.pop()
+        count += 1
+        if count > MAX_NODES:
+            raise DefinitionError(
+                f"{source}: the document expands to more than {MAX_NODES:,} values (YAML "
+                "aliases repeat what they name); write the schemas out or use $ref instead"
+            )
+        if depth > MAX_DEPTH:
+            raise DefinitionError(
+                f"{source}: the document nests deeper than {MAX_DEPTH} levels (or a YAML "
+                "alias sits inside its own anchor); use $ref for recursive schemas"
+            )
+        if isinstance(node, Mapping):
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node)
 
 
 def _pointer(document: Mapping[str, Any], ref: str) -> Any:
@@ -301,6 +360,11 @@ def _failures(responses: Any) -> list[str]:
 def _build(
     document: Mapping[str, Any], op: Mapping[str, Any], shared: Any, common: dict[str, Any]
 ) -> Operation:
+    if not common["path"].startswith("/"):
+        raise _Skip(
+            f"its path {common['path'][:80]!r} must start with '/': appended to the base URL "
+            "it would change the host the request goes to"
+        )
     security = _security(document, op)
     credential_params = _credential_parameters(document, security)
     params: dict[tuple[str, str], Mapping[str, Any]] = {}
@@ -320,7 +384,7 @@ def _build(
     candidates: list[tuple[str, str, Any, bool]] = []
     idempotency_header: str | None = None
     for (where, pname), param in params.items():
-        if where == "header" and pname.lower() in _CREDENTIAL_HEADERS:
+        if where == "header" and pname.lower() in _CREDENTIAL_HEADERS | _CLIENT_HEADERS:
             continue  # credentials come from configuration, never from the model
         if where == "header" and pname.lower() == "idempotency-key":
             idempotency_header = pname  # the call's own key, never the model's choice

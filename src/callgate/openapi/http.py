@@ -68,6 +68,7 @@ def handler(
     is_read = operation.method in ("get", "head", "options")
     by_name = {a.name: a for a in operation.arguments}
     base = base_url.rstrip("/")
+    origin = httpx.URL(base)
 
     def call(ctx: CallContext, **arguments: Any) -> Any:
         secrets = _credentials(credentials, ctx, operation)
@@ -120,6 +121,14 @@ def handler(
                 f"{k}={urllib.parse.quote(v)}" for k, v in cookies.items()
             )
         url = base + path
+        target = httpx.URL(url)
+        if (target.scheme, target.netloc) != (origin.scheme, origin.netloc) or target.userinfo:
+            raise ToolFailure(
+                f"{operation.key}: its URL would go to another host ({target.host[:80]!r}, not "
+                f"{origin.host!r}); nothing was sent. The operation's path must start with '/': "
+                "tell the user the API description is faulty.",
+                retryable=False,
+            )
         return _send(
             method,
             url,
@@ -131,9 +140,29 @@ def handler(
             max_bytes=max_response_bytes,
             transport=transport,
             what=operation.key,
+            secrets=_forms([s for _, s in secrets]),
         )
 
     return call
+
+
+_REDACTED = "[redacted: the credential sent]"
+
+
+def _forms(secrets: Sequence[str]) -> tuple[str, ...]:
+    """Every form in which a service could echo a credential back: as sent, URL-quoted,
+    and base64 (a basic credential), longest first so no part of one is left behind."""
+    found: set[str] = set()
+    for secret in secrets:
+        found |= {secret, urllib.parse.quote(secret, safe=""), urllib.parse.quote_plus(secret)}
+        found.add(base64.b64encode(secret.encode()).decode())
+    return tuple(sorted((f for f in found if len(f) >= 4), key=len, reverse=True))
+
+
+def _redact(text: str, secrets: Sequence[str]) -> str:
+    for secret in secrets:
+        text = text.replace(secret, _REDACTED)
+    return text
 
 
 def _credentials(
@@ -183,7 +212,10 @@ def _send(
     max_bytes: int,
     transport: httpx.BaseTransport | None,
     what: str,
+    secrets: Sequence[str] = (),
 ) -> Any:
+    """Send the request and map the answer. A service can echo the credential it was sent
+    (in a body, an error); every form of it is redacted before anyone reads the answer."""
     try:
         with (
             httpx.Client(
@@ -216,10 +248,10 @@ def _send(
             f"{what}: the exchange broke off after the request was sent ({type(exc).__name__}); "
             "the change may or may not have been made. Check its state before trying again."
         ) from exc
-    body = _decode(data, media)
+    body = _decode(_redact(data.decode("utf-8", "replace"), secrets), media)
     if 200 <= status < 300:
         if cut:
-            shown = data[:max_bytes].decode("utf-8", "replace")
+            shown = _redact(data[:max_bytes].decode("utf-8", "replace"), secrets)
             return {"truncated": f"the answer was over {max_bytes:,} bytes; cut", "text": shown}
         return body
     excerpt = _excerpt(body)
@@ -253,13 +285,12 @@ def _read_bounded(answer: httpx.Response, max_bytes: int) -> tuple[bytes, bool]:
     return b"".join(chunks), False
 
 
-def _decode(data: bytes, media: str) -> Any:
-    text = data.decode("utf-8", "replace")
+def _decode(text: str, media: str) -> Any:
     kind = media.split(";")[0].strip().lower()
     if kind == "application/json" or kind.endswith("+json"):
         try:
             return json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # a hostile service can nest without end
             return text
     return text
 
