@@ -19,8 +19,10 @@ An operator who already collects traces sees callgate's decisions in them:
 
 Arguments, results and effects (which are written from argument values) are
 put on spans only when the deployer asks (``Telemetry(capture_content=True)``),
-and then as the ledger stores them: redacted by the gate's `Redactor`, secret
-fields and trusted-context values scrubbed, and cut to ``max_content_chars``.
+and then redacted by the gate's `Redactor` (secret fields, trusted-context values
+and credential-shaped text scrubbed, also from effects and from arguments the
+ledger keeps whole) and cut to ``max_content_chars``. The ids a model gave a
+call are its text too: on every span they are bounded and redacted.
 
 Tracing is off unless a `Telemetry` is passed to the gate
 (``Gate(registry, telemetry=Telemetry())``): then every call costs one ``is
@@ -101,6 +103,9 @@ _PROVIDERS = {
 _MAX_NAME_CHARS = 128
 """The longest tool name or call id of a refused call a span carries."""
 _FAILED = frozenset({Status.ERROR, Status.UNKNOWN, Status.REJECTED})
+_DEFAULT_REDACTOR = Redactor()
+"""Redacts a running call's id and effects when its span starts (the gate's own redactor,
+with the deployer's patterns, is applied again when the span ends: `ToolSpan.finish`)."""
 _BEFORE_POLICY = frozenset({Stage.PARSE, Stage.SCHEMA, Stage.SEMANTIC})
 
 
@@ -170,10 +175,9 @@ class Telemetry:
             attributes: dict[str, Any] = {
                 OPERATION: "execute_tool",
                 TOOL_NAME: name,
-                TOOL_CALL_ID: item.answer_id or item.call.id,
                 TOOL_TYPE: "function",
                 RUN_ID: item.run_id,
-                CALL_ID: item.call.id,
+                **_hostile_attributes(item, _DEFAULT_REDACTOR, self),
             }
             if item.spec.description:
                 attributes[TOOL_DESCRIPTION] = bounded(item.spec.description, 500)
@@ -185,11 +189,8 @@ class Telemetry:
                     attributes[RULE] = record.decided_by
                 if record.approval_id:
                     attributes[APPROVAL_ID] = record.approval_id
-                if self.capture_content:
-                    attributes[TOOL_ARGUMENTS] = bounded(record.arguments, self.max_content_chars)
-                    attributes[EFFECTS] = list(record.effects)
             span.set_attributes(attributes)
-        return ToolSpan(self, span, token)
+        return ToolSpan(self, span, token, item)
 
     def decided(
         self,
@@ -257,27 +258,29 @@ class Telemetry:
 class ToolSpan:
     """The span of one executing call: the current span until `finish` or `fail`."""
 
-    __slots__ = ("span", "telemetry", "token")
+    __slots__ = ("item", "span", "telemetry", "token")
 
-    def __init__(self, telemetry: Telemetry, span: Any, token: Any) -> None:
+    def __init__(self, telemetry: Telemetry, span: Any, token: Any, item: Admitted) -> None:
         self.telemetry = telemetry
         self.span = span
         self.token = token
+        self.item = item
 
     def finish(self, obs: Observation, redactor: Redactor, secrets: Iterable[str] = ()) -> None:
         """End the span with the call's observation: its status, stage and attempts."""
         span = self.span
         _otel_context.detach(self.token)
         if span.is_recording():
+            telemetry = self.telemetry
             attributes: dict[str, Any] = {
                 STATUS: obs.status.value,
                 STAGE: obs.stage.value,
                 ATTEMPTS: obs.attempts,
+                **_hostile_attributes(self.item, redactor, telemetry, secrets),
             }
             rule, _ = _rule_and_approval(obs)
             if rule is not None and obs.status is Status.REJECTED:
                 attributes[RULE] = rule  # an idempotency conflict overrides the policy's rule
-            telemetry = self.telemetry
             if telemetry.capture_content:
                 attributes[TOOL_RESULT] = bounded(
                     redactor.text(obs.content, tuple(secrets)), telemetry.max_content_chars
@@ -297,6 +300,31 @@ class ToolSpan:
             )
             span.set_status(_otel_trace.Status(_otel_trace.StatusCode.ERROR, type(exc).__name__))
         span.end()
+
+
+def _hostile_attributes(
+    item: Admitted, redactor: Redactor, telemetry: Telemetry, secrets: Iterable[str] = ()
+) -> dict[str, Any]:
+    """The attributes of a running call written from the model's text: its ids (the model
+    chose them) and, with ``capture_content``, its arguments and effects (written from
+    argument values); bounded, and redacted with the call's secrets (secret fields,
+    trusted-context values) as well as credential-shaped text, as a refused call's are."""
+    hidden = (*item.secrets, *secrets)
+    call_id = redactor.text(bounded(item.call.id, _MAX_NAME_CHARS), hidden)
+    answer = item.answer_id
+    found: dict[str, Any] = {
+        TOOL_CALL_ID: call_id
+        if answer is None
+        else redactor.text(bounded(answer, _MAX_NAME_CHARS), hidden),
+        CALL_ID: call_id,
+    }
+    record = item.record
+    if telemetry.capture_content and record is not None:
+        found[TOOL_ARGUMENTS] = bounded(
+            redactor.text(record.arguments, hidden), telemetry.max_content_chars
+        )
+        found[EFFECTS] = [redactor.text(effect, hidden) for effect in record.effects]
+    return found
 
 
 def _settle(span: Any, obs: Observation) -> None:
