@@ -74,10 +74,16 @@ def _card(card: Any) -> Any:
             data = json.loads(card)
         except ValueError as exc:
             raise DefinitionError("the agent card is not JSON") from exc
+        except RecursionError:
+            raise DefinitionError(
+                "the agent card nests deeper than a JSON parser goes; it is not a card"
+            ) from None
     if not isinstance(data, Mapping):
         raise DefinitionError(f"an agent card is a JSON object, got {type(data).__name__}")
     try:
         return parse_agent_card(dict(data))
+    except RecursionError:
+        raise DefinitionError("the agent card nests too deeply to be read") from None
     except ParseError as exc:
         raise DefinitionError(f"the agent card cannot be read: {str(exc)[:200]}") from exc
 
@@ -202,11 +208,36 @@ def _check_signature(
 
 
 def _host(card: Any, name: str) -> str:
+    """The one host (``name:port``) every interface of the card is on.
+
+    The SDK client picks among the card's interfaces by transport, so a tool's
+    ``network:<host>`` effect is true only if they all share one host: a card whose
+    interfaces name two hosts, or one without a host, is refused.
+    """
+    hosts: dict[str, None] = {}
     for interface in card.supported_interfaces:
-        parsed = urllib.parse.urlsplit(str(interface.url))
-        if parsed.hostname:
-            return str(parsed.netloc.rpartition("@")[2])
-    raise DefinitionError(f"agent {name!r}: the card names no endpoint URL (supported_interfaces)")
+        url = str(interface.url)
+        # A gRPC target is often written without a scheme ("agent.example:50051").
+        parsed = urllib.parse.urlsplit(url if "://" in url else "//" + url)
+        if not parsed.hostname:
+            raise DefinitionError(
+                f"agent {name!r}: the interface URL {url[:100]!r} has no host (expected "
+                "scheme://host[:port]/path or host:port); the network effect of its calls "
+                "could not be named"
+            )
+        hosts.setdefault(str(parsed.netloc.rpartition("@")[2]))
+    if not hosts:
+        raise DefinitionError(
+            f"agent {name!r}: the card names no endpoint URL (supported_interfaces)"
+        )
+    if len(hosts) > 1:
+        raise DefinitionError(
+            f"agent {name!r}: the card's interfaces are on {len(hosts)} hosts "
+            f"({', '.join(repr(h[:80]) for h in hosts)}); a call could go to any of them, "
+            "so one network effect could not say where. Import a card whose interfaces "
+            "share one host"
+        )
+    return next(iter(hosts))
 
 
 def _blocked(pins: CardPins, agent: str, digest: str) -> Callable[[BaseModel, Any], str | None]:
