@@ -38,7 +38,7 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
-from agents import Agent, FunctionTool
+from agents import Agent, FunctionTool, Handoff
 from agents.tool import set_function_tool_failure_error_function
 from agents.tool_context import ToolContext
 
@@ -137,8 +137,28 @@ def gate_agent(agent: Agent[Any], run: Run) -> Agent[Any]:
     gate cannot run raises `DefinitionError` (see `registry`), and so do MCP servers
     attached to the agent: the SDK would list and call their tools past the gate.
 
-    Handoffs are other agents, with tools of their own: gate each of them too.
+    Its handoffs are gated the same way, through ``run``, however deep (cycles
+    included): the model chooses the handoff, so an injected instruction could
+    otherwise hand the conversation to an agent whose tools run ungated. An agent
+    behind an SDK ``handoff()`` is gated when the handoff hands it over, and at once
+    when the handoff still knows it (so a tool the run's gate lacks raises here).
     """
+    return _gated_agent(agent, run, {})
+
+
+_Gated = dict[int, tuple[Agent[Any], Agent[Any]]]
+"""Agents already gated in one `gate_agent` call, by ``id`` of the original: (it, its copy)."""
+
+
+def _gated_agent(agent: object, run: Run, done: _Gated) -> Agent[Any]:
+    known = done.get(id(agent))
+    if known is not None:
+        return known[1]
+    if not isinstance(agent, Agent):
+        raise DefinitionError(
+            f"a handoff handed over a {type(agent).__name__}, not an Agent: callgate cannot "
+            "gate its tools, so it is refused"
+        )
     if getattr(agent, "mcp_servers", None):
         raise DefinitionError(
             f"agent {agent.name!r} has MCP servers, whose tools the SDK would call past the "
@@ -153,4 +173,28 @@ def gate_agent(agent: Agent[Any], run: Run) -> Agent[Any]:
                 f"{type(tool).__name__} callgate cannot run: it would bypass the gate"
             )
         tools.append(gate_tool(tool, run))
-    return agent.clone(tools=tools)
+    copy = agent.clone(tools=tools, handoffs=[])
+    done[id(agent)] = (agent, copy)
+    copy.handoffs = [
+        _gated_agent(h, run, done) if isinstance(h, Agent) else _gated_handoff(h, run, done)
+        for h in agent.handoffs
+    ]
+    return copy
+
+
+def _gated_handoff(target: Handoff[Any, Any], run: Run, done: _Gated) -> Handoff[Any, Any]:
+    """A copy of an SDK ``Handoff`` that hands over the gated copy of its agent."""
+    if not isinstance(target, Handoff):
+        raise DefinitionError(
+            f"handoff {target!r} is a {type(target).__name__}, neither an Agent nor a Handoff: "
+            "callgate cannot gate what it hands over"
+        )
+    referenced = target._agent_ref() if target._agent_ref is not None else None
+    if referenced is not None:
+        _gated_agent(referenced, run, done)  # refuse a tool the gate lacks now, not mid-run
+    hand_over = target.on_invoke_handoff
+
+    async def on_invoke_handoff(context: Any, arguments: str) -> Agent[Any]:
+        return _gated_agent(await hand_over(context, arguments), run, done)
+
+    return dataclasses.replace(target, on_invoke_handoff=on_invoke_handoff)
