@@ -82,3 +82,14 @@ def test_long_protocol_relative_runs_stay_linear() -> None:
     n = 200_000
     for text in ("//a.pw" * n, "https:" * n + "a.pw", "\u200b." * n, "\\" * n + "a.pw/x"):
         list(links(text))
+
+
+def test_long_pieces_of_hostile_text_are_not_remembered() -> None:
+    """Links longer than the cache bound are read but not kept in the process-wide cache, so
+    a model's megabyte arguments cannot pile up in memory across runs."""
+    from callgate.authorize import text
+
+    before = text._strict_key.cache_info().currsize
+    pieces = [f"https://evil.pw/{i}{'a' * 5000}" for i in range(50)]
+    assert len(list(links(" ".join(pieces)))) == 50
+    assert text._strict_key.cache_info().currsize - before < 50

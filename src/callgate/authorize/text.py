@@ -267,13 +267,18 @@ def links(text: str) -> Iterator[str]:
         return
     for raw in [r for r in text.translate(_BREAKS).split() if "." in r or ":" in r]:
         piece = raw.rstrip(_EDGE).lstrip(",;:!?")
-        if piece and _strict_key(piece.lower()) is not None:
+        if not piece:
+            continue
+        lowered = piece.lower()
+        key = _strict_key(lowered) if len(lowered) <= _CACHED_CHARS else link_key(lowered)
+        if key is not None:
             yield piece
 
 
 @functools.lru_cache(maxsize=1 << 14)
 def _strict_key(piece: str) -> str | None:
-    """`link_key` of one piece of prose, remembered (the same links recur in a run)."""
+    """`link_key` of one short piece of prose, remembered (the same links recur in a run;
+    a long piece is not kept, so hostile text cannot fill memory through this cache)."""
     return link_key(piece)
 
 
