@@ -237,3 +237,35 @@ def test_a_negative_bound_is_refused_with_the_fix() -> None:
     with pytest.raises(DefinitionError, match="below zero"):
         Grant("spend:USD<=-5")
     assert Grant("spend:USD<=0").covers(Effect("spend:USD", 0))
+
+
+def test_escaped_braces_in_an_effect_with_no_field_read_as_single_braces() -> None:
+    """``{{lit}}`` in an effect template means the text ``{lit}``, with or without a field:
+    the grant ``read:x:{lit}`` covers it (OpenAPI path effects are such templates)."""
+    from callgate import Authority, Gate, MemoryLedger, Registry, Status, ToolCall
+
+    registry = Registry()
+
+    @registry.tool(effects="read:x:{{lit}}")
+    def plain() -> str:
+        """No field in the effect."""
+        return "ok"
+
+    @registry.tool(effects="read:y:{{lit}}/{q}")
+    def with_field(q: str) -> str:
+        """A field beside the escaped braces."""
+        return q
+
+    spec = registry.get("plain")
+    assert spec is not None
+    assert [e.name for e in spec.required_effects({})] == ["read:x:{lit}"]
+    run = Gate(registry, ledger=MemoryLedger()).run(
+        authority=Authority(principal="p", grants=["read:x:{lit}", "read:y:{lit}/*"])
+    )
+    observations = run.submit(
+        [
+            ToolCall(id="1", name="plain", arguments={}),
+            ToolCall(id="2", name="with_field", arguments={"q": "z"}),
+        ]
+    )
+    assert [o.status for o in observations] == [Status.OK, Status.OK]

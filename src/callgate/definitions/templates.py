@@ -24,7 +24,7 @@ __all__ = ["EffectTemplate", "Template"]
 class Template:
     """A string with ``{argument}`` fields, expanded on a call's validated arguments."""
 
-    __slots__ = ("_parts", "fields", "text")
+    __slots__ = ("_literal", "_parts", "fields", "text")
 
     def __init__(self, text: str, *, tool: str, parameters: Iterable[str], what: str) -> None:
         names = set(parameters)
@@ -47,11 +47,13 @@ class Template:
         self.text = text
         self.fields = tuple(fields)
         self._parts = tuple((literal, name) for literal, name, _, _ in parsed)
+        # With no field the template is its literal text, braces unescaped ("{{x}}" is "{x}").
+        self._literal = "".join(literal for literal, _ in self._parts)
 
     def expand(self, values: Mapping[str, Any]) -> str:
         """The template with each field replaced by the argument's value."""
         if not self.fields:
-            return self.text
+            return self._literal
         if len(self._parts) == 1:  # "kind:{field}": the common shape, without a join
             literal, name = self._parts[0]
             return literal + str(_plain(values[name]))  # type: ignore[index]
