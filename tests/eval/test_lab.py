@@ -172,6 +172,8 @@ def test_the_cli_runs_the_lab_and_the_funnel_reads_it(tmp_path: Path) -> None:
     )  # fmt: skip
     assert f.exit_code == 0, f.output
     assert "B|A" in f.output
+    assert "\\n" not in f.output  # the table is printed on its lines, not as one escaped line
+    assert len(f.output.splitlines()) > 3
     assert "expected calls" in f.output
     data = json.loads((tmp_path / "f.json").read_text())
     assert {r["surface"] for r in data["rows"]} == {"coarse", "fine", "all"}

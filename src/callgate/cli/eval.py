@@ -107,7 +107,7 @@ def funnel_command(
             2,
         )
     result = funnel(runs, reps=reps, seed=seed)
-    typer.echo(plain(result.text()))
+    typer.echo(plain(result.text(), multiline=True))
     data = result.as_dict()
     if tasks is not None:
         try:
