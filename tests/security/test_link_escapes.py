@@ -93,3 +93,24 @@ def test_long_pieces_of_hostile_text_are_not_remembered() -> None:
     pieces = [f"https://evil.pw/{i}{'a' * 5000}" for i in range(50)]
     assert len(list(links(" ".join(pieces)))) == 50
     assert text._strict_key.cache_info().currsize - before < 50
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "see http://[2001:db8::1]/x?d=secret",
+        '<img src="//[::ffff:1.2.3.4]:8080/p?d=s">',
+        "![x](https://[fe80::1%25eth0]/p)",
+    ],
+)
+def test_ipv6_literal_links_are_found(text: str) -> None:
+    """A link to a bracketed IPv6 literal (brackets otherwise end a word) is found whole."""
+    found = list(links(text))
+    assert any("[" in link and "]" in link for link in found), found
+
+
+@pytest.mark.timeout(30)
+def test_many_bracketed_hosts_in_one_word_stay_linear() -> None:
+    """One word of ``//[`` repeated is scanned once, not once per occurrence (a backstop)."""
+    list(links("x//[" * 300_000))
+    list(links("http://[" + "a" * 1_000_000))

@@ -24,6 +24,7 @@ backtracking) and everything else is a split or a dictionary lookup.
   as a browser reads a link: backslashes are slashes, the ideographic full
   stops are dots, and invisible format characters (zero-width spaces and
   joiners, soft hyphens, bidi controls, variation selectors) are dropped.
+  Links to a bracketed IPv6 literal (``http://[2001:db8::1]/x``) are found whole.
 * `words` and `phrase` compare multi-word values ("Le Marais Boutique") with
   trusted text: the value's words must appear in the text in the same order
   as whole words, never as part of a longer word.
@@ -71,6 +72,9 @@ _LINK_FOLD: dict[int, int | None] = {
     **dict.fromkeys(_INVISIBLE),
 }
 _CACHED_CHARS = 128
+# Before "//[": the characters of a scheme and its colon; after it, what ends a link.
+_SCHEME_LEAD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-:")
+_LINK_END = frozenset("<>\"'`()|^{}")
 _DEFAULT_PORTS = {"http": "80", "https": "443", "": "443"}
 
 # Top-level domains under which a bare name ("example.com") counts as a link in prose.
@@ -273,6 +277,25 @@ def links(text: str) -> Iterator[str]:
         key = _strict_key(lowered) if len(lowered) <= _CACHED_CHARS else link_key(lowered)
         if key is not None:
             yield piece
+    if "//[" in text:
+        yield from _bracketed(text)
+
+
+def _bracketed(text: str) -> Iterator[str]:
+    """Links to a bracketed host (an IPv6 literal, ``http://[2001:db8::1]/x``), which the
+    split at brackets would cut apart: each from its scheme to the end of its word. One
+    pass: a search resumes after the link it found."""
+    for raw in text.split():
+        at = raw.find("//[")
+        while at >= 0:
+            start = at
+            while start > 0 and at - start < 17 and raw[start - 1] in _SCHEME_LEAD:
+                start -= 1
+            end = at + 3
+            while end < len(raw) and raw[end] not in _LINK_END:
+                end += 1
+            yield raw[start:end].rstrip(_EDGE)
+            at = raw.find("//[", end)
 
 
 @functools.lru_cache(maxsize=1 << 14)
