@@ -215,3 +215,39 @@ def test_a_service_echoing_the_credential_does_not_show_it_to_the_model(echo: st
     ledger_text = "\n".join(r.data_json for r in run.gate.ledger.records())
     assert "you_sent" in ledger_text  # the answers are recorded, redacted
     assert SECRET not in ledger_text
+
+
+def _shared_component_document(operations: int, properties: int) -> dict[str, Any]:
+    big = {
+        "type": "object",
+        "properties": {f"p{i}": {"type": "string"} for i in range(properties)},
+    }
+    body = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Big"}}}}
+    return {
+        "openapi": "3.1.0",
+        "paths": {
+            f"/a{i}": {"post": {"operationId": f"a{i}", "requestBody": body}}
+            for i in range(operations)
+        },
+        "components": {"schemas": {"Big": {"type": "array", "items": big}}},
+    }
+
+
+def test_an_operation_whose_schema_expands_past_the_bound_is_skipped() -> None:
+    """A component of 30,000 properties would cost minutes of schema checking per operation
+    that refers to it; such an operation is skipped with the reason, before any check."""
+    api = import_openapi(
+        _shared_component_document(1, 30_000), api="x", base_url="http://127.0.0.1:9"
+    )
+    assert api.tools == ()
+    assert "values" in api.skipped["POST /a0"]
+
+
+def test_schemas_that_expand_past_the_import_bound_are_a_definition_error() -> None:
+    """One component referred to by many operations is copied into each: the import's total
+    is bounded (max_schema_values), so a small document cannot cost hours."""
+    document = _shared_component_document(30, 100)
+    with pytest.raises(DefinitionError, match="max_schema_values"):
+        import_openapi(document, api="x", base_url="http://127.0.0.1:9", max_schema_values=5_000)
+    api = import_openapi(document, api="x", base_url="http://127.0.0.1:9")
+    assert len(api.tools) == 30

@@ -42,6 +42,7 @@ from callgate.openapi.document import (
     OperationConfig,
     load_document,
     operations,
+    schema_values,
 )
 from callgate.openapi.http import (
     DEFAULT_MAX_RESPONSE_BYTES,
@@ -51,7 +52,11 @@ from callgate.openapi.http import (
 )
 from callgate.tools import Registry, ToolSpec, schema_spec
 
+MAX_SCHEMA_VALUES = 1_000_000
+"""The default bound of `import_openapi`'s ``max_schema_values``."""
+
 __all__ = [
+    "MAX_SCHEMA_VALUES",
     "Argument",
     "Credential",
     "OpenAPIImport",
@@ -101,6 +106,7 @@ def import_openapi(
     formats: Mapping[str, FormatCheck | None] | None = None,
     transport: httpx.BaseTransport | None = None,
     require_credentials: bool = True,
+    max_schema_values: int = MAX_SCHEMA_VALUES,
 ) -> OpenAPIImport:
     """Read an OpenAPI document (a path, an ``http(s)`` URL, or a dict) into tools.
 
@@ -110,9 +116,12 @@ def import_openapi(
     holding its secret (``{"bearerAuth": "shop_token"}``). ``operations_config``
     configures operations by ``operationId`` or ``"METHOD /path"`` (effects,
     risk, timeout, or ``include=False``). ``transport`` replaces httpx's
-    network transport (tests, proxies). Raises `DefinitionError` for a
-    document that cannot be read or (unless ``require_credentials`` is false,
-    as when only inspecting) a security scheme without a configured key.
+    network transport (tests, proxies). ``max_schema_values`` bounds the values of
+    all the imported argument schemas together (each operation copies the components
+    it refers to, so a small document could otherwise expand without end). Raises
+    `DefinitionError` for a document that cannot be read or (unless
+    ``require_credentials`` is false, as when only inspecting) a security scheme
+    without a configured key.
     """
     if not api or not all(c.isalnum() or c in "_-." for c in api):
         raise DefinitionError(f"api name {api!r}: use letters, digits, '_', '-' or '.'")
@@ -127,6 +136,15 @@ def import_openapi(
         )
     host = parsed.netloc.rpartition("@")[2]
     found = operations(document, api=api, host=host, config=operations_config)
+    total = sum(schema_values(op.schema) for op in found if op.skipped is None)
+    if total > max_schema_values:
+        raise DefinitionError(
+            f"the imported operations' argument schemas hold {total:,} values together, over "
+            f"max_schema_values={max_schema_values:,} (each operation copies the components "
+            "it refers to); leave operations out with operations_config={...: "
+            "OperationConfig(include=False)}, or raise max_schema_values if the document "
+            "is trusted"
+        )
     schemes = ((document.get("components") or {}).get("securitySchemes")) or {}
     keys = dict(credentials or {})
     tools: list[ToolSpec] = []

@@ -29,11 +29,13 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_DOCUMENT_BYTES",
     "MAX_NODES",
+    "MAX_OPERATION_VALUES",
     "Argument",
     "Operation",
     "OperationConfig",
     "load_document",
     "operations",
+    "schema_values",
 ]
 
 MAX_DOCUMENT_BYTES = 10_000_000
@@ -62,6 +64,9 @@ _CLIENT_HEADERS = frozenset(
 model-chosen Host or Content-Length would send the request elsewhere or desynchronise it."""
 MAX_DEPTH = 128
 """How deep a document may nest (a node inside its own alias nests without end)."""
+MAX_OPERATION_VALUES = 20_000
+"""The most values one operation's argument schema may hold with the components it refers
+to: checking a schema costs about 0.3 ms per value, and each operation copies its own."""
 MAX_NODES = 2_000_000
 """How many values a document may hold once its YAML aliases are expanded (a 10 MB JSON
 document holds at most about this many; an alias bomb holds billions)."""
@@ -471,6 +476,12 @@ def _build(
     if required:
         merged["required"] = required
     merged = _with_definitions(document, merged)
+    values = schema_values(merged, MAX_OPERATION_VALUES)
+    if values > MAX_OPERATION_VALUES:
+        raise _Skip(
+            f"its argument schema, with the components it refers to, holds over "
+            f"{MAX_OPERATION_VALUES:,} values; a model cannot fill it in one call"
+        )
     _drop_read_only(merged)
     return Operation(
         schema=merged,
@@ -545,6 +556,21 @@ def _with_definitions(document: Mapping[str, Any], schema: dict[str, Any]) -> di
     if defs:
         out["$defs"] = {k: _rewrite_refs(v) for k, v in defs.items()}
     return out
+
+
+def schema_values(schema: Any, limit: int | None = None) -> int:
+    """How many values ``schema`` holds (objects, lists and scalars), counting stops past
+    ``limit``: the cost of checking and compiling it grows with this number."""
+    count = 0
+    stack = [schema]
+    while stack and (limit is None or count <= limit):
+        node = stack.pop()
+        count += 1
+        if isinstance(node, Mapping):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return count
 
 
 def _refs(node: Any) -> list[str]:
