@@ -320,7 +320,13 @@ def _contract(
         )
         resolved_risk = Risk.READ if all_reads else Risk.WRITE
     else:
-        resolved_risk = Risk(risk)
+        try:
+            resolved_risk = Risk(risk)
+        except ValueError:
+            raise DefinitionError(
+                f"tool {tool_name!r}: risk {risk!r} is not a risk; use one of "
+                f"{[r.value for r in Risk]} (or leave it out: read when every effect is read:)"
+            ) from None
     return {
         "effects": effect_templates,
         "reads": templates(options.get("reads"), "reads"),

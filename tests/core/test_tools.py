@@ -340,3 +340,22 @@ def test_version_is_recorded_on_observations() -> None:
     assert record is not None
     assert record.tool_version == spec.version
     assert json.loads(record.arguments) == {"item": "x", "size": "small", "mode": "fast"}
+
+
+def test_a_misspelt_risk_names_the_tool_and_the_risks() -> None:
+    """``risk="reed"`` is refused where it is declared, naming the tool and the allowed values."""
+    from callgate import Registry
+    from callgate.errors import DefinitionError
+
+    registry = Registry()
+    with pytest.raises(DefinitionError) as caught:
+
+        @registry.tool(risk="reed")  # type: ignore[arg-type]
+        def lookup() -> str:
+            """Look something up."""
+            return "x"
+
+    text = str(caught.value)
+    assert "'lookup'" in text
+    assert "'reed'" in text
+    assert "write_idempotent" in text
