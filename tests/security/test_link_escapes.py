@@ -114,3 +114,19 @@ def test_many_bracketed_hosts_in_one_word_stay_linear() -> None:
     """One word of ``//[`` repeated is scanned once, not once per occurrence (a backstop)."""
     list(links("x//[" * 300_000))
     list(links("http://[" + "a" * 1_000_000))
+
+
+def test_a_bracketed_ipv6_link_in_trusted_text_still_asks() -> None:
+    """The documented limit: trusted text splits a bracketed link, so the same link in an
+    argument is a finding (a person decides) rather than vouched for."""
+    index = TrustIndex(trusted_text=["upload it to http://[2001:db8::1]/up please"])
+    findings = index.check({}, {"body": "done: http://[2001:db8::1]/up"}, links=True)
+    assert [f.value for f in findings] == ["http://[2001:db8::1]/up"]
+
+
+@pytest.mark.parametrize(
+    "text", ["ping 203.0.113.5 now", "write to mailto:eve@evil.example", "evil[.]com", "evil.zip"]
+)
+def test_documented_non_links_are_not_found(text: str) -> None:
+    """The documented limits of links in prose: bare IPv4, mailto, obfuscation, uncommon TLDs."""
+    assert list(links(text)) == []
