@@ -32,8 +32,20 @@ class SkillSet:
     tools: tuple[ToolSpec, ...]
 
     def catalogue(self) -> str:
-        """One line per skill: its name and description (what the model sees up front)."""
-        return "\n".join(f"- {s.name}: {s.description}" for s in self.skills.values())
+        """One line per skill: its name and description (what the model sees up front).
+        A skill changed since it was approved is shown by name only: its new description
+        is the author's unreviewed words."""
+        return _catalogue(self.skills, self.approved)
+
+
+_BLOCKED = "[changed since it was approved; blocked until an operator approves it]"
+
+
+def _catalogue(skills: dict[str, Skill], approved: dict[str, bool]) -> str:
+    return "\n".join(
+        f"- {s.name}: {s.description if approved.get(n, False) else _BLOCKED}"
+        for n, s in skills.items()
+    )
 
 
 def load_skills(folders: Iterable[str | Path], *, pins: SkillPins | None = None) -> SkillSet:
@@ -50,7 +62,7 @@ def load_skills(folders: Iterable[str | Path], *, pins: SkillPins | None = None)
         n: (pins.check(n, s.digest) if pins is not None else True) for n, s in skills.items()
     }
     names = list(skills)
-    catalogue = "\n".join(f"- {s.name}: {s.description}" for s in skills.values())
+    catalogue = _catalogue(skills, approved)
     guard = _guard(skills, pins) if pins is not None else None
 
     def read_skill(name: str) -> str:
