@@ -122,7 +122,11 @@ def handler(
             )
         url = base + path
         target = httpx.URL(url)
-        if (target.scheme, target.netloc) != (origin.scheme, origin.netloc) or target.userinfo:
+        if (target.scheme, target.netloc, target.userinfo) != (
+            origin.scheme,
+            origin.netloc,
+            origin.userinfo,
+        ):
             raise ToolFailure(
                 f"{operation.key}: its URL would go to another host ({target.host[:80]!r}, not "
                 f"{origin.host!r}); nothing was sent. The operation's path must start with '/': "
