@@ -195,3 +195,19 @@ def test_the_cli_refuses_an_unknown_surface_and_an_empty_ledger(tmp_path: Path) 
     f = CliRunner().invoke(eval_app, ["funnel", "--db", str(tmp_path / "empty.db")])
     assert f.exit_code == 2
     assert "callgate lab run" in f.output
+
+
+def test_the_reference_solution_matches_the_expected_calls(tmp_path: Path) -> None:
+    """The oracle policy (the tasks' reference solutions) makes exactly the expected calls
+    on the coarse and fine surfaces, so the BFCL-style check scores it exact."""
+    db, out = tmp_path / "lab.db", tmp_path / "report"
+    result = CliRunner().invoke(
+        lab_app,
+        ["run", "--model", "policy:oracle", "--prereg", str(EXAMPLE), "--surfaces",
+         "coarse,fine", "--tasks", "repo:3", "--db", str(db), "--out", str(out)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    f = CliRunner().invoke(eval_app, ["funnel", "--db", str(db), "--tasks", "repo:3"])
+    assert f.exit_code == 0, f.output
+    assert "coarse: 3/3 runs exact, recall 1.00, precision 1.00" in f.output
+    assert "fine: 3/3 runs exact, recall 1.00, precision 1.00" in f.output

@@ -107,7 +107,7 @@ def _call(op: Operation, surface: str) -> tuple[str, dict[str, Any]]:
     elif op.kind == "write":
         name, args = "write_file", {"path": op.path, "content": op.content}
     else:
-        name, args = "run_tests", {"command": "pytest -q"}
+        name, args = "run_tests", {"command": "pytest"}
     if surface == "coarse":
         return "do", {"op": name.split("_")[0] if name != "run_tests" else "test", "args": args}
     return name, args
@@ -135,7 +135,7 @@ def _program(ops: list[Operation]) -> str:
         elif op.kind == "write":
             lines.append(f"tools.write_file(path={op.path!r}, content={op.content!r})")
         else:
-            lines.append("print(tools.run_tests(command='pytest -q'))")
+            lines.append("print(tools.run_tests(command='pytest'))")
     return "\n".join(lines) + "\n"
 
 

@@ -67,7 +67,8 @@ def expected_calls(solution: Sequence[Operation]) -> dict[str, tuple[ExpectedCal
             after = ()
         name, args = _fine_call(op)
         fine.append(ExpectedCall(tool=name, arguments=args, after=after))
-        coarse.append(ExpectedCall(tool="do", arguments={"op": name, "args": args}, after=after))
+        # The coarse surface's operations are named by kind: read, search, write, test.
+        coarse.append(ExpectedCall(tool="do", arguments={"op": op.kind, "args": args}, after=after))
     return {"fine": tuple(fine), "coarse": tuple(coarse)}
 
 
