@@ -122,7 +122,6 @@ def bwrap_command(
     for key, value in env.items():
         args += ["--setenv", key, value]
     args += system_binds()
-    args += _interpreter_binds(config.python, config.read_only)
     args += [
         "--proc",
         "/proc",
@@ -136,6 +135,11 @@ def bwrap_command(
         str(limits.workspace_bytes),
         "--tmpfs",
         WORKSPACE,
+    ]
+    # After the private /tmp: an interpreter or a read-only path under /tmp (a checkout
+    # there, its venv) must not be hidden by the tmpfs mounted over it.
+    args += _interpreter_binds(config.python, config.read_only)
+    args += [
         "--dir",
         GUEST_DIR,
         "--ro-bind-data",
