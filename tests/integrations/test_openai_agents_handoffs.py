@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from agents import Agent, function_tool, handoff
 
-from callgate import DefinitionError, Gate
+from callgate import DefinitionError, Gate, Policy, allow, ask
 from callgate.integrations import openai_agents
 
 from .support import AUTHORITY, CONTRACTS, POLICY, REFUND_80, Shop, ledger, states
@@ -57,3 +57,58 @@ def test_a_handoff_agent_with_a_tool_the_gate_lacks_is_refused() -> None:
     run = gate.run(authority=AUTHORITY)
     with pytest.raises(DefinitionError, match="no tool 'refund'"):
         openai_agents.gate_agent(triage, run)
+
+
+def _with_agent_tool(shop: Shop, inner_model: Stub, outer_model: Stub) -> tuple[Any, Any, Any]:
+    """A refunds agent (the shop's tools) and the registry of its tools plus an agent tool."""
+    tools = [function_tool(f, failure_error_function=None) for f in shop.functions().values()]
+    inner = Agent(name="refunds", model=inner_model, tools=tools)
+    probe = inner.as_tool("ask_refunds", "Ask the refunds agent.")
+    contracts = {**CONTRACTS, "ask_refunds": {"effects": "read:orders", "risk": "read"}}
+    policy = Policy(
+        [
+            allow("get_order"),
+            allow("ask_refunds"),
+            allow("refund", when=lambda a: a["amount"] <= 50),
+            ask("refund", when=lambda a: a["amount"] > 50),
+            allow("close_account"),
+        ]
+    )
+    gate = Gate(openai_agents.registry([*tools, probe], contracts), policy=policy)
+    return inner, gate, outer_model
+
+
+def test_an_agent_tool_whose_agent_is_not_gated_is_refused() -> None:
+    """An agent used as a tool runs its own tools inside the call: gating an agent that has
+    such a tool built from an ungated agent raises DefinitionError saying how to gate it."""
+    inner, gate, _ = _with_agent_tool(Shop(), Stub(), Stub())
+    run = gate.run(authority=AUTHORITY)
+    outer = Agent(name="front", tools=[inner.as_tool("ask_refunds", "Ask the refunds agent.")])
+    with pytest.raises(DefinitionError, match="gate_agent"):
+        openai_agents.gate_agent(outer, run)
+
+
+def test_an_agent_tool_made_from_a_gated_agent_gates_its_calls(tmp_path: Path) -> None:
+    """An agent tool built from gate_agent(inner, run) is accepted, and the inner agent's
+    refund above the bound waits and its ungranted close_account is refused."""
+    shop = Shop()
+    inner_model = Stub(
+        [
+            call("refund", REFUND_80, "i1"),
+            call("close_account", '{"customer": "a@b.example"}', "i2"),
+        ],
+        [reply("inner done")],
+    )
+    outer_model = Stub([call("ask_refunds", '{"input": "refund 80 on o-1"}', "o1")], [reply("ok")])
+    inner, gate, _ = _with_agent_tool(shop, inner_model, outer_model)
+    gate = Gate(gate.registry, policy=gate.policy, ledger=ledger(tmp_path))
+    run = gate.run(authority=AUTHORITY, run_id="run-at")
+    probe = openai_agents.gate_agent(inner, run).as_tool("ask_refunds", "Ask the refunds agent.")
+    outer = openai_agents.gate_agent(Agent(name="front", model=outer_model, tools=[probe]), run)
+    assert run_sdk(outer, "refund 80 on o-1").final_output == "ok"
+    assert shop.runs == {}
+    assert states(gate.ledger, run.id) == {
+        "ask_refunds": ["ok"],
+        "refund": ["pending"],
+        "close_account": ["rejected"],
+    }

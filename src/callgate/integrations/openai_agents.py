@@ -42,7 +42,7 @@ from agents import Agent, FunctionTool, Handoff
 from agents.tool import set_function_tool_failure_error_function
 from agents.tool_context import ToolContext
 
-from callgate.errors import DefinitionError
+from callgate.errors import DefinitionError, ToolFailure
 from callgate.gate import Run
 from callgate.integrations.common import (
     Contracts,
@@ -58,6 +58,13 @@ _CONTEXT: contextvars.ContextVar[ToolContext[Any] | None] = contextvars.ContextV
     "callgate_openai_agents_context", default=None
 )
 """The SDK's context of the call being run, for the original tool (callgate's handler)."""
+_TOOL: contextvars.ContextVar[FunctionTool | None] = contextvars.ContextVar(
+    "callgate_openai_agents_tool", default=None
+)
+"""The tool `gate_tool` wrapped, for the call being run: an agent tool made from a gated
+agent runs as itself, not as the ungated copy the registry was built from."""
+_RUN_MARK = "_callgate_run"
+"""The attribute `gate_agent` sets on the agents it makes: the run they are gated through."""
 
 
 def registry(tools: Iterable[Any], contracts: Contracts | None = None) -> Registry:
@@ -93,8 +100,19 @@ def _handler(tool: FunctionTool) -> Any:
     formatter (so callgate sees the exception), called with the SDK context of the call."""
     inner = dataclasses.replace(tool)
     set_function_tool_failure_error_function(inner, None)
+    agent_tool = _is_agent_tool(tool)
 
     async def invoke(**arguments: Any) -> Any:
+        chosen = inner
+        current = _TOOL.get()
+        if current is not None and current.name == tool.name:
+            chosen = dataclasses.replace(current)
+            set_function_tool_failure_error_function(chosen, None)
+        elif agent_tool:  # the registry's copy runs its agent's own tools past the gate
+            raise ToolFailure(
+                f"agent tool {tool.name!r} runs only through its gated agent "
+                "(gate_agent(agent, run).as_tool(...)); nothing was done"
+            )
         context = _CONTEXT.get()
         if context is None:  # called outside a gated invocation (tests, run.resume())
             context = ToolContext(
@@ -103,7 +121,7 @@ def _handler(tool: FunctionTool) -> Any:
                 tool_call_id="callgate",
                 tool_arguments=frozen_arguments(arguments),
             )
-        return await inner.on_invoke_tool(context, frozen_arguments(arguments))
+        return await chosen.on_invoke_tool(context, frozen_arguments(arguments))
 
     invoke.__name__ = tool.name
     return invoke
@@ -117,13 +135,23 @@ def gate_tool(tool: FunctionTool, run: Run) -> FunctionTool:
             f"the run's gate has no tool {tool.name!r}: build the gate from "
             "callgate.integrations.openai_agents.registry(agent.tools, ...)"
         )
+    if _is_agent_tool(tool):
+        agent = getattr(tool, "_agent_instance", None)
+        if getattr(agent, _RUN_MARK, None) is not run:
+            raise DefinitionError(
+                f"tool {tool.name!r} is an agent used as a tool: it runs that agent's own "
+                "tools inside the call, past the gate. Make it from the gated agent: "
+                "openai_agents.gate_agent(agent, run).as_tool(...)"
+            )
     name = tool.name
 
     async def on_invoke_tool(context: ToolContext[Any], arguments: str) -> str:
         token = _CONTEXT.set(context)
+        chosen = _TOOL.set(tool)
         try:
             observation = await submit_one(run, context.tool_call_id, name, arguments)
         finally:
+            _TOOL.reset(chosen)
             _CONTEXT.reset(token)
         return observation.content
 
@@ -142,6 +170,10 @@ def gate_agent(agent: Agent[Any], run: Run) -> Agent[Any]:
     otherwise hand the conversation to an agent whose tools run ungated. An agent
     behind an SDK ``handoff()`` is gated when the handoff hands it over, and at once
     when the handoff still knows it (so a tool the run's gate lacks raises here).
+
+    An agent used as a tool (``Agent.as_tool``) runs that agent's tools inside the
+    call: it is accepted only when made from an agent gated through the same run
+    (``gate_agent(inner, run).as_tool(...)``), and then runs as that gated agent.
     """
     return _gated_agent(agent, run, {})
 
@@ -174,12 +206,18 @@ def _gated_agent(agent: object, run: Run, done: _Gated) -> Agent[Any]:
             )
         tools.append(gate_tool(tool, run))
     copy = agent.clone(tools=tools, handoffs=[])
+    setattr(copy, _RUN_MARK, run)
     done[id(agent)] = (agent, copy)
     copy.handoffs = [
         _gated_agent(h, run, done) if isinstance(h, Agent) else _gated_handoff(h, run, done)
         for h in agent.handoffs
     ]
     return copy
+
+
+def _is_agent_tool(tool: FunctionTool) -> bool:
+    """Whether the SDK made ``tool`` from an agent (``Agent.as_tool``)."""
+    return bool(getattr(tool, "_is_agent_tool", False))
 
 
 def _gated_handoff(target: Handoff[Any, Any], run: Run, done: _Gated) -> Handoff[Any, Any]:
