@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from agents import Agent, function_tool, handoff
 
-from callgate import DefinitionError, Gate, Policy, allow, ask
+from callgate import DefinitionError, Gate, Policy, Status, ToolCall, allow, ask
 from callgate.integrations import openai_agents
 
 from .support import AUTHORITY, CONTRACTS, POLICY, REFUND_80, Shop, ledger, states
@@ -112,3 +112,17 @@ def test_an_agent_tool_made_from_a_gated_agent_gates_its_calls(tmp_path: Path) -
         "refund": ["pending"],
         "close_account": ["rejected"],
     }
+
+
+def test_an_agent_tool_submitted_outside_its_gated_agent_does_nothing() -> None:
+    """Submitted to the run directly (as run.resume() does), an agent tool is a known failure
+    saying how to run it; the inner agent is never started, so none of its tools run."""
+    shop = Shop()
+    inner_model = Stub([call("close_account", '{"customer": "a@b.example"}', "i1")])
+    _, gate, _ = _with_agent_tool(shop, inner_model, Stub())
+    run = gate.run(authority=AUTHORITY)
+    [obs] = run.submit([ToolCall(id="x", name="ask_refunds", arguments='{"input": "close"}')])
+    assert obs.status is Status.ERROR
+    assert "gate_agent(agent, run).as_tool" in obs.content
+    assert shop.runs == {}
+    assert len(inner_model.turns) == 1
