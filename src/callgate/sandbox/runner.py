@@ -319,8 +319,16 @@ async def run_code(
         async def serve() -> None:
             try:
                 await writer.drain()
+                used: set[int] = set()
                 while (body := await read_frame(reader, limits.message_bytes)) is not None:
                     request = parse_request(body)
+                    if request.id in used:
+                        # The journal keys a call by its id: a second call under the same
+                        # id would run an effect the ledger files under the first one.
+                        raise ProtocolViolation(
+                            f"the code used call id {request.id} twice; each call needs its own id"
+                        )
+                    used.add(request.id)
                     result.tool_calls += 1
                     if result.tool_calls > limits.max_calls:
                         raise ProtocolViolation(
