@@ -10,6 +10,7 @@ from __future__ import annotations
 import http.server
 import json
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -251,3 +252,40 @@ def test_schemas_that_expand_past_the_import_bound_are_a_definition_error() -> N
         import_openapi(document, api="x", base_url="http://127.0.0.1:9", max_schema_values=5_000)
     api = import_openapi(document, api="x", base_url="http://127.0.0.1:9")
     assert len(api.tools) == 30
+
+
+class _Trickle(http.server.BaseHTTPRequestHandler):
+    """Answers 200 with a body sent one byte every 0.25 s (each read well inside a timeout)."""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/plain")
+        self.send_header("content-length", "24")
+        self.end_headers()
+        for _ in range(24):
+            self.wfile.write(b"x")
+            self.wfile.flush()
+            time.sleep(0.25)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet."""
+
+
+def test_a_service_trickling_its_answer_is_cut_at_the_timeout() -> None:
+    """The timeout bounds the whole exchange, not each read: a service sending one byte at
+    a time (6 s in all) cannot hold a call with a 1 s timeout."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Trickle)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        document = {"openapi": "3.1.0", "paths": {"/slow": {"get": {"operationId": "slow"}}}}
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        api = import_openapi(document, api="x", base_url=url, timeout=1.0)
+        gate = Gate(api.register(Registry()), ledger=MemoryLedger())
+        run = gate.run(authority=Authority(principal="ana", grants=["read:*", "network:*"]))
+        (obs,) = run.submit([ToolCall(id="1", name="slow", arguments={})])
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert obs.status is Status.ERROR
+    assert "did not answer in 1 s" in obs.content

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -227,7 +228,7 @@ def _send(
             ) as client,
             client.stream(method, url, params=params, headers=headers, content=content) as answer,
         ):
-            data, cut = _read_bounded(answer, max_bytes)
+            data, cut = _read_bounded(answer, max_bytes, time.monotonic() + timeout)
             status = answer.status_code
             media = answer.headers.get("content-type", "")
     except (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol) as exc:
@@ -278,10 +279,15 @@ def _send(
     )
 
 
-def _read_bounded(answer: httpx.Response, max_bytes: int) -> tuple[bytes, bool]:
+def _read_bounded(answer: httpx.Response, max_bytes: int, deadline: float) -> tuple[bytes, bool]:
+    """The body, cut past ``max_bytes``. httpx's timeout bounds each read, so a service
+    sending a byte at a time could hold the call for ever: past ``deadline`` (the request's
+    start plus its timeout) the exchange counts as timed out (at most one read later)."""
     chunks: list[bytes] = []
     size = 0
     for chunk in answer.iter_bytes():
+        if time.monotonic() > deadline:
+            raise httpx.ReadTimeout("the answer did not end within the timeout")
         chunks.append(chunk)
         size += len(chunk)
         if size > max_bytes:
