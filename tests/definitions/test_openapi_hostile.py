@@ -289,3 +289,17 @@ def test_a_service_trickling_its_answer_is_cut_at_the_timeout() -> None:
         server.server_close()
     assert obs.status is Status.ERROR
     assert "did not answer in 1 s" in obs.content
+
+
+def test_a_document_url_trickling_its_answer_is_cut_at_the_timeout() -> None:
+    """Reading a document from a URL is bounded as a whole, not per read: a server sending
+    one byte at a time cannot hold ``callgate openapi`` for ever."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Trickle)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with pytest.raises(DefinitionError, match="within 1 s"):
+            load_document(f"http://127.0.0.1:{server.server_address[1]}/doc", timeout=1.0)
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import time
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -176,7 +177,13 @@ def _read(source: str, timeout: float) -> str:
                     )
                 chunks: list[bytes] = []
                 size = 0
+                deadline = time.monotonic() + timeout  # httpx's timeout bounds each read only
                 for chunk in response.iter_bytes():
+                    if time.monotonic() > deadline:
+                        raise DefinitionError(
+                            f"{source}: the document did not arrive within {timeout:g} s; "
+                            "download it and pass the file"
+                        )
                     size += len(chunk)
                     if size > MAX_DOCUMENT_BYTES:
                         raise DefinitionError(f"{source}: over {MAX_DOCUMENT_BYTES:,} bytes")
