@@ -40,10 +40,11 @@ from __future__ import annotations
 import hashlib
 import json
 import urllib.parse
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 from pydantic import BaseModel
 
 from callgate.definitions.names import tool_name
@@ -51,12 +52,22 @@ from callgate.definitions.pins import DigestPins
 from callgate.errors import DefinitionError, OutcomeUnknown, ToolFailure
 from callgate.tools import CallContext, ToolSpec, schema_spec
 
-__all__ = ["A2AAgent", "CardPins", "Sender", "a2a_sender", "card_digest", "import_agent"]
+__all__ = [
+    "MAX_REPLY_BYTES",
+    "A2AAgent",
+    "CardPins",
+    "Sender",
+    "a2a_sender",
+    "card_digest",
+    "import_agent",
+]
 
 Sender = Callable[[str, str, CallContext], "str | Awaitable[str]"]
 """``send(skill_id, message, ctx) -> reply``: deliver one message to the remote agent."""
 
 MAX_MESSAGE_CHARS = 20_000
+MAX_REPLY_BYTES = 1_000_000
+"""The default bound of `a2a_sender`'s ``max_reply_bytes``."""
 
 
 def _card(card: Any) -> Any:
@@ -301,30 +312,41 @@ def _skill_tool(
     )
 
 
-def a2a_sender(card: Any, *, timeout: float = 60.0, max_reply_chars: int = 20_000) -> Sender:
+def a2a_sender(
+    card: Any,
+    *,
+    timeout: float = 60.0,
+    max_reply_chars: int = 20_000,
+    max_reply_bytes: int = MAX_REPLY_BYTES,
+) -> Sender:
     """A `Sender` that delivers each message with the a2a-sdk client to the card's endpoint.
 
     The skill id travels in the message's metadata (``{"skill": id}``). The
     reply is the text of the agent's message, or of its task's artifacts and
     status. Outcomes: a connection refused before anything was sent is an
     ``error``; no answer within ``timeout`` seconds, or an exchange that broke
-    off, is ``unknown`` (the other agent may have acted on the message).
+    off, is ``unknown`` (the other agent may have acted on the message). An answer
+    over ``max_reply_bytes`` on the wire is not read further (``unknown`` too): the
+    reply is cut to ``max_reply_chars`` only after it has arrived.
     """
     parsed = _card(card)
 
     async def send(skill: str, message: str, ctx: CallContext) -> str:
         import anyio
-        import httpx
-        from a2a.client import create_client
+        from a2a.client import ClientConfig, create_client
         from a2a.helpers.proto_helpers import get_artifact_text, get_message_text, new_text_message
         from a2a.types import Role, SendMessageRequest
 
         request = new_text_message(message, role=Role.ROLE_USER)
         request.metadata.update({"skill": skill})
         parts: list[str] = []
+        http = httpx.AsyncClient(
+            transport=_BoundedTransport(httpx.AsyncHTTPTransport(), max_reply_bytes),
+            timeout=timeout,
+        )
         try:
             with anyio.fail_after(timeout):
-                client = await create_client(parsed)
+                client = await create_client(parsed, client_config=ClientConfig(httpx_client=http))
                 try:
                     async for event in client.send_message(SendMessageRequest(message=request)):
                         if event.HasField("message"):
@@ -342,6 +364,12 @@ def a2a_sender(card: Any, *, timeout: float = 60.0, max_reply_chars: int = 20_00
                 "message. Do not send it again without checking."
             ) from exc
         except Exception as exc:
+            if _refused(exc, _ReplyTooLarge):
+                raise OutcomeUnknown(
+                    f"the agent's answer was over {max_reply_bytes:,} bytes, so it was not "
+                    "read; it may have acted on the message. Do not send it again without "
+                    "checking."
+                ) from exc
             if _refused(exc, httpx.ConnectError):
                 raise ToolFailure(
                     f"the agent at {_host(parsed, 'remote')} could not be reached; nothing was sent"
@@ -350,10 +378,57 @@ def a2a_sender(card: Any, *, timeout: float = 60.0, max_reply_chars: int = 20_00
                 f"the exchange with the agent broke off ({type(exc).__name__}); it may have "
                 "acted on the message. Do not send it again without checking."
             ) from exc
+        finally:
+            await http.aclose()
         reply = "\n".join(p for p in parts if p)
         return reply[:max_reply_chars]
 
     return send
+
+
+class _ReplyTooLarge(Exception):
+    """The remote agent's answer went past ``max_reply_bytes``."""
+
+
+class _BoundedTransport(httpx.AsyncBaseTransport):
+    """An httpx transport whose answers stop being read past ``limit`` bytes."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, limit: int) -> None:
+        self.inner = inner
+        self.limit = limit
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self.inner.handle_async_request(request)
+        stream = response.stream
+        assert isinstance(stream, httpx.AsyncByteStream)
+        response.stream = _BoundedStream(stream, self.limit)
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class _BoundedStream(httpx.AsyncByteStream):
+    def __init__(self, inner: httpx.AsyncByteStream, limit: int) -> None:
+        self.inner = inner
+        self.limit = limit
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        size = 0
+        chunks = aiter(self.inner)
+        try:
+            async for chunk in chunks:
+                size += len(chunk)
+                if size > self.limit:
+                    raise _ReplyTooLarge(f"the answer is over {self.limit:,} bytes")
+                yield chunk
+        finally:  # closed here, not left to the garbage collector after the cut
+            close = getattr(chunks, "aclose", None)
+            if close is not None:
+                await close()
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
 
 
 def _refused(exc: BaseException, kind: type[BaseException]) -> bool:

@@ -62,11 +62,11 @@ def card_for(url: str) -> AgentCard:
 
 
 @contextmanager
-def serve() -> Iterator[tuple[AgentCard, Clerk]]:
-    """Run the clerk on 127.0.0.1; yields its card and executor."""
+def serve(clerk: Clerk | None = None) -> Iterator[tuple[AgentCard, Clerk]]:
+    """Run the clerk (or ``clerk``, another executor) on 127.0.0.1; yields its card and it."""
     port = free_port()
     card = card_for(f"http://127.0.0.1:{port}/a2a")
-    clerk = Clerk()
+    clerk = clerk or Clerk()
     handler = DefaultRequestHandler(
         agent_executor=clerk, task_store=InMemoryTaskStore(), agent_card=card
     )

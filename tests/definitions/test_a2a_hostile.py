@@ -64,3 +64,28 @@ def test_card_json_nested_without_end_is_a_definition_error() -> None:
     text = '{"name": "x", "x": ' + "[" * 100_000 + "]" * 100_000 + "}"
     with pytest.raises(DefinitionError, match="nests"):
         _import(text)
+
+
+def test_a_reply_over_the_bound_is_not_read_into_memory() -> None:
+    """A remote agent answering with 3 MB is cut off at a2a_sender's max_reply_bytes while
+    the answer arrives: the outcome is unknown (it may have acted), and says why."""
+    from a2a.helpers.proto_helpers import new_text_message
+
+    from callgate import Authority, Gate, MemoryLedger, Registry, Status, ToolCall
+    from callgate.a2a import a2a_sender
+
+    from .a2a_agent import Clerk, serve
+
+    class Loud(Clerk):
+        async def execute(self, context: object, event_queue: object) -> None:
+            """Answers with 3 MB of text."""
+            await event_queue.enqueue_event(new_text_message("x" * 3_000_000))  # type: ignore[attr-defined]
+
+    with serve(Loud()) as (card, _):
+        send = a2a_sender(card, max_reply_bytes=100_000)
+        agent = import_agent(card, name="clerk", skills={"find": ["read:records:*"]}, send=send)
+        gate = Gate(Registry(agent.tools), ledger=MemoryLedger())
+        run = gate.run(authority=Authority(principal="ana", grants=["read:records:*", "network:*"]))
+        (obs,) = run.submit([ToolCall(id="1", name="clerk_find", arguments={"message": "r"})])
+    assert obs.status is Status.UNKNOWN, obs.content
+    assert "over 100,000 bytes" in obs.content
