@@ -57,6 +57,11 @@ def rebuild(gate: GateParts, run: RunState) -> None:
             )
         if record.state is CallState.OK:
             _add_evidence(gate, run, record.call_id, record.tool, record.arguments)
+            # The run read this output: unless the tool's output is trusted, the resumed run
+            # stays exposed (evidence leaves out tools with secret fields).
+            spec = gate.registry.get(record.tool)
+            if spec is None or spec.output_trust is not True:
+                run.provenance.add_untrusted("", source=record.call_id)
         elif record.state is CallState.PENDING and record.approval_id is not None:
             request = gate.approvals.get(record.approval_id)
             if request is None:

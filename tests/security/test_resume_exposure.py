@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from callgate import Authority, Gate, Policy, Registry, SQLiteLedger, Status, ToolCall, allow, ask
 from callgate.authorize.intent import Intent
 
@@ -59,11 +57,6 @@ def test_in_the_same_process_a_call_outside_the_intent_waits(tmp_path: Path) -> 
     assert deleted == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="callgate.resume.rebuild restores exposure only through evidence, which leaves out "
-    "tools with secret fields: see /tmp/requests/full_review_b.md",
-)
 def test_a_run_resumed_in_another_process_still_counts_as_exposed(tmp_path: Path) -> None:
     """Rebuilt from the ledger, the run still knows it read untrusted output (from a tool with
     secret fields), so a deletion outside its intent waits for a person."""
