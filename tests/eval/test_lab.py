@@ -211,3 +211,18 @@ def test_the_reference_solution_matches_the_expected_calls(tmp_path: Path) -> No
     assert f.exit_code == 0, f.output
     assert "coarse: 3/3 runs exact, recall 1.00, precision 1.00" in f.output
     assert "fine: 3/3 runs exact, recall 1.00, precision 1.00" in f.output
+
+
+def test_a_bad_tokenizer_is_refused_before_the_lab_runs(tmp_path: Path) -> None:
+    """``lab run --tokenizer bogus`` exits 2 naming the choices, before running anything
+    or creating the ledger."""
+    db = tmp_path / "lab.db"
+    result = CliRunner().invoke(
+        lab_app,
+        ["run", "--model", "policy:oracle", "--prereg", str(EXAMPLE), "--surfaces", "fine",
+         "--tasks", "repo:1", "--db", str(db), "--out", str(tmp_path / "r"),
+         "--tokenizer", "bogus"],
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "approx" in result.output
+    assert not db.exists()

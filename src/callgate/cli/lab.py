@@ -141,6 +141,7 @@ def run_command(
         chosen = [s.strip() for s in (surfaces or ",".join(prereg.surfaces)).split(",") if s]
         task_list = load_tasks(tasks)
         model_for = model_for_spec(model, seed=seed, constrain=constrain, max_tokens=max_tokens)
+        tokenizer_from(tokenizer)  # refused before the lab runs, not after
     except DefinitionError as exc:
         raise fail(str(exc), 2) from None
     check_ledger(db, missing_ok=True)
