@@ -254,3 +254,13 @@ def test_a_file_of_function_definitions_is_linted_and_refusals_are_errors(
     assert refused["severity"] == "error"
     assert "backreference" in refused["message"]
     assert any(f["rule"] == "CG109" for f in data["findings"])
+
+
+def test_a_missing_attribute_is_named_as_missing(registry_module: str) -> None:
+    """``callgate lint module:missing`` says the module has no such attribute (not that
+    ``None`` is not a Registry); exit 2."""
+    module = registry_module.split(":")[0]
+    result = CliRunner().invoke(app, [f"{module}:missing"])
+    assert result.exit_code == 2, result.output
+    assert "has no attribute 'missing'" in result.output
+    assert "NoneType" not in result.output

@@ -218,7 +218,12 @@ def _load_target(target: str) -> Registry | Gate:
             module = importlib.import_module(location)
     except (ImportError, OSError) as exc:
         raise bad_usage(f"cannot import {location!r}: {exc}") from exc
-    found = getattr(module, attribute, None)
+    if not hasattr(module, attribute):
+        raise bad_usage(
+            f"{location!r} has no attribute {attribute!r}; name the Registry or Gate it "
+            "defines (module:attribute)"
+        )
+    found = getattr(module, attribute)
     if not isinstance(found, Registry | Gate):
         raise bad_usage(f"{target} is {type(found).__name__}, not a callgate Registry or Gate")
     return found

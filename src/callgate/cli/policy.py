@@ -38,7 +38,12 @@ def load_registry(target: str) -> Registry:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise typer.BadParameter(f"cannot import {module_name!r}: {exc}") from exc
-    registry = getattr(module, attribute, None)
+    if not hasattr(module, attribute):
+        raise typer.BadParameter(
+            f"module {module_name!r} has no attribute {attribute!r}; name the Registry it "
+            "defines (module:attribute)"
+        )
+    registry = getattr(module, attribute)
     if not isinstance(registry, Registry):
         raise typer.BadParameter(f"{target} is {type(registry).__name__}, not a callgate Registry")
     return registry
