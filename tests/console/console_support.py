@@ -6,9 +6,6 @@ Shared by the console's HTTP tests, the browser test and ``docs/screenshots.py``
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -17,6 +14,7 @@ from typing import Annotated, Any
 from pydantic import Field
 from starlette.applications import Starlette
 
+import servers
 from callgate import Authority, Gate, Policy, Registry, Run, ToolCall, allow, ask
 from callgate.agent.transcript import Recorder
 from callgate.ledger import Ledger
@@ -142,31 +140,8 @@ def play(ledger: Ledger) -> Scenario:
     )
 
 
-def free_port() -> int:
-    """A TCP port nobody listens on now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def serving(app: Starlette) -> Iterator[str]:
     """``app`` served by uvicorn on 127.0.0.1 in a thread; yields its base URL."""
-    import uvicorn
-
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("the console did not start within 10 s")
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
+    with servers.serving(app, what="console", lifespan="off") as base:
+        yield base

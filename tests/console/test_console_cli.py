@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from callgate.cli.console import app
 from callgate.ledger import SQLiteLedger
+from servers import free_port
 
 
 @pytest.fixture
@@ -72,7 +73,7 @@ def test_no_ledger_there_is_bad_usage(tmp_path: Path) -> None:
 def test_the_command_serves_the_console_until_interrupted(db: Path, tmp_path: Path) -> None:
     """A real ``callgate console`` process (the registered command) answers a signed-in
     request with the inbox, refuses an anonymous one, and stops cleanly on SIGINT."""
-    port = cs.free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -92,14 +93,14 @@ def test_the_command_serves_the_console_until_interrupted(db: Path, tmp_path: Pa
     )
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 20
+        # No deadline of our own: a loaded machine may take a while to start Python;
+        # pytest's timeout ends a console that never answers.
         while True:
             try:
                 httpx.get(base + "/healthz", timeout=1)
                 break
             except httpx.TransportError:
                 assert proc.poll() is None, proc.communicate()[1].decode()
-                assert time.monotonic() < deadline, "the console did not start"
                 time.sleep(0.05)
         inbox = httpx.get(base + "/approvals", headers={"Authorization": f"Bearer {cs.TOKEN}"})
         assert inbox.status_code == 200

@@ -6,13 +6,10 @@ message asked for (from its metadata) and the text it received, and records both
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import uvicorn
 from a2a.helpers.proto_helpers import new_text_message
 from a2a.server.agent_execution import AgentExecutor
 from a2a.server.request_handlers import DefaultRequestHandler
@@ -21,7 +18,7 @@ from a2a.server.tasks import InMemoryTaskStore
 from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
 from starlette.applications import Starlette
 
-from .shop_app import free_port
+from servers import free_port, serving
 
 
 class Clerk(AgentExecutor):
@@ -73,16 +70,5 @@ def serve(clerk: Clerk | None = None) -> Iterator[tuple[AgentCard, Clerk]]:
     app = Starlette(
         routes=[*create_jsonrpc_routes(handler, "/a2a"), *create_agent_card_routes(card)]
     )
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("the A2A agent did not start")
-        time.sleep(0.01)
-    try:
+    with serving(app, port=port, what="A2A agent"):
         yield card, clerk
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)

@@ -9,20 +9,18 @@ a write that answers too late, and a response larger than the client's bound.
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
+
+from servers import serving
 
 TOKEN = "tok-7Hq2"
 PARTNER_KEY = "pk-19"
@@ -160,28 +158,8 @@ def app(shop: Shop) -> Starlette:
     )
 
 
-def free_port() -> int:
-    """A TCP port nobody listens on now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextmanager
 def serve(shop: Shop) -> Iterator[str]:
     """Run the shop on 127.0.0.1 in a thread; yields its base URL (``http://host:port``)."""
-    port = free_port()
-    config = uvicorn.Config(app(shop), host="127.0.0.1", port=port, log_level="warning")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("the shop server did not start")
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    with serving(app(shop), what="shop server") as base:
+        yield base

@@ -173,8 +173,9 @@ def test_a_call_reaches_a_real_a2a_agent_through_the_sdk_client() -> None:
 
 def test_an_agent_that_cannot_be_reached_is_an_error() -> None:
     """Connection refused: nothing was sent, so the outcome is known (error, not unknown)."""
+    from servers import free_port
+
     from .a2a_agent import card_for
-    from .shop_app import free_port
 
     card = card_for(f"http://127.0.0.1:{free_port()}/a2a")
     agent = import_agent(
