@@ -27,6 +27,9 @@ class SourceReport:
     checks_failed: list[str] = field(default_factory=list)
     """An export that did not validate or a generated valid call that was not accepted."""
     seconds: float = 0.0
+    checked: Counter[str] = field(default_factory=Counter)
+    """What the checks covered, counted (``exports``, ``calls ok``, ``calls semantic``,
+    ``no call: <why>`` for tools the call generator could not serve): not failures."""
 
     @property
     def ok(self) -> bool:
