@@ -9,11 +9,8 @@ the answers.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -21,49 +18,8 @@ from callgate import Agent, StopReason
 from callgate.errors import DefinitionError
 from callgate.llms import AnthropicModel, OpenAIModel, ScriptedModel, model_from_spec
 
+from .recorded import RecordedServer, payload
 from .support import Shop, authority, shop_gate
-
-PAYLOADS = Path(__file__).parent / "payloads"
-
-
-def payload(name: str) -> Any:
-    return json.loads((PAYLOADS / name).read_text(encoding="utf-8"))
-
-
-class RecordedServer:
-    """Answers each POST with the next queued (status, body) and records what it got."""
-
-    def __init__(self) -> None:
-        self.queue: list[tuple[int, Any]] = []
-        self.requests: list[tuple[str, dict[str, Any], dict[str, str]]] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("content-length", 0))
-                body = json.loads(self.rfile.read(length) or b"{}")
-                outer.requests.append(
-                    (self.path, body, {k.lower(): v for k, v in self.headers.items()})
-                )
-                status, answer = outer.queue.pop(0) if outer.queue else (500, {"error": "empty"})
-                data = json.dumps(answer).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 @pytest.fixture

@@ -156,3 +156,43 @@ def test_a_forked_child_makes_a_loop_of_its_own(monkeypatch: pytest.MonkeyPatch)
     first, same, child = _in_new_thread(before_and_after)
     assert same is first
     assert child is not first
+
+
+_LOOP_STARTERS = {
+    ("anyio", "run"),
+    ("asyncio", "run"),
+    ("trio", "run"),
+    ("asyncio", "new_event_loop"),
+}
+_ONE_LOOP_PER_PROCESS = {
+    # `callgate mcp serve` and `callgate mcp proxy`: the process's one long-lived server,
+    # started once by the command and ended with it (no user repeats it in a process).
+    ("cli/mcp.py", 2),
+    # The bridge itself: the loop kept per thread.
+    ("sync_loop.py", 1),
+}
+
+
+def test_only_the_bridge_and_the_servers_start_an_event_loop() -> None:
+    """Every sync entry point (Agent.run/resume, the lab, submit, the MCP import, the
+    sandboxed pytest) goes through `run_sync`: a new loop per call leaves loop-bound SDK
+    clients on a closed loop ('Event loop is closed' on the second run). Only the bridge
+    and the long-lived MCP server commands start a loop of their own."""
+    import ast
+    from pathlib import Path
+
+    import callgate
+
+    root = Path(callgate.__file__).parent
+    found: dict[str, int] = {}
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            # Called or passed as a callable (pool.submit(asyncio.run, ...)): both count.
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and (node.value.id, node.attr) in _LOOP_STARTERS
+            ):
+                where = path.relative_to(root).as_posix()
+                found[where] = found.get(where, 0) + 1
+    assert set(found.items()) == _ONE_LOOP_PER_PROCESS

@@ -17,8 +17,9 @@ format, submits them through the run (`Run.asubmit`), bounds each result
 answers without calls or a budget ends the run. Every step is recorded in
 the ledger under the run id (`callgate.agent.transcript`); the run's records
 are in `callgate.agent.state`. The loop is written once, async; ``run`` and
-``resume`` drive it with ``anyio.run`` (in async code, use ``arun`` and
-``aresume``).
+``resume`` drive it on the calling thread's own event loop, kept between calls
+(`callgate.sync_loop`), so a model's SDK client, bound to the loop it first ran
+on, serves every run of that thread (in async code, use ``arun`` and ``aresume``).
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ from callgate.gate import Gate
 from callgate.llms.base import Model, ModelRequest, ModelResponse
 from callgate.llms.formats import Format, get_format
 from callgate.providers.base import Extraction
+from callgate.sync_loop import run_sync
 from callgate.telemetry import traced_agent, traced_chat
 
 __all__ = ["Agent", "AgentResult", "Budgets", "StopReason"]
@@ -166,7 +168,7 @@ class Agent:
             trusted_values=trusted_values,
             trusted_records=trusted_records,
         )
-        return anyio.run(call)
+        return run_sync(call)
 
     async def arun(
         self,
@@ -200,7 +202,7 @@ class Agent:
 
     def resume(self, result: AgentResult) -> AgentResult:
         """Continue a paused run once its approvals are decided; see `aresume`."""
-        return anyio.run(self.aresume, result)
+        return run_sync(functools.partial(self.aresume, result))
 
     async def aresume(self, result: AgentResult) -> AgentResult:
         """Continue a paused run: decided calls run (approved) or are refused (denied),

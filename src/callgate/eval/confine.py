@@ -10,14 +10,14 @@ subprocess and logs a warning once, naming why.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import functools
 import importlib.util
 import logging
 import subprocess
 import sys
 from pathlib import Path
+
+from callgate.sync_loop import run_sync
 
 __all__ = ["confinement", "pytest_command", "pytest_env", "run_pytest"]
 
@@ -74,8 +74,8 @@ def _sandboxed(root: Path | None, args: list[str], timeout: float) -> tuple[int 
         code = f"import sys\nsys.path.append({site!r})\nimport pytest\n"
     else:
         code = _program(site, args)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # a loop of its own, any caller
-        result = pool.submit(asyncio.run, run_code(code, config)).result()
+    # On this thread's kept loop (or a helper thread's, from async code): callgate.sync_loop.
+    result = run_sync(functools.partial(run_code, code, config))
     if result.timed_out:
         return None, f"pytest did not finish within {timeout:g} s"
     return result.exit_code, result.stdout + result.stderr

@@ -7,7 +7,9 @@ event (task, surface, complexity, the tool definitions shown), runs the
 surface, judges the repository with the task's verifier and records an
 ``eval.verdict`` event. The directory is removed afterwards. The funnel, the
 token accounting and the analysis read everything back from the ledger
-(`callgate.eval.record.read_runs`).
+(`callgate.eval.record.read_runs`). The runs go through the sync `Agent.run`,
+on the calling thread's kept event loop (`callgate.sync_loop`), so one model
+object, and the SDK client inside it, serves every run.
 """
 
 from __future__ import annotations

@@ -41,6 +41,7 @@ from callgate.evidence import Evidence
 from callgate.mcp.arguments import RemoteArguments, UnsupportedSchema, remote_arguments
 from callgate.mcp.pins import PinReport, PinStore, ToolDefinition
 from callgate.render import render_json
+from callgate.sync_loop import run_sync
 from callgate.tools import (
     DEFAULT_MAX_RESULT_CHARS,
     CallContext,
@@ -799,4 +800,4 @@ def import_tools_sync(
             on_report=on_report,
         )
 
-    return anyio.run(run)
+    return run_sync(run)
