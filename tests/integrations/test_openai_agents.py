@@ -184,6 +184,7 @@ def test_tools_callgate_cannot_run_are_refused_where_the_agent_is_gated() -> Non
     with pytest.raises(DefinitionError, match="no tool 'refund'"):
         openai_agents.gate_tool(tools[1], run)
     asking = function_tool(shop.functions()["get_order"], needs_approval=True)
+    run = Gate(openai_agents.registry([asking]), policy=POLICY).run(authority=AUTHORITY)
     assert openai_agents.gate_tool(asking, run).needs_approval is False  # callgate decides
 
 

@@ -64,7 +64,10 @@ _TOOL: contextvars.ContextVar[FunctionTool | None] = contextvars.ContextVar(
 """The tool `gate_tool` wrapped, for the call being run: an agent tool made from a gated
 agent runs as itself, not as the ungated copy the registry was built from."""
 _RUN_MARK = "_callgate_run"
-"""The attribute `gate_agent` sets on the agents it makes: the run they are gated through."""
+"""The attribute `gate_agent` sets on the agents and tools it makes: the run they go through."""
+_SOURCE = "_callgate_source"
+"""The attribute holding what an object was built from: on `registry`'s handlers and on the
+tools `gate_tool` makes, the registered ``FunctionTool``; on `gate_agent`'s copies, the agent."""
 
 
 def registry(tools: Iterable[Any], contracts: Contracts | None = None) -> Registry:
@@ -105,7 +108,7 @@ def _handler(tool: FunctionTool) -> Any:
     async def invoke(**arguments: Any) -> Any:
         chosen = inner
         current = _TOOL.get()
-        if current is not None and current.name == tool.name:
+        if current is not None and _built_from(current, tool):
             chosen = dataclasses.replace(current)
             set_function_tool_failure_error_function(chosen, None)
         elif agent_tool:  # the registry's copy runs its agent's own tools past the gate
@@ -124,16 +127,57 @@ def _handler(tool: FunctionTool) -> Any:
         return await chosen.on_invoke_tool(context, frozen_arguments(arguments))
 
     invoke.__name__ = tool.name
+    setattr(invoke, _SOURCE, tool)
     return invoke
+
+
+def _registered(tool: FunctionTool, run: Run) -> FunctionTool:
+    """The ``FunctionTool`` the run's registry holds under ``tool``'s name, once ``tool`` is
+    shown to be it (or a tool the adapter built from it); else `DefinitionError`.
+
+    The gate decides by identity, never by name: an agent holding a *different* function
+    under a registered name would otherwise run it under the registered tool's schema,
+    contract and policy, and the ledger would record it as the registered tool."""
+    spec = run.gate.registry.get(tool.name)
+    if spec is None:
+        raise DefinitionError(
+            f"the run's gate has no tool {tool.name!r}: build the gate from "
+            "callgate.integrations.openai_agents.registry(agent.tools, ...)"
+        )
+    source = getattr(spec.fn, _SOURCE, None)
+    if not isinstance(source, FunctionTool) or not _built_from(tool, source):
+        raise DefinitionError(
+            f"tool {tool.name!r} is not the tool the run's gate registered under that name "
+            "(a different FunctionTool object, so possibly a different function): callgate "
+            "gates a tool by identity, never by name. Build the registry from the very tools "
+            "every agent holds (handoff targets included), and give each function one name"
+        )
+    return source
+
+
+def _built_from(tool: FunctionTool, source: FunctionTool) -> bool:
+    """Whether ``tool`` is ``source``, a gated copy of it, or (for an agent used as a tool)
+    the same agent's tool made from its gated copy (``gate_agent(agent, run).as_tool()``)."""
+    if tool is source or getattr(tool, _SOURCE, None) is source:
+        return True
+    if _is_agent_tool(tool) and _is_agent_tool(source):
+        agent = getattr(tool, "_agent_instance", None)
+        original = getattr(source, "_agent_instance", None)
+        return original is not None and getattr(agent, _SOURCE, None) is original
+    return False
 
 
 def gate_tool(tool: FunctionTool, run: Run) -> FunctionTool:
     """A copy of ``tool`` whose every call goes through ``run`` (its gate's registry must
-    hold the tool: see `registry`); its output is the observation's text."""
-    if run.gate.registry.get(tool.name) is None:
+    hold this very tool, not only one of its name: see `registry`); its output is the
+    observation's text. A tool already gated through ``run`` is returned as it is."""
+    marked = getattr(tool, _RUN_MARK, None)
+    if marked is run:
+        return tool
+    if marked is not None:
         raise DefinitionError(
-            f"the run's gate has no tool {tool.name!r}: build the gate from "
-            "callgate.integrations.openai_agents.registry(agent.tools, ...)"
+            f"tool {tool.name!r} is already gated through another run; gate the original "
+            "tool, not the gated copy"
         )
     if _is_agent_tool(tool):
         agent = getattr(tool, "_agent_instance", None)
@@ -143,6 +187,7 @@ def gate_tool(tool: FunctionTool, run: Run) -> FunctionTool:
                 "tools inside the call, past the gate. Make it from the gated agent: "
                 "openai_agents.gate_agent(agent, run).as_tool(...)"
             )
+    source = _registered(tool, run)
     name = tool.name
 
     async def on_invoke_tool(context: ToolContext[Any], arguments: str) -> str:
@@ -157,6 +202,8 @@ def gate_tool(tool: FunctionTool, run: Run) -> FunctionTool:
 
     wrapped = dataclasses.replace(tool, on_invoke_tool=on_invoke_tool, needs_approval=False)
     set_function_tool_failure_error_function(wrapped, None)
+    setattr(wrapped, _SOURCE, source)
+    setattr(wrapped, _RUN_MARK, run)
     return wrapped
 
 
@@ -191,6 +238,7 @@ def _gated_agent(agent: object, run: Run, done: _Gated) -> Agent[Any]:
             f"a handoff handed over a {type(agent).__name__}, not an Agent: callgate cannot "
             "gate its tools, so it is refused"
         )
+    _refuse_run_time_tools(agent)
     if getattr(agent, "mcp_servers", None):
         raise DefinitionError(
             f"agent {agent.name!r} has MCP servers, whose tools the SDK would call past the "
@@ -207,12 +255,50 @@ def _gated_agent(agent: object, run: Run, done: _Gated) -> Agent[Any]:
         tools.append(gate_tool(tool, run))
     copy = agent.clone(tools=tools, handoffs=[])
     setattr(copy, _RUN_MARK, run)
+    setattr(copy, _SOURCE, agent)
     done[id(agent)] = (agent, copy)
     copy.handoffs = [
         _gated_agent(h, run, done) if isinstance(h, Agent) else _gated_handoff(h, run, done)
         for h in agent.handoffs
     ]
     return copy
+
+
+_TOOL_METHODS = ("get_all_tools", "get_mcp_tools", "clone")
+"""The `Agent` methods through which an agent's tools reach the SDK's run loop."""
+
+
+def _refuse_run_time_tools(agent: Agent[Any]) -> None:
+    """Refuse an agent whose tools are not all in ``agent.tools`` when it is gated: a
+    ``SandboxAgent`` (its capabilities add ``exec_command``, ``apply_patch``, file tools at
+    run time, which the SDK runs on the sandbox, or the host, past the gate), or any
+    subclass that changes how the SDK reads its tools."""
+    capabilities = getattr(agent, "capabilities", None)
+    if _is_sandbox_agent(agent) or capabilities:
+        kinds = ", ".join(sorted({type(c).__name__ for c in capabilities or ()})) or "none"
+        raise DefinitionError(
+            f"agent {agent.name!r} is a {type(agent).__name__}: the SDK adds its capabilities' "
+            f"tools ({kinds}: exec_command, apply_patch, file tools) at run time and runs them "
+            "past the gate, so it is refused. Use a plain Agent, and give it function tools "
+            "that do what the sandbox would (callgate's own sandbox runs commands under the gate)"
+        )
+    for method in _TOOL_METHODS:
+        if getattr(type(agent), method) is not getattr(Agent, method):
+            raise DefinitionError(
+                f"agent {agent.name!r} is a {type(agent).__name__}, whose {method}() replaces "
+                "the SDK's: tools it returns at run time would run past the gate, so it is "
+                "refused; use a plain Agent"
+            )
+
+
+def _is_sandbox_agent(agent: object) -> bool:
+    """Whether ``agent`` is the SDK's ``SandboxAgent`` (its module is imported only if the
+    application already did: an agent cannot be one otherwise)."""
+    import sys
+
+    module = sys.modules.get("agents.sandbox.sandbox_agent")
+    kind = getattr(module, "SandboxAgent", None)
+    return isinstance(kind, type) and isinstance(agent, kind)
 
 
 def _is_agent_tool(tool: FunctionTool) -> bool:
