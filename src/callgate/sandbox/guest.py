@@ -72,7 +72,7 @@ class _Bridge:
         return message
 
     def receive_connection(self) -> tuple[dict[str, Any], int | None]:
-        """A reply that may carry a connected socket's descriptor (on its first bytes)."""
+        """A reply that may carry a relayed connection's descriptor (on its first bytes)."""
         import socket
 
         wrapper = socket.socket(fileno=os.dup(self.fd))
@@ -127,9 +127,7 @@ def _tools_module(bridge: _Bridge, specs: list[dict[str, Any]], network: str) ->
                 reply = bridge.receive()
             status, content = reply.get("status"), str(reply.get("content", ""))
             if status == "ok" and fd is not None:
-                import socket
-
-                return socket.socket(fileno=fd)
+                return _relayed(fd)
             if status == "ok":
                 if content[:1] in ("{", "["):
                     import json
@@ -153,6 +151,20 @@ def _tools_module(bridge: _Bridge, specs: list[dict[str, Any]], network: str) ->
     if network:
         _route_connections(getattr(module, network))
     return module
+
+
+def _relayed(fd: int) -> Any:
+    """The code's end of a relayed connection: a blocking AF_UNIX stream socket that takes
+    TCP options silently (``http.client`` sets ``TCP_NODELAY``; the host's side is TCP)."""
+    import socket
+
+    class RelayedConnection(socket.socket):
+        def setsockopt(self, level: int, option: int, value: Any, *rest: Any) -> None:
+            if level == socket.IPPROTO_TCP:
+                return None
+            return super().setsockopt(level, option, value, *rest)
+
+    return RelayedConnection(fileno=fd)
 
 
 def _route_connections(connect: Any) -> None:

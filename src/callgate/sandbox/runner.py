@@ -212,8 +212,10 @@ async def run_code(
     """Run ``code`` once in a fresh sandbox; calls it makes are answered by ``answer``.
 
     ``network``: the name of the tool (`callgate.sandbox.network.network_tool`) whose
-    admitted calls hand the code a connected socket; inside, ``socket.create_connection``
-    goes through it. An answer carrying ``_connection`` (a socket) sends it along.
+    admitted calls open a connection; inside, ``socket.create_connection`` goes through it.
+    An answer carrying ``_connection`` (the host's connected socket) is relayed: the code
+    gets one end of a new socketpair, and the host copies bytes between the other end and
+    the connection until the run ends.
     ``shell``: ``code`` is a ``/bin/sh`` script (no bridge), not Python.
     """
     limits = config.limits
@@ -299,6 +301,7 @@ async def run_code(
         return reader
 
     raw = host.dup()  # for replies that carry a socket (sendmsg with SCM_RIGHTS)
+    relays: list[asyncio.Future[None]] = []
     try:
         stdout, stderr = await read_pipe(out_r), await read_pipe(err_r)
         reader, writer = await asyncio.open_unix_connection(sock=host, limit=limits.message_bytes)
@@ -346,11 +349,16 @@ async def run_code(
                         writer.write(frame)
                         await writer.drain()
                     else:
+                        # The code gets one end of a socketpair; the host keeps the real
+                        # connection and copies bytes between the two (the code never holds
+                        # a socket of the host's network namespace).
+                        inner, outer = socket.socketpair()
+                        relays.append(asyncio.ensure_future(_relay(outer, connection)))
                         await writer.drain()
                         try:
-                            await _send_with_socket(raw, writer, frame, connection)
+                            await _send_with_socket(raw, writer, frame, inner)
                         finally:
-                            connection.close()
+                            inner.close()
             except ProtocolViolation as exc:
                 result.violation = str(exc)
                 _kill(proc)
@@ -380,6 +388,9 @@ async def run_code(
         writer.close()
     finally:
         _kill(proc)
+        for relay in relays:
+            relay.cancel()
+        await asyncio.gather(*relays, return_exceptions=True)
         with contextlib.suppress(BaseException):
             await asyncio.wait_for(proc.wait(), 5)
         for pipe in pipes:
@@ -409,6 +420,31 @@ async def _send_with_socket(
     if sent < len(frame):
         writer.write(frame[sent:])
         await writer.drain()
+
+
+_RELAY_CHUNK = 1 << 16
+
+
+async def _relay(inner: socket.socket, outer: socket.socket) -> None:
+    """Copy bytes both ways between the host's end of the code's socketpair (``inner``) and
+    the real connection (``outer``), passing each side's end of stream on as a half-close,
+    until both directions end or the run does (then both are closed)."""
+    loop = asyncio.get_running_loop()
+    inner.setblocking(False)
+    outer.setblocking(False)
+
+    async def pump(source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := await loop.sock_recv(source, _RELAY_CHUNK):
+                await loop.sock_sendall(sink, data)
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+    try:
+        await asyncio.gather(pump(inner, outer), pump(outer, inner))
+    finally:
+        inner.close()
+        outer.close()
 
 
 def _kill(proc: asyncio.subprocess.Process) -> None:

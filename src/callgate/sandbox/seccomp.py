@@ -12,8 +12,17 @@ library falls back to ``clone``, whose flags the filter can read):
 * kernel attack surface: ``bpf``, ``perf_event_open``, ``userfaultfd``,
   ``keyctl``, ``add_key``, ``request_key``, ``io_uring_*``, module and ``kexec``
   loading, ``reboot``, ``syslog``, ``acct``, ``swapon/off``, clock setting;
+* the new mount API (``fsopen``, ``fsmount``, ``move_mount``, ``open_tree``, ...),
+  ``pidfd_getfd``, ``process_madvise``, ``kcmp``;
 * any socket that is not ``AF_UNIX`` (the network namespace has no route out
-  anyway); injecting terminal input with ``ioctl(TIOCSTI)``.
+  anyway); ``connect``, ``bind``, ``listen``, ``accept`` and ``accept4`` on any socket
+  (`NETWORK_SYSCALLS`); injecting terminal input with ``ioctl(TIOCSTI)``;
+* memory outside the sandbox's bounds and per-user kernel objects: SysV IPC, POSIX
+  message queues, memfds, inotify (`MEMORY_SYSCALLS`).
+
+System calls of another ABI (32-bit ``int 0x80``, x32) do not match the filter's
+architecture: libseccomp's default for a foreign architecture kills the process, and
+x32 numbers on x86-64 are refused the same way.
 
 Everything else is allowed: it is an allow-by-default filter over a process
 that already has no privileges, no network and no view of the host. Where
@@ -29,7 +38,13 @@ import errno
 import functools
 import os
 
-__all__ = ["DENIED_SYSCALLS", "filter_program", "seccomp_missing"]
+__all__ = [
+    "DENIED_SYSCALLS",
+    "MEMORY_SYSCALLS",
+    "NETWORK_SYSCALLS",
+    "filter_program",
+    "seccomp_missing",
+]
 
 DENIED_SYSCALLS = (
     "ptrace",
@@ -69,7 +84,40 @@ DENIED_SYSCALLS = (
     "fanotify_init",
     "lookup_dcookie",
     "quotactl",
+    # the new mount API (a mount namespace's surface, like mount)
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "move_mount",
+    "open_tree",
+    "mount_setattr",
+    # other processes' descriptors and memory
+    "pidfd_getfd",
+    "process_madvise",
+    "kcmp",
 )
+
+NETWORK_SYSCALLS = ("connect", "bind", "listen", "accept", "accept4")
+"""Refused outright: the sandbox's only sockets are ``AF_UNIX`` (``socket`` and
+``socketpair`` are refused any other family, and an admitted connection arrives as one end
+of a socketpair, which needs none of these). seccomp cannot read the address behind
+``connect``'s pointer nor the family of a descriptor, so it cannot refuse these calls for
+some families only; refusing them all is the second wall behind the relay."""
+
+MEMORY_SYSCALLS = (
+    "shmget",
+    "msgget",
+    "semget",
+    "mq_open",
+    "memfd_create",
+    "memfd_secret",
+    "inotify_init",
+    "inotify_init1",
+)
+"""Refused: memory no tmpfs size or address-space limit counts (SysV shared memory, message
+queues and semaphores, POSIX message queues, memfds) and inotify instances, which the kernel
+counts per host user across every sandbox of that user."""
 
 _ALLOW = 0x7FFF0000
 _CMP_NE = 1
@@ -138,7 +186,7 @@ def _compiled() -> bytes | str:
                 raise OSError(-status, f"seccomp rule for {name} refused")
 
         eperm = _errno(errno.EPERM)
-        for name in DENIED_SYSCALLS:
+        for name in (*DENIED_SYSCALLS, *NETWORK_SYSCALLS, *MEMORY_SYSCALLS):
             rule(name, eperm)
         rule("clone3", _errno(errno.ENOSYS))
         rule("clone", eperm, (0, _CMP_MASKED_EQ, _CLONE_NEWUSER, _CLONE_NEWUSER))
