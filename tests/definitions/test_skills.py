@@ -4,6 +4,7 @@ refused, pinned by hash. Each test builds real folders on disk."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 
 from callgate import Authority, DefinitionError, Gate, MemoryLedger, Registry, Status, ToolCall
 from callgate.providers import openai_chat
-from callgate.skills import SkillPins, load_skills
+from callgate.skills import SkillPins, load_skill, load_skills
 
 BODY = "# Expenses\n\nUse the EU rates in reference/rates.md. Never approve over 500 EUR."
 
@@ -136,14 +137,23 @@ def test_an_executable_file_counts_as_a_script(tmp_path: Path) -> None:
             "lower-case",
         ),
         (lambda f: os.symlink("/etc/hostname", f / "reference" / "host"), "symbolic link"),
-        (lambda f: (f / "reference" / "big.md").write_text("x" * 200_001), "over 200,000 bytes"),
+        (
+            lambda f: (f / "reference" / "big.md").write_text("x" * 200_001),
+            "200,001 bytes, over the limit of 200,000",
+        ),
         (lambda f: (f / "SKILL.md").unlink(), "no SKILL.md"),
     ],
 )
 def test_a_malformed_skill_folder_is_refused_with_the_reason(
     folders: list[Path], break_it: Any, words: str
 ) -> None:
-    """Front matter, name, description, links, sizes: each refusal says what to fix."""
+    """Front matter, name, description, links, sizes: each refusal says what to fix; the
+    broken folder is refused on its own and the other skill still loads."""
     break_it(folders[0])
     with pytest.raises(DefinitionError, match=words):
-        load_skills(folders)
+        load_skill(folders[0])
+    skills = load_skills(folders)
+    assert list(skills.skills) == ["travel"]
+    [refusal] = skills.refused
+    assert refusal.folder == folders[0]
+    assert re.search(words, refusal.reason)

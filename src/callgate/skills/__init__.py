@@ -6,7 +6,12 @@ from callgate.skills import load_skills
 
 skills = load_skills(["skills/pdf-forms", "skills/expenses"], pins=SkillPins("pins.json"))
 registry = Registry(skills.tools)
+for refusal in skills.refused:  # folders not loaded, each with why; the others load
+    print(refusal.folder, refusal.reason)
 ```
+
+Each folder is taken or refused on its own (`SkillSet.refused`); every bound on a
+folder (description length, file size, file count, ...) is a `SkillLimits` field.
 
 Progressive disclosure: the model sees each skill's name and one-line
 description (the catalogue, in the description of the ``read_skill`` tool);
@@ -26,7 +31,16 @@ is blocked, like any other code, until ``SkillPins.approve``.
 
 from __future__ import annotations
 
-from callgate.skills.folder import MAX_FILE_BYTES, Skill, SkillPins, load_skill
-from callgate.skills.tools import SkillSet, load_skills
+from callgate.skills.folder import MAX_FILE_BYTES, Skill, SkillLimits, SkillPins, load_skill
+from callgate.skills.tools import SkillRefusal, SkillSet, load_skills
 
-__all__ = ["MAX_FILE_BYTES", "Skill", "SkillPins", "SkillSet", "load_skill", "load_skills"]
+__all__ = [
+    "MAX_FILE_BYTES",
+    "Skill",
+    "SkillLimits",
+    "SkillPins",
+    "SkillRefusal",
+    "SkillSet",
+    "load_skill",
+    "load_skills",
+]

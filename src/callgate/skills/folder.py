@@ -1,4 +1,8 @@
-"""One skill folder read and checked: its front matter, instructions, files and digest."""
+"""One skill folder read and checked: its front matter, instructions, files and digest.
+
+Every bound on what a folder may hold is a field of `SkillLimits`; a folder over one is
+refused with a `DefinitionError` naming the field, the value found and how to raise it.
+"""
 
 from __future__ import annotations
 
@@ -7,25 +11,85 @@ import os
 import re
 import stat
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from callgate.definitions.pins import DigestPins
 from callgate.errors import DefinitionError
 
-__all__ = ["MAX_FILE_BYTES", "Skill", "SkillPins", "load_skill"]
+__all__ = ["MAX_FILE_BYTES", "Skill", "SkillLimits", "SkillPins", "load_skill"]
 
 MAX_FILE_BYTES = 200_000
-"""The largest file a skill may hold (instructions included): text meant for a context."""
-MAX_FILES = 200
-MAX_ENTRIES = 2000
-"""Files and folders together: listing stops here, before a huge tree is walked."""
-MAX_FRONT_MATTER_DEPTH = 32
-MAX_FRONT_MATTER_VALUES = 10_000
-"""Values in the front matter once YAML aliases are expanded (it holds a few fields)."""
+"""The default largest file a skill may hold (`SkillLimits.file_bytes`)."""
 _NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _SCRIPT_SUFFIXES = frozenset({".py", ".sh", ".bash", ".js", ".ts", ".rb", ".pl", ".ps1", ".bat"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SkillLimits:
+    """How much one skill folder may hold; a folder over any of them is refused.
+
+    The defaults fit the Agent Skills format (a description of at most 1,024
+    characters, a few files of text meant for a context) and bound the work of
+    reading a folder nobody reviewed yet. Raise one for material that needs it,
+    e.g. ``load_skills(folders, limits=SkillLimits(description_chars=2000))``.
+    """
+
+    description_chars: int = 1024
+    """The longest ``description`` in the front matter (the catalogue's entry), in characters."""
+    file_bytes: int = MAX_FILE_BYTES
+    """The largest file (``SKILL.md`` included), in bytes: each is held in memory and served."""
+    files: int = 200
+    """The most files in the folder, ``SKILL.md`` included."""
+    entries: int = 2000
+    """Files and folders together: listing stops past it, before a huge tree is walked."""
+    front_matter_depth: int = 32
+    """How deep the front matter may nest (it holds a few plain fields)."""
+    front_matter_values: int = 10_000
+    """Values in the front matter once YAML aliases are expanded."""
+
+    def __post_init__(self) -> None:
+        for limit in fields(self):
+            value = getattr(self, limit.name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise DefinitionError(
+                    f"SkillLimits.{limit.name} must be a positive whole number, got {value!r}"
+                )
+
+
+class _OverLimit(DefinitionError):
+    """A folder over one of its `SkillLimits`; ``limit`` names the field."""
+
+    def __init__(self, message: str, limit: str) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+
+def _over(
+    where: Path, what: str, limit: str, bound: int, fix: str, found: int | None
+) -> _OverLimit:
+    """The refusal for a folder over ``SkillLimits.<limit>``: what, how much, how to raise it."""
+    if found is not None:
+        amount = f"is {found:,} {_UNITS[limit]}, over the limit of {bound:,}"
+    else:
+        amount = f"more than {bound:,} {_UNITS[limit]}"
+    suggest = found if found is not None else 2 * bound
+    return _OverLimit(
+        f"{where}: {what} {amount} (SkillLimits.{limit}); {fix}, or raise the limit: "
+        f"load_skills(..., limits=SkillLimits({limit}={suggest}))",
+        limit,
+    )
+
+
+_UNITS = {
+    "description_chars": "characters",
+    "file_bytes": "bytes",
+    "files": "files",
+    "entries": "entries (files and folders)",
+    "front_matter_depth": "levels deep",
+    "front_matter_values": "values (YAML aliases repeat what they name)",
+}
 
 
 class SkillPins(DigestPins):
@@ -52,7 +116,7 @@ class Skill:
     """Each file's bytes as read and hashed: what is served is what was approved."""
 
 
-def _front_matter(text: str, where: Path) -> tuple[dict[str, Any], str]:
+def _front_matter(text: str, where: Path, limits: SkillLimits) -> tuple[dict[str, Any], str]:
     import yaml
 
     if not text.startswith("---"):
@@ -61,9 +125,13 @@ def _front_matter(text: str, where: Path) -> tuple[dict[str, Any], str]:
     if len(parts) != 2:
         raise DefinitionError(f"{where}: the front matter is not closed by a '---' line")
     head, body = parts[0][3:], parts[1].partition("\n")[2]
-    deep = DefinitionError(
-        f"{where}: the front matter nests deeper than {MAX_FRONT_MATTER_DEPTH} levels; "
-        "it holds a few plain fields (name, description, license)"
+    deep = _over(
+        where,
+        "the front matter nests",
+        "front_matter_depth",
+        limits.front_matter_depth,
+        "it holds a few plain fields (name, description, license)",
+        None,
     )
     try:
         data = yaml.safe_load(head)
@@ -80,12 +148,16 @@ def _front_matter(text: str, where: Path) -> tuple[dict[str, Any], str]:
     while stack:  # bounded walk: an alias inside its own anchor nests without end
         node, depth = stack.pop()
         count += 1
-        if depth > MAX_FRONT_MATTER_DEPTH:
+        if depth > limits.front_matter_depth:
             raise deep
-        if count > MAX_FRONT_MATTER_VALUES:
-            raise DefinitionError(
-                f"{where}: the front matter expands to more than {MAX_FRONT_MATTER_VALUES:,} "
-                "values (YAML aliases repeat what they name); write plain fields"
+        if count > limits.front_matter_values:
+            raise _over(
+                where,
+                "the front matter expands to",
+                "front_matter_values",
+                limits.front_matter_values,
+                "write plain fields",
+                None,
             )
         if isinstance(node, dict):
             stack.extend((v, depth + 1) for v in node.values())
@@ -94,35 +166,51 @@ def _front_matter(text: str, where: Path) -> tuple[dict[str, Any], str]:
     return data, body.strip()
 
 
-def _read(path: Path) -> bytes | None:
+def _read(path: Path, most: int) -> bytes | int:
     """The bytes of a regular file, opened without following a link (a file swapped for a
-    link or a pipe after it was listed is refused); None when over `MAX_FILE_BYTES`."""
+    link or a pipe after it was listed is refused); its size when over ``most`` bytes."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     with os.fdopen(fd, "rb") as file:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(f"{path} is not a regular file")
-        data = file.read(MAX_FILE_BYTES + 1)
-    return None if len(data) > MAX_FILE_BYTES else data
+        data = file.read(most + 1)
+        if len(data) > most:
+            return max(os.fstat(fd).st_size, len(data))
+    return data
 
 
-def load_skill(folder: str | Path) -> Skill:
-    """Read and check one skill folder; `DefinitionError` says what is wrong and how to fix it."""
+def _listing(root: Path, limits: SkillLimits) -> list[tuple[Path, int]]:
+    """Every entry under ``root`` with its mode (links not followed), sorted; refused past
+    ``limits.entries`` while listing, and when the folder cannot be listed."""
+    listed: list[Path] = []
+    try:
+        for path in root.rglob("*"):
+            listed.append(path)
+            if len(listed) > limits.entries:
+                fix = "a skill holds its instructions and the few files they refer to"
+                raise _over(root, "the folder holds", "entries", limits.entries, fix, None)
+        return [(path, path.lstat().st_mode) for path in sorted(listed)]
+    except OSError as exc:
+        raise DefinitionError(
+            f"{root}: the folder could not be listed ({type(exc).__name__}: "
+            f"{exc.strerror or exc}); a skill's folder must be readable as it is"
+        ) from None
+
+
+def load_skill(folder: str | Path, *, limits: SkillLimits | None = None) -> Skill:
+    """Read and check one skill folder; `DefinitionError` says what is wrong and how to fix it.
+
+    ``limits`` bounds what the folder may hold (default `SkillLimits()`); a refusal for
+    a limit names the `SkillLimits` field and the value that would take the folder.
+    """
+    limits = limits if limits is not None else SkillLimits()
     root = Path(folder)
     main = root / "SKILL.md"
     if root.is_symlink() or not root.is_dir():
         raise DefinitionError(f"{root}: a skill is a folder (not a link) holding SKILL.md")
     entries: list[tuple[str, bytes, bool]] = []
-    listed: list[Path] = []
-    for path in root.rglob("*"):
-        listed.append(path)
-        if len(listed) > MAX_ENTRIES:
-            raise DefinitionError(
-                f"{root}: more than {MAX_ENTRIES} entries (files and folders); a skill holds "
-                "its instructions and the few files they refer to"
-            )
-    for path in sorted(listed):
+    for path, mode in _listing(root, limits):
         relative = path.relative_to(root).as_posix()
-        mode = path.lstat().st_mode
         if stat.S_ISLNK(mode):
             raise DefinitionError(
                 f"{root}: {relative} is a symbolic link; a skill's files must be in its folder "
@@ -133,17 +221,19 @@ def load_skill(folder: str | Path) -> Skill:
         if not stat.S_ISREG(mode):
             raise DefinitionError(f"{root}: {relative} is not a regular file")
         try:
-            content = _read(path)
+            content = _read(path, limits.file_bytes)
         except OSError as exc:
             raise DefinitionError(
                 f"{root}: {relative} could not be read as a regular file ({exc}); "
                 "a skill's files must be plain files in its folder"
             ) from None
-        if content is None:
-            raise DefinitionError(f"{root}: {relative} is over {MAX_FILE_BYTES:,} bytes")
+        if isinstance(content, int):
+            fix = "split the file or leave it out of the skill"
+            raise _over(root, relative, "file_bytes", limits.file_bytes, fix, content)
         entries.append((relative, content, bool(mode & 0o111)))
-        if len(entries) > MAX_FILES:
-            raise DefinitionError(f"{root}: more than {MAX_FILES} files")
+        if len(entries) > limits.files:
+            fix = "a skill holds its instructions and the few files they refer to"
+            raise _over(root, "the folder holds", "files", limits.files, fix, None)
     hashed = {relative: content for relative, content, _ in entries}
     if "SKILL.md" not in hashed:
         raise DefinitionError(f"{root}: no SKILL.md")
@@ -153,7 +243,7 @@ def load_skill(folder: str | Path) -> Skill:
         text = hashed["SKILL.md"].decode("utf-8")
     except UnicodeDecodeError as exc:
         raise DefinitionError(f"{main}: not UTF-8 text") from exc
-    data, body = _front_matter(text, main)
+    data, body = _front_matter(text, main, limits)
     name = data.get("name")
     description = data.get("description")
     if not isinstance(name, str) or not _NAME.fullmatch(name) or len(name) > 64:
@@ -163,10 +253,19 @@ def load_skill(folder: str | Path) -> Skill:
         )
     if name != root.name:
         raise DefinitionError(f"{main}: 'name' is {name!r} but the folder is {root.name!r}")
-    if not isinstance(description, str) or not description.strip() or len(description) > 1024:
+    if not isinstance(description, str) or not description.strip():
         raise DefinitionError(
-            f"{main}: 'description' must say in at most 1024 characters what the skill does "
-            "and when to use it"
+            f"{main}: 'description' must say in a line what the skill does and when to use it"
+        )
+    if len(description) > limits.description_chars:
+        fix = "shorten it to what the skill does and when to use it"
+        raise _over(
+            main,
+            "'description'",
+            "description_chars",
+            limits.description_chars,
+            fix,
+            len(description),
         )
     digest = hashlib.sha256()
     for relative, content, executable in entries:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -10,16 +11,30 @@ from typing import Any
 from pydantic import BaseModel
 
 from callgate.errors import DefinitionError, ToolFailure
-from callgate.skills.folder import Skill, SkillPins, load_skill
+from callgate.skills.folder import Skill, SkillLimits, SkillPins, load_skill
 from callgate.tools import ToolSpec, schema_spec
 
-__all__ = ["SkillSet", "load_skills"]
+__all__ = ["SkillRefusal", "SkillSet", "load_skills"]
+
+_log = logging.getLogger("callgate.skills")
 
 _NOT_RUN = (
     "This skill ships scripts ({scripts}). callgate does not run them from this registry: "
     "running code needs the sandboxed code surface (callgate.sandbox), which is not offered "
     "here. Follow the instructions without running them, or tell the user they are needed."
 )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SkillRefusal:
+    """A skill folder `load_skills` did not load, and why."""
+
+    folder: Path
+    """The folder as it was given."""
+    reason: str
+    """What is wrong and how to fix it (the `DefinitionError`'s message)."""
+    limit: str | None = None
+    """The `SkillLimits` field the folder is over, when a limit refused it."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,6 +45,9 @@ class SkillSet:
     approved: dict[str, bool]
     """Per skill: False when it changed since it was approved (its reads are blocked)."""
     tools: tuple[ToolSpec, ...]
+    refused: tuple[SkillRefusal, ...] = ()
+    """The folders that were not loaded, in the order given, each with its reason: the
+    other folders load without them, and nothing of theirs reaches a tool definition."""
 
     def catalogue(self) -> str:
         """One line per skill: its name and description (what the model sees up front).
@@ -48,16 +66,50 @@ def _catalogue(skills: dict[str, Skill], approved: dict[str, bool]) -> str:
     )
 
 
-def load_skills(folders: Iterable[str | Path], *, pins: SkillPins | None = None) -> SkillSet:
-    """Load skill folders and build ``read_skill`` and ``read_skill_file`` over them."""
+def load_skills(
+    folders: Iterable[str | Path],
+    *,
+    pins: SkillPins | None = None,
+    limits: SkillLimits | None = None,
+) -> SkillSet:
+    """Load skill folders and build ``read_skill`` and ``read_skill_file`` over them.
+
+    Each folder is taken or refused on its own: a folder callgate cannot take (bad
+    front matter, a link, over one of ``limits``, a second skill of a name already
+    loaded) is listed in `SkillSet.refused` with its reason, logged as a warning on
+    ``callgate.skills``, and the others load. ``limits`` (default `SkillLimits()`)
+    bounds every folder. No folders at all, or none that loads, is a `DefinitionError`
+    (naming each folder and its reason): there would be nothing to serve.
+    """
     skills: dict[str, Skill] = {}
+    origin: dict[str, Path] = {}
+    refused: list[SkillRefusal] = []
+    given = 0
     for folder in folders:
-        skill = load_skill(folder)
-        if skill.name in skills:
-            raise DefinitionError(f"two skills are named {skill.name!r}")
+        given += 1
+        path = Path(folder)
+        try:
+            skill = load_skill(path, limits=limits)
+            if skill.name in skills:
+                raise DefinitionError(
+                    f"{path}: a skill named {skill.name!r} was already loaded from "
+                    f"{origin[skill.name]}; skill names must be unique (rename or leave out "
+                    "one of them)"
+                )
+        except DefinitionError as exc:
+            refusal = SkillRefusal(folder=path, reason=str(exc), limit=getattr(exc, "limit", None))
+            _log.warning("skill folder refused: %s", refusal.reason)
+            refused.append(refusal)
+            continue
         skills[skill.name] = skill
-    if not skills:
+        origin[skill.name] = path
+    if not given:
         raise DefinitionError("no skill folders were given")
+    if not skills:
+        raise DefinitionError(
+            f"none of the {given} skill folders could be loaded:\n"
+            + "\n".join(f"- {r.reason}" for r in refused)
+        )
     approved = {
         n: (pins.check(n, s.digest) if pins is not None else True) for n, s in skills.items()
     }
@@ -124,7 +176,9 @@ def load_skills(folders: Iterable[str | Path], *, pins: SkillPins | None = None)
         risk="read",
         precondition=guard,
     )
-    return SkillSet(skills=skills, approved=approved, tools=(read, read_file))
+    return SkillSet(
+        skills=skills, approved=approved, tools=(read, read_file), refused=tuple(refused)
+    )
 
 
 def _guard(skills: dict[str, Skill], pins: SkillPins) -> Any:
