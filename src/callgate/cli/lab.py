@@ -4,10 +4,12 @@
 --prereg examples/lab/prereg.toml --db lab.db --out lab-report`` runs every
 task on every surface (paired), records every run in the ledger, then writes
 the pre-registered analysis (``report.md``, PNG plots, JSON) into ``--out``.
-``--model`` is any ``callgate`` model spec (see ``callgate run --help``),
-``local`` or ``local:PATH`` (a GGUF model run in this process by llama.cpp,
-constrained with ``--constrain``), or ``policy:NAME``, a scripted policy
-with known behaviour (``oracle``, ``oracle-fast``, ``planted``, ``clumsy``).
+``--model`` is any ``callgate`` model spec (see ``callgate run --help``), read
+as ``callgate run`` reads it: ``local``, ``local:smollm2`` or ``local:PATH``,
+optionally ``+llguidance``, ``+gbnf`` or ``+none``, is a GGUF model run in this
+process by llama.cpp (``--constrain`` gives the constraint when the spec does
+not); ``policy:NAME`` is a scripted policy with known behaviour (``oracle``,
+``oracle-fast``, ``planted``, ``clumsy``).
 ``callgate lab analyse`` analyses the runs already in a ledger again.
 
 Exit codes: 0 success; 2 bad usage or input (an unknown surface, model,
@@ -37,7 +39,7 @@ from callgate.eval.repo_tasks import load_tasks
 from callgate.eval.report import write_report
 from callgate.eval.tokens import tokenizer_from
 from callgate.ledger.sqlite import SQLiteLedger
-from callgate.llms import model_from_spec
+from callgate.llms import CONSTRAINTS, model_from_spec, parse_local_spec
 
 __all__ = ["app", "model_for_spec"]
 
@@ -50,22 +52,30 @@ app = typer.Typer(
 
 
 def model_for_spec(
-    spec: str, *, seed: int = 0, constrain: str = "llguidance", max_tokens: int = 256
+    spec: str, *, seed: int = 0, constrain: str | None = None, max_tokens: int = 256
 ) -> ModelFor:
     """The model of each run: ``policy:NAME`` (a scripted policy per task and surface),
-    ``local`` or ``local:PATH`` (a GGUF model run by llama.cpp, `callgate.llms.local`, that
-    must call a tool at each step), or any ``--model`` spec (one model for every run)."""
+    a local spec read by `parse_local_spec` (``local``, ``local:smollm2``, ``local:PATH``,
+    each optionally ``+CONSTRAINT``: a GGUF model run by llama.cpp, `callgate.llms.local`,
+    that must call a tool at each step; ``constrain`` applies when the spec names none),
+    or any other ``--model`` spec (one model for every run)."""
     if spec.startswith("policy:"):
         policy = policy_named(spec[7:])
         return lambda task, surface: policy.model(task, surface, seed=seed)
-    if spec == "local" or spec.startswith("local:"):
+    if spec == "local" or spec.startswith(("local:", "local+")):
         from callgate.llms.local import LocalModel
 
-        if constrain not in ("llguidance", "gbnf", "none"):
+        if constrain is not None and constrain not in CONSTRAINTS:
             raise DefinitionError(f"--constrain {constrain!r}: use llguidance, gbnf or none")
+        path, named = parse_local_spec(spec)
+        if named is not None and constrain is not None and named != constrain:
+            raise DefinitionError(
+                f"--model {spec!r} says +{named} and --constrain says {constrain}: "
+                "give the constraint once"
+            )
         local = LocalModel(
-            spec[6:] or None,
-            constrain=constrain,  # type: ignore[arg-type]  # checked above
+            path,
+            constrain=named or constrain or "llguidance",  # type: ignore[arg-type]  # checked
             answer=False,
             max_tokens=max_tokens,
             seed=seed,
@@ -129,8 +139,12 @@ def run_command(
     steps: Annotated[int, typer.Option("--steps", min=1, help="Model calls per run.")] = 30,
     seed: Annotated[int, typer.Option("--seed", help="The policies' seed.")] = 0,
     constrain: Annotated[
-        str, typer.Option("--constrain", help="local models: llguidance, gbnf or none.")
-    ] = "llguidance",
+        str | None,
+        typer.Option(
+            "--constrain",
+            help="local models: llguidance (the default), gbnf or none; or +CONSTRAINT in --model.",
+        ),
+    ] = None,
     max_tokens: Annotated[
         int, typer.Option("--max-tokens", min=16, help="local models: tokens per step.")
     ] = 256,

