@@ -62,7 +62,7 @@ def test_each_operation_becomes_a_tool_with_effects_from_its_method(shop: tuple[
     _, url = shop
     api = _import(url)
     tools = {t.name: t for t in api.tools}
-    host = url.removeprefix("http://")
+    host = "127.0.0.1"  # the host alone, as the sandbox names it (no port)
     assert [e.text for e in tools["listProducts"].effects] == [
         "read:shop:/products",
         f"network:{host}",
@@ -95,11 +95,16 @@ def test_a_name_collision_is_resolved_visibly(shop: tuple[Shop, str]) -> None:
 def test_an_operation_that_cannot_be_sent_faithfully_is_skipped_with_the_reason(
     shop: tuple[Shop, str],
 ) -> None:
-    """A multipart upload is not imported, and the report says why."""
+    """An XML body is not imported; the report says why and where (a JSON pointer). A
+    multipart upload is imported, its file a base64 argument."""
     _, url = shop
     api = _import(url)
-    assert "uploadImage" not in {t.name for t in api.tools}
-    assert "multipart/form-data" in api.skipped["PUT /products/{product_id}/image"]
+    assert "replaceSheet" not in {t.name for t in api.tools}
+    reason = api.skipped["PUT /products/{product_id}/sheet"]
+    assert "application/xml" in reason
+    assert "#/paths/~1products~1{product_id}~1sheet/put/requestBody/content" in reason
+    upload = {t.name: t for t in api.tools}["uploadImage"]
+    assert upload.input_schema["properties"]["file"]["contentEncoding"] == "base64"
 
 
 def test_a_paginated_read_goes_through_the_gate(shop: tuple[Shop, str]) -> None:
@@ -279,7 +284,7 @@ def test_the_openapi_3_0_dialect_reads_exclusive_minimum_and_nullable(
 def test_writes_need_their_own_grant(shop: tuple[Shop, str]) -> None:
     """A run granted reads of the shop cannot place an order."""
     _, url = shop
-    host = url.removeprefix("http://")
+    host = "127.0.0.1"  # the host alone, as the sandbox names it (no port)
     run = _run(_import(url), grants=["read:shop:*", f"network:{host}"])
     assert _call(run, "getProduct", {"product_id": "p-1"}).status is Status.OK
     order = {
@@ -393,7 +398,8 @@ def test_a_redirect_is_not_followed(shop: tuple[Shop, str]) -> None:
 
 
 def test_operations_callgate_cannot_send_faithfully_are_listed_not_loosened() -> None:
-    """Another document's schema, an object or deepObject parameter, an unknown format."""
+    """Another document's schema, a matrix path parameter, an XML-described parameter,
+    an unknown format; each reason ends with the obstacle's JSON pointer."""
 
     def op(**parts: Any) -> dict[str, Any]:
         return {"get": {"operationId": parts.pop("name"), **parts}}
@@ -407,24 +413,25 @@ def test_operations_callgate_cannot_send_faithfully_are_listed_not_loosened() ->
                     {"name": "q", "in": "query", "schema": {"$ref": "https://x.example/q.json"}}
                 ],
             ),
-            "/b": op(
-                name="objectParam",
+            "/b/{f}": op(
+                name="matrixParam",
                 parameters=[
                     {
                         "name": "f",
-                        "in": "query",
-                        "schema": {"type": "object", "properties": {"a": {"type": "string"}}},
+                        "in": "path",
+                        "required": True,
+                        "style": "matrix",
+                        "schema": {"type": "string"},
                     }
                 ],
             ),
             "/c": op(
-                name="deepObject",
+                name="xmlParam",
                 parameters=[
                     {
                         "name": "f",
                         "in": "query",
-                        "style": "deepObject",
-                        "schema": {"type": "string"},
+                        "content": {"application/xml": {"schema": {"type": "string"}}},
                     }
                 ],
             ),
@@ -442,9 +449,12 @@ def test_operations_callgate_cannot_send_faithfully_are_listed_not_loosened() ->
     api = import_openapi(document, api="x", base_url="http://127.0.0.1:9")
     assert [t.name for t in api.tools] == ["fine"]
     assert "another document" in api.skipped["GET /a"]
-    assert "is an object" in api.skipped["GET /b"]
-    assert "deepObject" in api.skipped["GET /c"]
+    assert "#/paths/~1a/get/parameters/0" in api.skipped["GET /a"]
+    assert "style 'matrix'" in api.skipped["GET /b/{f}"]
+    assert "(at #/paths/~1b~1{f}/get/parameters/0)" in api.skipped["GET /b/{f}"]
+    assert "application/xml" in api.skipped["GET /c"]
     assert "'phone'" in api.skipped["GET /d"]
+    assert "#/paths/~1d/get" in api.skipped["GET /d"]
 
 
 @pytest.mark.parametrize("value", ["k-1\r\nX-Admin: yes", "clé"])

@@ -6,8 +6,15 @@ risk, the credentials it needs), the collisions that were renamed, the
 operations left out and why, and the policy the tools need: the grants a run
 must hold and a starting policy file (reads allowed, writes asked).
 
+A document without ``servers`` (or with a relative server URL) is inspected
+all the same: without ``--base-url`` its effects name the placeholder host
+``server.invalid``, and a note says to pass ``--base-url``. Server variables
+take their defaults unless ``--server-variable NAME=VALUE`` says otherwise.
+Each operation left out is listed with the reason and its JSON pointer.
+
 Exit codes: 0 every operation can be imported; 1 some cannot (listed);
-2 bad input (a document that cannot be read, or is not OpenAPI 3.0/3.1).
+2 bad input (a document that cannot be read, is not OpenAPI 3.0/3.1, or a
+``--base-url`` / ``--server-variable`` that does not fit it).
 """
 
 from __future__ import annotations
@@ -49,13 +56,36 @@ def inspect(
             "--base-url", help="The service's URL (default: the document's first server)."
         ),
     ] = None,
+    server_variable: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--server-variable",
+            help="NAME=VALUE: a server variable's value instead of its default (repeat).",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """List the tools an OpenAPI document would create and the policy they need."""
-    from callgate.openapi import import_openapi
+    from callgate.openapi import import_openapi, load_document
+    from callgate.openapi.servers import base_url as resolve
 
+    variables: dict[str, str] = {}
+    for item in server_variable or ():
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise fail(f"--server-variable takes NAME=VALUE; got {item!r}", 2)
+        variables[name] = value
+    note = None
     try:
-        result = import_openapi(source, api=api, base_url=base_url, require_credentials=False)
+        document = load_document(source)
+        if base_url is None and not variables and not _has_server(document, source):
+            base_url = _PLACEHOLDER
+            note = (
+                "the document names no absolute server URL: effects show the placeholder "
+                f"host {_PLACEHOLDER.split('//')[1]}; pass --base-url https://… for the real one"
+            )
+        url = resolve(document, given=base_url, overrides=variables, source=source)
+        result = import_openapi(document, api=api, base_url=url, require_credentials=False)
     except DefinitionError as exc:
         raise fail(str(exc), 2) from exc
     built = {spec.name: spec for spec in result.tools}
@@ -75,6 +105,7 @@ def inspect(
                 "risk": op.risk,
                 "credentials": sorted({n for names in op.security for n in names}),
                 "renamed": list(op.renamed),
+                "pointer": op.pointer,
                 "skipped": result.skipped.get(op.key),
             }
         )
@@ -85,7 +116,8 @@ def inspect(
             plain_json(
                 {
                     "api": result.api,
-                    "base_url": result.base_url,
+                    "base_url": None if note else result.base_url,
+                    "note": note,
                     "tools": rows,
                     "grants": grants,
                     "policy": policy,
@@ -94,8 +126,24 @@ def inspect(
         )
     else:
         _print(result.api, result.base_url, rows, grants, policy)
+        if note:
+            console().print(cell(f"note: {note}", style="yellow"))
     if result.skipped:
         raise typer.Exit(1)
+
+
+_PLACEHOLDER = "https://server.invalid"
+
+
+def _has_server(document: dict[str, Any], source: str) -> bool:
+    """Whether the document's first server gives an absolute URL (variables at defaults)."""
+    from callgate.openapi.servers import base_url as resolve
+
+    try:
+        resolve(document, source=source)
+    except DefinitionError:
+        return False
+    return True
 
 
 def _policy(api: str, rows: list[dict[str, Any]]) -> str:

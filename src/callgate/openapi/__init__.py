@@ -10,52 +10,62 @@ registry = Registry(api.tools)
 
 One tool per operation (named by ``operationId``, else method and path),
 its arguments the operation's path, query, header and cookie parameters and
-its JSON body's properties merged into one schema (a collision is resolved
+its body's properties merged into one schema (a collision is resolved
 by prefixing the later one with where it goes, ``body_id``, and reported).
-Effects come from the method (``GET``/``HEAD``/``OPTIONS`` →
+Values are written as OpenAPI's ``style``/``explode`` say (``deepObject``,
+form and delimited arrays, objects); bodies are JSON, forms (Stripe's
+nested ``a[b]``/``a[0]``), multipart with files (base64 arguments, bounded
+by ``max_file_bytes``), raw bytes or text (`callgate.openapi.encoding`).
+The base URL is the first server's, its variables filled (defaults, or
+``server_variables``), or ``base_url`` (required when the document names no
+server). Effects come from the method (``GET``/``HEAD``/``OPTIONS`` →
 ``read:<api>:<path>``, others → ``write:<api>:<path>``, overridable per
-operation) plus ``network:<host>`` always. Credentials come from the run's
+operation) plus ``network:<host>`` always: the host alone, without the port,
+as the sandbox's ``network_connect`` names it. Credentials come from the run's
 trusted context (``Authority(context={"shop_token": ...})``), never from
 arguments: parameters that carry them are not in the schema. The handler
 (`callgate.openapi.http`) bounds time and response size and maps answers to
 outcomes (4xx → ``error``; a timeout or 5xx after a write → ``unknown``).
-Operations that cannot be imported faithfully are listed with the reason
-(`OpenAPIImport.skipped`), never loosened. See docs/openapi.md.
+Operations that cannot be imported faithfully are listed with the reason and
+the JSON pointer of the obstacle (`OpenAPIImport.skipped`), never loosened,
+and never drop the rest of the document. See docs/openapi.md.
 """
 
 from __future__ import annotations
 
-import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
-from pydantic import BaseModel
 
 from callgate.definitions.formats import FormatCheck
-from callgate.errors import ArgumentError, DefinitionError
+from callgate.errors import DefinitionError
 from callgate.openapi.document import (
     Argument,
     Operation,
     OperationConfig,
     load_document,
-    operations,
     schema_values,
 )
+from callgate.openapi.encoding import request_check
 from callgate.openapi.http import (
     DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_TIMEOUT,
     Credential,
     handler,
 )
+from callgate.openapi.operations import DEFAULT_MAX_FILE_BYTES, operations
+from callgate.openapi.servers import base_url as resolve_base_url
+from callgate.openapi.servers import network_host
 from callgate.tools import Registry, ToolSpec, schema_spec
 
 MAX_SCHEMA_VALUES = 1_000_000
 """The default bound of `import_openapi`'s ``max_schema_values``."""
 
 __all__ = [
+    "DEFAULT_MAX_FILE_BYTES",
     "MAX_SCHEMA_VALUES",
     "Argument",
     "Credential",
@@ -77,7 +87,8 @@ class OpenAPIImport:
     operations: tuple[Operation, ...]
     tools: tuple[ToolSpec, ...]
     skipped: Mapping[str, str] = field(default_factory=dict)
-    """``{"METHOD /path": why}`` for every operation not imported."""
+    """``{"METHOD /path": why}`` for every operation not imported; the reason ends with
+    the JSON pointer of the obstacle (``(at #/paths/~1v1~1charges/get/parameters/3)``)."""
 
     def register(self, registry: Registry) -> Registry:
         """Add every imported tool to ``registry`` (and return it)."""
@@ -107,11 +118,16 @@ def import_openapi(
     transport: httpx.BaseTransport | None = None,
     require_credentials: bool = True,
     max_schema_values: int = MAX_SCHEMA_VALUES,
+    server_variables: Mapping[str, str] | None = None,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
 ) -> OpenAPIImport:
     """Read an OpenAPI document (a path, an ``http(s)`` URL, or a dict) into tools.
 
     ``api`` names the API in effects (``read:shop:/orders``). ``base_url``
-    defaults to the document's first server (it must then be absolute).
+    defaults to the document's first server, its variables filled from
+    ``server_variables`` or their defaults (a relative server URL is resolved
+    against the document's URL); a document without servers needs ``base_url``.
+    ``max_file_bytes`` bounds each file a multipart or raw-bytes body carries.
     ``credentials`` maps each security scheme name to the trusted-context key
     holding its secret (``{"bearerAuth": "shop_token"}``). ``operations_config``
     configures operations by ``operationId`` or ``"METHOD /path"`` (effects,
@@ -125,17 +141,23 @@ def import_openapi(
     """
     if not api or not all(c.isalnum() or c in "_-." for c in api):
         raise DefinitionError(f"api name {api!r}: use letters, digits, '_', '-' or '.'")
-    if timeout <= 0 or max_response_bytes < 1:
-        raise DefinitionError("timeout and max_response_bytes must be positive")
+    if timeout <= 0 or max_response_bytes < 1 or max_file_bytes < 1:
+        raise DefinitionError("timeout, max_response_bytes and max_file_bytes must be positive")
     document = load_document(source)
-    url = base_url or _first_server(document)
-    parsed = urllib.parse.urlsplit(url)
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise DefinitionError(
-            f"the API's base URL {url!r} is not an absolute http(s) URL; pass base_url="
-        )
-    host = parsed.netloc.rpartition("@")[2]
-    found = operations(document, api=api, host=host, config=operations_config)
+    url = resolve_base_url(
+        document,
+        given=base_url,
+        overrides=server_variables,
+        source=None if isinstance(source, Mapping) else str(source),
+    )
+    host = network_host(url)
+    found = operations(
+        document,
+        api=api,
+        host=host,
+        config=operations_config,
+        max_file_bytes=max_file_bytes,
+    )
     total = sum(schema_values(op.schema) for op in found if op.skipped is None)
     if total > max_schema_values:
         raise DefinitionError(
@@ -154,6 +176,13 @@ def import_openapi(
         if op.skipped is not None:
             skipped[op.key] = op.skipped
             continue
+        credential_query = {
+            c.name
+            for names in op.security
+            for n in names
+            if (c := _credential(n, schemes, keys)) is not None and c.where == "query"
+        }
+        check = request_check(op, credential_query)
         alternatives = [
             [_credential(name, schemes, keys) for name in names] for names in op.security
         ]
@@ -190,10 +219,10 @@ def import_openapi(
                 effects=list(op.effects),
                 risk=op.risk,
                 timeout=None,  # the request's own timeout decides, and says what it means
-                checks=[_request_check(op.arguments)] if _needs_request_check(op.arguments) else [],
+                checks=[check] if check is not None else [],
             )
         except DefinitionError as exc:
-            skipped[op.key] = str(exc)
+            skipped[op.key] = f"{exc} (at {op.pointer})"
             continue
         taken.add(spec.name)
         tools.append(spec)
@@ -205,13 +234,6 @@ def import_openapi(
         tools=tuple(tools),
         skipped=skipped,
     )
-
-
-def _first_server(document: Mapping[str, Any]) -> str:
-    servers = document.get("servers")
-    if isinstance(servers, list) and servers and isinstance(servers[0], Mapping):
-        return str(servers[0].get("url", ""))
-    return ""
 
 
 def _credential(
@@ -232,41 +254,3 @@ def _credential(
         # The application obtains the access token; callgate sends it as a bearer token.
         return Credential(scheme=name, kind="bearer", key=key)
     raise DefinitionError(f"security scheme {name!r} of type {kind!r} is not one callgate sends")
-
-
-def _needs_request_check(arguments: tuple[Argument, ...]) -> bool:
-    return any(a.location in ("path", "header", "cookie") for a in arguments)
-
-
-_HEADER_TEXT = frozenset(chr(c) for c in range(0x20, 0x7F)) | {"\t"}
-
-
-def _request_check(arguments: tuple[Argument, ...]) -> Any:
-    """The semantic check of values that go into the request line and headers.
-
-    A path value cannot be empty, ``.`` or ``..`` (it would change the path); a
-    header or cookie value is visible ASCII (no line breaks: they would add
-    headers). Refused here, at the ``semantic`` stage, nothing is ever sent.
-    """
-    paths = [a.name for a in arguments if a.location == "path"]
-    headers = [a.name for a in arguments if a.location in ("header", "cookie")]
-
-    def check(values: BaseModel) -> None:
-        dumped = values.model_dump(by_alias=True)
-        for name in paths:
-            text = str(dumped.get(name, ""))
-            if text in ("", ".", ".."):
-                raise ArgumentError(
-                    name,
-                    f"a path segment cannot be {text!r}: give the identifier itself",
-                )
-        for name in headers:
-            value = dumped.get(name)
-            if value is not None and not set(str(value)) <= _HEADER_TEXT:
-                raise ArgumentError(
-                    name,
-                    "this value goes into an HTTP header, which holds visible ASCII "
-                    "characters only (no line breaks, no accents)",
-                )
-
-    return check

@@ -31,6 +31,8 @@ import httpx
 
 from callgate.errors import OutcomeUnknown, ToolFailure
 from callgate.openapi.document import Operation
+from callgate.openapi.encoding import form_pairs, multipart, path_text, query_pairs, text
+from callgate.openapi.operations import FORM, MULTIPART, OCTETS, TEXT
 from callgate.tools import CallContext
 
 __all__ = ["DEFAULT_MAX_RESPONSE_BYTES", "DEFAULT_TIMEOUT", "Credential", "handler"]
@@ -74,26 +76,26 @@ def handler(
     def call(ctx: CallContext, **arguments: Any) -> Any:
         secrets = _credentials(credentials, ctx, operation)
         path = operation.path
-        query: list[tuple[str, str | int | float | bool | None]] = []
+        query: list[tuple[str, str]] = []
         headers: dict[str, str] = {"accept": "application/json"}
-        cookies: dict[str, str] = {}
+        cookies: list[tuple[str, str]] = []
         body: dict[str, Any] = {}
         whole: Any = None
         for name, value in arguments.items():
             arg = by_name[name]
             if arg.location == "path":
-                path = path.replace("{" + arg.source + "}", _segment(value))
+                path = path.replace("{" + arg.source + "}", path_text(arg, value, quote=True))
             elif arg.location == "query":
-                values = value if isinstance(value, list) else [value]
-                query.extend((arg.source, _text(v)) for v in values)
+                query.extend(query_pairs(arg, value))
             elif arg.location == "header":
-                headers[arg.source] = _text(value)
+                if value is not None:
+                    headers[arg.source] = path_text(arg, value, quote=False)
             elif arg.location == "cookie":
-                cookies[arg.source] = _text(value)
+                cookies.extend(query_pairs(arg, value))
             elif operation.body == "whole":
                 whole = value
-            else:
-                body[arg.source] = value
+            elif value is not None:
+                body[name] = value
         if operation.idempotency_header is not None:
             # The gate's key for this operation: a resend of the same call (a replay, a
             # reconciliation) carries the same key, so the service can refuse a double.
@@ -107,20 +109,12 @@ def handler(
             elif credential.where == "query":
                 query.append((credential.name, secret))
             elif credential.where == "cookie":
-                cookies[credential.name] = secret
+                cookies.append((credential.name, secret))
             else:
                 headers[credential.name] = secret
-        content: bytes | None = None
-        if operation.body == "properties" and (body or operation.body_required):
-            content = json.dumps(body).encode()
-        elif operation.body == "whole" and (whole is not None or operation.body_required):
-            content = json.dumps(whole).encode()
-        if content is not None:
-            headers["content-type"] = "application/json"
+        content = _content(operation, body, whole, headers)
         if cookies:
-            headers["cookie"] = "; ".join(
-                f"{k}={urllib.parse.quote(v)}" for k, v in cookies.items()
-            )
+            headers["cookie"] = "; ".join(f"{k}={urllib.parse.quote(v)}" for k, v in cookies)
         url = base + path
         target = httpx.URL(url)
         if (target.scheme, target.netloc, target.userinfo) != (
@@ -149,6 +143,34 @@ def handler(
         )
 
     return call
+
+
+def _content(
+    operation: Operation, body: dict[str, Any], whole: Any, headers: dict[str, str]
+) -> bytes | None:
+    """The request body in the operation's media type (its content type set in
+    ``headers``), or None when nothing is sent."""
+    media = operation.media
+    if operation.body == "whole":
+        if whole is None and not operation.body_required:
+            return None
+        headers["content-type"] = media
+        if media == OCTETS:
+            return base64.b64decode(whole or "", validate=True)
+        if media == TEXT:
+            return text(whole).encode()
+        return json.dumps(whole).encode()
+    if operation.body != "properties" or not (body or operation.body_required):
+        return None
+    if media == FORM:
+        headers["content-type"] = FORM
+        return urllib.parse.urlencode(form_pairs(operation, body)).encode()
+    if media == MULTIPART:
+        content, headers["content-type"] = multipart(operation, body)
+        return content
+    headers["content-type"] = "application/json"
+    by_name = {a.name: a.source for a in operation.arguments}
+    return json.dumps({by_name[k]: v for k, v in body.items()}).encode()
 
 
 _REDACTED = "[redacted: the credential sent]"
@@ -191,25 +213,11 @@ def _credentials(
     )
 
 
-def _text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, dict | list):
-        return json.dumps(value, separators=(",", ":"))
-    return str(value)
-
-
-def _segment(value: Any) -> str:
-    # Every character but unreserved ones is escaped, "/" included: a value cannot
-    # leave its segment (dot segments are refused by the argument check).
-    return urllib.parse.quote(_text(value), safe="")
-
-
 def _send(
     method: str,
     url: str,
     *,
-    params: list[tuple[str, str | int | float | bool | None]],
+    params: Sequence[tuple[str, str]],
     headers: Mapping[str, str],
     content: bytes | None,
     is_read: bool,
@@ -226,7 +234,9 @@ def _send(
             httpx.Client(
                 timeout=timeout, follow_redirects=False, transport=transport, trust_env=False
             ) as client,
-            client.stream(method, url, params=params, headers=headers, content=content) as answer,
+            client.stream(
+                method, url, params=tuple(params), headers=headers, content=content
+            ) as answer,
         ):
             data, cut = _read_bounded(answer, max_bytes, time.monotonic() + timeout)
             status = answer.status_code

@@ -1,0 +1,522 @@
+"""OpenAPI requests as real APIs write them, against a real service on 127.0.0.1.
+
+Form-urlencoded bodies with Stripe's nested ``a[b]`` / ``a[0]`` style, ``deepObject``
+and object query parameters, multipart with a file (and its size bound), server
+variables, documents without ``servers``, and operations left out with their JSON
+pointer. The service (Starlette under uvicorn) records the raw query string and
+body of every request, so each test checks what really went over the wire.
+"""
+
+from __future__ import annotations
+
+import base64
+import urllib.parse
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from callgate import Authority, DefinitionError, Gate, MemoryLedger, Registry, Status, ToolCall
+from callgate.openapi import OpenAPIImport, import_openapi
+from servers import serving
+
+pytestmark = pytest.mark.timeout(60)
+
+SEEN: list[dict[str, Any]] = []
+
+
+async def _record(request: Request) -> Response:
+    body = await request.body()
+    entry: dict[str, Any] = {
+        "method": request.method,
+        "path": request.url.path,
+        "query": request.scope.get("query_string", b"").decode(),
+        "content_type": request.headers.get("content-type", ""),
+        "body": body,
+    }
+    if entry["content_type"].startswith("multipart/form-data"):
+        form = await request.form()
+        parts: dict[str, Any] = {}
+        for key, value in form.multi_items():
+            if hasattr(value, "read"):
+                parts.setdefault(key, []).append(
+                    {"filename": value.filename, "data": await value.read()}
+                )
+            else:
+                parts.setdefault(key, []).append(value)
+        entry["parts"] = parts
+    SEEN.append(entry)
+    return JSONResponse({"ok": True})
+
+
+@pytest.fixture(scope="module")
+def service() -> Iterator[str]:
+    """A service that records every request it receives and answers ``{"ok": true}``."""
+    app = Starlette(routes=[Route("/{rest:path}", _record, methods=["GET", "POST", "PUT"])])
+    with serving(app, what="recording service") as url:
+        yield url
+
+
+def _run(api: OpenAPIImport) -> Any:
+    registry = api.register(Registry())
+    return Gate(registry, ledger=MemoryLedger()).run(
+        authority=Authority(principal="ana", grants=["read:*", "write:*", "network:*"])
+    )
+
+
+def _call(api: OpenAPIImport, tool: str, arguments: dict[str, Any]) -> Any:
+    (obs,) = _run(api).submit([ToolCall(id="c1", name=tool, arguments=arguments)])
+    return obs
+
+
+def _pairs(text: str | bytes) -> list[tuple[str, str]]:
+    """The decoded ``key=value`` pairs of a query string or form body, in order."""
+    if isinstance(text, bytes):
+        text = text.decode()
+    return urllib.parse.parse_qsl(text, keep_blank_values=True)
+
+
+STRIPE_LIKE: dict[str, Any] = {
+    "openapi": "3.0.0",
+    "info": {"title": "payments", "version": "1"},
+    "paths": {
+        "/v1/customers": {
+            "post": {
+                "operationId": "PostCustomers",
+                "requestBody": {
+                    "required": False,
+                    "content": {
+                        "application/x-www-form-urlencoded": {
+                            "encoding": {
+                                "address": {"explode": True, "style": "deepObject"},
+                                "items": {"explode": True, "style": "deepObject"},
+                                "metadata": {"explode": True, "style": "deepObject"},
+                                "expand": {"explode": True, "style": "deepObject"},
+                            },
+                            "schema": {
+                                "type": "object",
+                                "additionalProperties": False,
+                                "properties": {
+                                    "email": {"type": "string", "maxLength": 512},
+                                    "balance": {"type": "integer"},
+                                    "address": {
+                                        "type": "object",
+                                        "properties": {
+                                            "city": {"type": "string"},
+                                            "line1": {"type": "string"},
+                                        },
+                                    },
+                                    "items": {
+                                        "type": "array",
+                                        "items": {
+                                            "type": "object",
+                                            "properties": {
+                                                "price": {"type": "string"},
+                                                "quantity": {"type": "integer"},
+                                            },
+                                        },
+                                    },
+                                    "metadata": {
+                                        "anyOf": [
+                                            {
+                                                "type": "object",
+                                                "additionalProperties": {"type": "string"},
+                                            },
+                                            {"type": "string", "enum": [""]},
+                                        ]
+                                    },
+                                    "expand": {"type": "array", "items": {"type": "string"}},
+                                    "tags": {"type": "array", "items": {"type": "string"}},
+                                },
+                            },
+                        }
+                    },
+                },
+            }
+        },
+        "/v1/charges": {
+            "get": {
+                "operationId": "GetCharges",
+                "parameters": [
+                    {
+                        "name": "created",
+                        "in": "query",
+                        "style": "deepObject",
+                        "explode": True,
+                        "schema": {
+                            "anyOf": [
+                                {
+                                    "type": "object",
+                                    "properties": {
+                                        "gte": {"type": "integer"},
+                                        "lt": {"type": "integer"},
+                                    },
+                                },
+                                {"type": "integer"},
+                            ]
+                        },
+                    },
+                    {
+                        "name": "expand",
+                        "in": "query",
+                        "style": "deepObject",
+                        "explode": True,
+                        "schema": {"type": "array", "items": {"type": "string"}},
+                    },
+                    {"name": "limit", "in": "query", "schema": {"type": "integer"}},
+                ],
+            }
+        },
+        "/v1/products": {
+            "get": {
+                "operationId": "GetProducts",
+                "parameters": [
+                    {
+                        "name": "filter",
+                        "in": "query",
+                        "schema": {
+                            "type": "object",
+                            "additionalProperties": False,
+                            "properties": {
+                                "color": {"type": "string"},
+                                "size": {"type": "string"},
+                            },
+                        },
+                    },
+                    {
+                        "name": "ids",
+                        "in": "query",
+                        "explode": False,
+                        "schema": {"type": "array", "items": {"type": "string"}},
+                    },
+                    {
+                        "name": "tags",
+                        "in": "query",
+                        "style": "pipeDelimited",
+                        "explode": False,
+                        "schema": {"type": "array", "items": {"type": "string"}},
+                    },
+                ],
+            }
+        },
+    },
+}
+
+
+def test_a_form_body_sends_nested_objects_and_arrays_as_stripe_does(service: str) -> None:
+    """``address[city]``, ``items[0][price]``, ``metadata[k]``, ``expand[0]``; scalars as they
+    are; an array without an encoding entry repeats its key (OpenAPI's form, explode)."""
+    api = import_openapi(STRIPE_LIKE, api="pay", base_url=service)
+    assert "PostCustomers" in {t.name for t in api.tools}, api.skipped
+    SEEN.clear()
+    obs = _call(
+        api,
+        "PostCustomers",
+        {
+            "email": "ana@example.com",
+            "balance": -5,
+            "address": {"city": "Paris", "line1": "1 rue & co"},
+            "items": [{"price": "p_1", "quantity": 2}, {"price": "p_2", "quantity": 1}],
+            "metadata": {"order": "o-9"},
+            "expand": ["customer"],
+            "tags": ["a", "b"],
+        },
+    )
+    assert obs.status is Status.OK, obs.content
+    (seen,) = SEEN
+    assert seen["content_type"] == "application/x-www-form-urlencoded"
+    assert _pairs(seen["body"]) == [
+        ("email", "ana@example.com"),
+        ("balance", "-5"),
+        ("address[city]", "Paris"),
+        ("address[line1]", "1 rue & co"),
+        ("items[0][price]", "p_1"),
+        ("items[0][quantity]", "2"),
+        ("items[1][price]", "p_2"),
+        ("items[1][quantity]", "1"),
+        ("metadata[order]", "o-9"),
+        ("expand[0]", "customer"),
+        ("tags", "a"),
+        ("tags", "b"),
+    ]
+
+
+def test_an_empty_string_unsets_a_form_field(service: str) -> None:
+    """Stripe unsets metadata with ``metadata=``: the value the schema allows is sent as is."""
+    api = import_openapi(STRIPE_LIKE, api="pay", base_url=service)
+    SEEN.clear()
+    obs = _call(api, "PostCustomers", {"metadata": ""})
+    assert obs.status is Status.OK, obs.content
+    assert _pairs(SEEN[0]["body"]) == [("metadata", "")]
+
+
+def test_a_form_key_with_brackets_is_rejected_before_any_request(service: str) -> None:
+    """A key ``a][b`` would forge another nested field (``metadata[a][b]``): refused at the
+    semantic stage, nothing is sent."""
+    api = import_openapi(STRIPE_LIKE, api="pay", base_url=service)
+    SEEN.clear()
+    obs = _call(api, "PostCustomers", {"metadata": {"a][admin": "1"}})
+    assert obs.status is Status.REJECTED
+    assert obs.stage == "semantic"
+    assert SEEN == []
+
+
+def test_deep_object_query_parameters_are_sent_with_brackets(service: str) -> None:
+    """``created[gte]=…``, ``expand[0]=…``; the anyOf's integer form is sent plain."""
+    api = import_openapi(STRIPE_LIKE, api="pay", base_url=service)
+    SEEN.clear()
+    obs = _call(api, "GetCharges", {"created": {"gte": 10, "lt": 20}, "expand": ["data.customer"]})
+    assert obs.status is Status.OK, obs.content
+    assert _pairs(SEEN[0]["query"]) == [
+        ("created[gte]", "10"),
+        ("created[lt]", "20"),
+        ("expand[0]", "data.customer"),
+    ]
+    obs = _call(api, "GetCharges", {"created": 5, "limit": 3})
+    assert obs.status is Status.OK, obs.content
+    assert _pairs(SEEN[1]["query"]) == [("created", "5"), ("limit", "3")]
+
+
+def test_object_and_delimited_query_parameters_follow_their_style(service: str) -> None:
+    """An object (form, explode) is one key per property; ``explode: false`` joins with
+    commas, ``pipeDelimited`` with ``|``."""
+    api = import_openapi(STRIPE_LIKE, api="pay", base_url=service)
+    SEEN.clear()
+    obs = _call(
+        api,
+        "GetProducts",
+        {"filter": {"color": "red", "size": "m"}, "ids": ["1", "2"], "tags": ["x", "y"]},
+    )
+    assert obs.status is Status.OK, obs.content
+    assert _pairs(SEEN[0]["query"]) == [
+        ("color", "red"),
+        ("size", "m"),
+        ("ids", "1,2"),
+        ("tags", "x|y"),
+    ]
+
+
+_KEYS = st.text(
+    alphabet=st.characters(codec="utf-8", exclude_characters="[]"), min_size=1, max_size=8
+)
+_LEAVES = st.one_of(st.text(max_size=8), st.integers(-1000, 1000), st.booleans())
+
+
+def _unbracket(pairs: list[tuple[str, str]]) -> Any:
+    """Rebuild a nested value from ``a[b][0]=v`` pairs (the service side, written here)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        head, _, rest = key.partition("[")
+        parts = [head, *(rest[:-1].split("][") if rest else [])]
+        node: Any = out
+        for part, following in zip(parts, [*parts[1:], None], strict=True):
+            if following is None:
+                node[part] = value
+            else:
+                node = node.setdefault(part, {})
+    return out
+
+
+def _textual(value: Any) -> Any:
+    """A value as the form carries it: lists become index-keyed objects, leaves text."""
+    if isinstance(value, dict):
+        return {k: _textual(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return {str(i): _textual(v) for i, v in enumerate(value)}
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    metadata=st.dictionaries(_KEYS, st.text(max_size=10), max_size=4),
+    items=st.lists(st.fixed_dictionaries({"price": st.text(max_size=6)}), max_size=3),
+)
+def test_any_nested_form_value_round_trips_through_the_bracket_encoding(
+    metadata: dict[str, str], items: list[dict[str, str]]
+) -> None:
+    """Whatever keys and values the model sends (no brackets in keys), the service rebuilds
+    exactly the same nested value from the body."""
+    from callgate.openapi.encoding import form_pairs
+
+    api = import_openapi(STRIPE_LIKE, api="pay", base_url="http://127.0.0.1:9")
+    (op,) = [o for o in api.operations if o.tool == "PostCustomers"]
+    values = {"metadata": metadata, "items": items}
+    body = urllib.parse.urlencode(form_pairs(op, values))
+    rebuilt = _unbracket(_pairs(body))
+    expected = {k: _textual(v) for k, v in values.items() if v}
+    assert rebuilt == expected
+
+
+UPLOAD: dict[str, Any] = {
+    "openapi": "3.1.0",
+    "info": {"title": "files", "version": "1"},
+    "paths": {
+        "/files": {
+            "post": {
+                "operationId": "uploadFile",
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "multipart/form-data": {
+                            "schema": {
+                                "type": "object",
+                                "required": ["file", "purpose"],
+                                "properties": {
+                                    "file": {"type": "string", "format": "binary"},
+                                    "purpose": {"type": "string", "enum": ["fine-tune", "batch"]},
+                                    "labels": {"type": "object"},
+                                },
+                            }
+                        }
+                    },
+                },
+            }
+        }
+    },
+}
+
+
+def test_a_multipart_upload_sends_the_file_bytes_and_the_other_fields(service: str) -> None:
+    """The file argument is base64 text; the service receives the decoded bytes as a file
+    part, and the other fields as text parts (an object as JSON)."""
+    api = import_openapi(UPLOAD, api="files", base_url=service)
+    assert [t.name for t in api.tools] == ["uploadFile"], api.skipped
+    data = bytes(range(256)) * 3
+    SEEN.clear()
+    obs = _call(
+        api,
+        "uploadFile",
+        {
+            "file": base64.b64encode(data).decode(),
+            "purpose": "batch",
+            "labels": {"team": "x"},
+        },
+    )
+    assert obs.status is Status.OK, obs.content
+    (seen,) = SEEN
+    assert seen["content_type"].startswith("multipart/form-data; boundary=")
+    assert seen["parts"]["file"] == [{"filename": "file", "data": data}]
+    assert seen["parts"]["purpose"] == ["batch"]
+    assert seen["parts"]["labels"] == ['{"team":"x"}']
+
+
+def test_a_file_over_the_bound_is_rejected_and_nothing_is_sent(service: str) -> None:
+    """``max_file_bytes`` bounds each file: one byte over is a schema rejection."""
+    api = import_openapi(UPLOAD, api="files", base_url=service, max_file_bytes=300)
+    SEEN.clear()
+    fits = _call(
+        api, "uploadFile", {"file": base64.b64encode(b"x" * 300).decode(), "purpose": "batch"}
+    )
+    assert fits.status is Status.OK, fits.content
+    over = _call(
+        api, "uploadFile", {"file": base64.b64encode(b"x" * 301).decode(), "purpose": "batch"}
+    )
+    assert over.status is Status.REJECTED
+    assert over.stage == "schema"
+    assert len(SEEN) == 1
+
+
+def test_a_file_that_is_not_base64_is_rejected(service: str) -> None:
+    """Text that does not decode as base64 is refused before any request."""
+    api = import_openapi(UPLOAD, api="files", base_url=service)
+    assert [t.name for t in api.tools] == ["uploadFile"], api.skipped
+    SEEN.clear()
+    obs = _call(api, "uploadFile", {"file": "not base64!", "purpose": "batch"})
+    assert obs.status is Status.REJECTED
+    assert obs.stage == "schema"
+    assert SEEN == []
+
+
+def _with_servers(servers: Any) -> dict[str, Any]:
+    document: dict[str, Any] = {
+        "openapi": "3.0.3",
+        "info": {"title": "v", "version": "1"},
+        "paths": {"/ping": {"get": {"operationId": "ping"}}},
+    }
+    if servers is not None:
+        document["servers"] = servers
+    return document
+
+
+def test_server_variables_take_their_defaults_and_can_be_overridden(service: str) -> None:
+    """``{scheme}://{host}:{port}/{version}``: defaults fill the URL; ``server_variables``
+    replaces one; the request goes where the resolved URL says."""
+    port = service.rsplit(":", 1)[1]
+    servers = [
+        {
+            "url": "http://{host}:{port}/{version}",
+            "variables": {
+                "host": {"default": "127.0.0.1"},
+                "port": {"default": port},
+                "version": {"default": "v1", "enum": ["v1", "v2"]},
+            },
+        }
+    ]
+    api = import_openapi(_with_servers(servers), api="v")
+    assert api.base_url == f"http://127.0.0.1:{port}/v1"
+    SEEN.clear()
+    assert _call(api, "ping", {}).status is Status.OK
+    other = import_openapi(_with_servers(servers), api="v", server_variables={"version": "v2"})
+    assert _call(other, "ping", {}).status is Status.OK
+    assert [s["path"] for s in SEEN] == ["/v1/ping", "/v2/ping"]
+
+
+def test_a_server_variable_outside_its_enum_or_unknown_is_a_definition_error() -> None:
+    """An override must be one of the variable's values, and name a variable that exists."""
+    servers = [
+        {
+            "url": "https://{region}.example.com",
+            "variables": {"region": {"default": "eu", "enum": ["eu", "us"]}},
+        }
+    ]
+    with pytest.raises(DefinitionError, match=r"'region'.*'eu', 'us'"):
+        import_openapi(_with_servers(servers), api="v", server_variables={"region": "mars"})
+    with pytest.raises(DefinitionError, match="'zone'"):
+        import_openapi(_with_servers(servers), api="v", server_variables={"zone": "a"})
+
+
+def test_a_document_without_servers_needs_a_base_url_and_says_so(service: str) -> None:
+    """No ``servers``: the import names ``base_url``; given one, the tools work."""
+    with pytest.raises(DefinitionError, match=r"no server.*base_url"):
+        import_openapi(_with_servers(None), api="v")
+    api = import_openapi(_with_servers(None), api="v", base_url=service)
+    assert _call(api, "ping", {}).status is Status.OK
+
+
+def test_the_network_effect_names_the_host_without_the_port(service: str) -> None:
+    """``network:<host>`` is the host alone, as the sandbox's ``network_connect`` grants it:
+    a grant of ``network:127.0.0.1`` admits the call whatever the port."""
+    api = import_openapi(_with_servers(None), api="v", base_url=service)
+    assert [e.text for e in api.tools[0].effects] == ["read:v:/ping", "network:127.0.0.1"]
+    run = Gate(api.register(Registry()), ledger=MemoryLedger()).run(
+        authority=Authority(principal="ana", grants=["read:v:*", "network:127.0.0.1"])
+    )
+    (obs,) = run.submit([ToolCall(id="c1", name="ping", arguments={})])
+    assert obs.status is Status.OK, obs.content
+
+
+def test_an_operation_left_out_is_listed_with_its_json_pointer() -> None:
+    """The reason names where in the document the obstacle is, as a JSON pointer."""
+    document = _with_servers([{"url": "https://x.example"}])
+    document["paths"]["/v1/things/{id}"] = {
+        "post": {
+            "parameters": [
+                {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}},
+                {"name": "m", "in": "path", "style": "matrix", "schema": {"type": "string"}},
+            ]
+        }
+    }
+    api = import_openapi(document, api="v")
+    (op,) = [o for o in api.operations if o.path == "/v1/things/{id}"]
+    assert op.pointer == "#/paths/~1v1~1things~1{id}/post"
+    reason = api.skipped["POST /v1/things/{id}"]
+    assert "#/paths/~1v1~1things~1{id}/post/parameters/1" in reason
+    assert "matrix" in reason
