@@ -26,6 +26,8 @@ import copy
 import inspect
 import threading
 import typing
+import urllib.parse
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -37,15 +39,24 @@ from pydantic_core import PydanticOmit, PydanticUseDefault, SchemaValidator
 from callgate.errors import DefinitionError
 
 __all__ = [
+    "DATA_KEYWORDS",
+    "SCHEMA_LISTS",
+    "SCHEMA_MAPS",
+    "SCHEMA_ONE",
     "ArgumentsModel",
     "build_arguments_model",
     "has_open_objects",
     "inline_refs",
     "json_schema",
+    "map_subschemas",
     "parse_docstring",
+    "pointer_name",
+    "pointer_token",
+    "reachable_schemas",
     "seal",
     "strict_obstacle",
     "strict_schema",
+    "subschemas",
 ]
 
 JSON = dict[str, Any]
@@ -108,12 +119,26 @@ def build_arguments_model(
                 f"tool {model_name!r}: parameter {name!r} starts with an underscore, "
                 "which Pydantic cannot use as a field name; rename it"
             )
+        if name in _PYDANTIC_RESERVED:
+            raise DefinitionError(
+                f"tool {model_name!r}: parameter {name!r} is a name Pydantic reserves for its "
+                f"own use; name the parameter otherwise and give the model the name as an "
+                f"alias: {name}_: Annotated[..., Field(alias={name!r})]"
+            )
         default = ... if param.default is param.empty else param.default
         field = _field_for(annotation, default, descriptions.get(name))
         fields[name] = (annotation, field)
-    model = create_model(model_name, __base__=ArgumentsModel, **fields)
+    with warnings.catch_warnings():
+        # A field named like a deprecated BaseModel method ("json", "schema", "copy")
+        # shadows it harmlessly: the gate reads fields, never those methods.
+        warnings.filterwarnings("ignore", message="Field name .* shadows an attribute")
+        model = create_model(model_name, __base__=ArgumentsModel, **fields)
     seal(model)
     return model, context_param
+
+
+_PYDANTIC_RESERVED = frozenset(n for n in dir(BaseModel) if n.startswith("model_"))
+"""Names Pydantic's models use for themselves (``model_config``, ``model_dump``): never fields."""
 
 
 def _field_for(annotation: Any, default: Any, description: str | None) -> FieldInfo:
@@ -193,17 +218,53 @@ def seal(model: type[BaseModel]) -> None:
     model.__pydantic_validator__ = validator
 
 
+# The keys of a core schema that hold core schemas (one, a list, or a map of names to
+# them: model and TypedDict ``fields``, a tagged union's ``choices``). Any other key holds
+# data (``default``, a literal's ``expected`` values, ``metadata``, a class), and a map's
+# keys are field names, never keywords: a field named ``type`` is a name, not a type.
+_CORE_SCHEMA_KEYS = frozenset(
+    {"schema", "items_schema", "keys_schema", "values_schema", "extras_schema"}
+    | {"extras_keys_schema", "return_schema", "lax_schema", "strict_schema", "json_schema"}
+    | {"python_schema", "json_schema_input_schema", "var_args_schema", "var_kwargs_schema"}
+    | {"arguments_schema", "steps", "definitions", "choices", "fields", "computed_fields"}
+)
+_CORE_NAME_MAPS = frozenset({"fields", "choices"})
+
+
+def _core_mapped(node: Mapping[str, Any], fn: Callable[[Any], Any]) -> dict[str, Any]:
+    """A shallow copy of the core schema ``node`` with ``fn`` applied to each schema it holds."""
+    out = dict(node)
+    for key, value in node.items():
+        if key not in _CORE_SCHEMA_KEYS:
+            continue
+        if isinstance(value, dict):
+            if key in _CORE_NAME_MAPS:
+                out[key] = {name: fn(sub) for name, sub in value.items()}
+            else:
+                out[key] = fn(value)
+        elif isinstance(value, list):
+            out[key] = [
+                (fn(item[0]), *item[1:]) if isinstance(item, tuple) and item else fn(item)
+                for item in value
+            ]
+    return out
+
+
+def _core_children(node: Mapping[str, Any]) -> list[Any]:
+    children: list[Any] = []
+    _core_mapped(node, lambda sub: children.append(sub))
+    return children
+
+
 def _collect_refs(node: Any, refs: dict[str, Any]) -> None:
-    if isinstance(node, list):
-        for item in node:
-            _collect_refs(item, refs)
-    elif isinstance(node, dict):
-        ref = node.get("ref")
-        if isinstance(ref, str):
-            refs[ref] = node
-        for key, value in node.items():
-            if key != "metadata":
-                _collect_refs(value, refs)
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            ref = item.get("ref")
+            if isinstance(ref, str):
+                refs[ref] = item
+            stack.extend(_core_children(item))
 
 
 def _top_level_fields(schema: Any) -> frozenset[int]:
@@ -217,11 +278,9 @@ def _top_level_fields(schema: Any) -> frozenset[int]:
 
 def _sealed(node: Any, refs: Mapping[str, Any], classes: list[type], top: frozenset[int]) -> Any:
     """A copy of a core schema with the rules of `seal` applied (the original is kept)."""
-    if isinstance(node, list):
-        return [_sealed(item, refs, classes, top) for item in node]
     if not isinstance(node, dict):
         return node
-    out = {k: v if k == "metadata" else _sealed(v, refs, classes, top) for k, v in node.items()}
+    out = _core_mapped(node, lambda sub: _sealed(sub, refs, classes, top))
     kind = out.get("type")
     if kind in _CLASS_KINDS:
         if isinstance(out.get("cls"), type):
@@ -287,50 +346,121 @@ def _core_accepts_none(
 def json_schema(model: type[BaseModel]) -> JSON:
     """The canonical JSON Schema of an arguments model, without Pydantic's titles."""
     schema = model.model_json_schema()
-    _drop_titles(schema)
-    schema.pop("description", None)
-    schema.setdefault("properties", {})
-    for node in _subschemas(schema):
+    for _, node in subschemas(schema):
+        # Titles of schemas only: a property named "title", or a default value with a
+        # "title" key, is kept.
+        if isinstance(node.get("title"), str):
+            del node["title"]
         # A sealed model forbids unknown fields at every depth (see `seal`); Pydantic
         # writes that only for the types whose own configuration says so.
         if isinstance(node.get("properties"), dict):
             node.setdefault("additionalProperties", False)
+    schema.pop("description", None)
+    schema.setdefault("properties", {})
     return schema
 
 
-def _subschemas(node: Any) -> Iterator[JSON]:
-    """Every schema object in ``node``, itself first (property names are never mistaken)."""
-    if not isinstance(node, dict):
-        return
-    yield node
+# -- where a JSON Schema's subschemas are ------------------------------------------------
+
+SCHEMA_MAPS = frozenset(
+    {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
+    | {"dependencies"}
+)
+"""Keywords whose value maps names (properties, definitions) to schemas."""
+SCHEMA_LISTS = frozenset({"anyOf", "oneOf", "allOf", "prefixItems"})
+"""Keywords whose value is a list of schemas (and ``items`` in its old array form)."""
+SCHEMA_ONE = frozenset(
+    {"items", "additionalItems", "additionalProperties", "unevaluatedItems", "not", "if"}
+    | {"unevaluatedProperties", "then", "else", "contains", "propertyNames", "contentSchema"}
+)
+"""Keywords whose value is one schema."""
+
+
+def _children(node: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """Each schema object directly under ``node``, with its JSON pointer relative to it."""
     for key, value in node.items():
-        if key in ("properties", "$defs", "definitions", "patternProperties") and isinstance(
-            value, dict
-        ):
-            for sub in value.values():
-                yield from _subschemas(sub)
-        elif key in ("anyOf", "oneOf", "allOf", "prefixItems") and isinstance(value, list):
-            for sub in value:
-                yield from _subschemas(sub)
-        elif key in ("items", "additionalProperties", "not", "if", "then", "else", "contains"):
-            yield from _subschemas(value)
+        if key in SCHEMA_MAPS and isinstance(value, Mapping):
+            for name, sub in value.items():
+                if isinstance(sub, Mapping):
+                    yield f"/{key}/{pointer_token(str(name))}", sub
+        elif (key in SCHEMA_LISTS or key == "items") and isinstance(value, list):
+            for i, sub in enumerate(value):
+                if isinstance(sub, Mapping):
+                    yield f"/{key}/{i}", sub
+        elif key in SCHEMA_ONE and isinstance(value, Mapping):
+            yield f"/{key}", value
 
 
-def _drop_titles(node: Any) -> None:
-    if isinstance(node, dict):
-        title = node.get("title")
-        if isinstance(title, str):
-            del node["title"]
-        props = node.get("properties")
-        if isinstance(props, dict):
-            for value in props.values():
-                _drop_titles(value)
-        for key, value in node.items():
-            if key != "properties":
-                _drop_titles(value)
-    elif isinstance(node, list):
-        for item in node:
-            _drop_titles(item)
+def pointer_token(name: str) -> str:
+    """``name`` as one token of a JSON pointer (``~`` and ``/`` escaped)."""
+    return name.replace("~", "~0").replace("/", "~1")
+
+
+def subschemas(node: Any, pointer: str = "") -> Iterator[tuple[str, JSON]]:
+    """Every schema object in ``node`` with its JSON pointer, ``node`` first.
+
+    Only the places that hold schemas are entered: the keys of ``properties``,
+    ``$defs``... are names, never keywords (a property named ``type`` or
+    ``$ref`` is a name), and data (``default``, ``enum``, ``const``,
+    ``examples``) is never read as a schema. Parents come before their
+    children, and a node's children are read only after it was yielded, so a
+    caller may rewrite a node in place (a wrapped property is then entered as
+    wrapped). Iterative: a deep schema cannot exhaust the stack.
+    """
+    if not isinstance(node, Mapping):
+        return
+    stack: list[tuple[str, Any]] = [(pointer, node)]
+    while stack:
+        where, item = stack.pop()
+        yield where, item
+        stack.extend(reversed([(where + rel, sub) for rel, sub in _children(item)]))
+
+
+DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples", "example"})
+"""Keywords whose value is data, never a schema, whatever it looks like."""
+
+
+def reachable_schemas(node: Any, pointer: str = "") -> Iterator[tuple[str, JSON]]:
+    """Every object in ``node`` that a validator could read as a schema, with its pointer.
+
+    `subschemas`, and also the objects under keywords callgate does not know: a
+    ``$ref`` may point anywhere in the document, so a check that must see every
+    pattern or format reads them too. Data (``default``, ``enum``, ``const``,
+    ``examples``) is left out, and a map of names (``properties``) is entered,
+    never read as a schema itself: a property named ``pattern`` is a name.
+    """
+    if not isinstance(node, Mapping):
+        return
+    stack: list[tuple[str, Any]] = [(pointer, node)]
+    while stack:
+        where, item = stack.pop()
+        yield where, item
+        found: list[tuple[str, Any]] = []
+        for key, value in item.items():
+            if key in DATA_KEYWORDS:
+                continue
+            path = f"{where}/{pointer_token(str(key))}"
+            if key in SCHEMA_MAPS and isinstance(value, Mapping):
+                found.extend((f"{path}/{pointer_token(str(n))}", v) for n, v in value.items())
+            elif isinstance(value, list):
+                found.extend((f"{path}/{i}", v) for i, v in enumerate(value))
+            else:
+                found.append((path, value))
+        stack.extend(reversed([(w, v) for w, v in found if isinstance(v, Mapping)]))
+
+
+def map_subschemas(node: Mapping[str, Any], fn: Callable[[Mapping[str, Any]], Any]) -> JSON:
+    """A shallow copy of the schema object ``node`` with ``fn`` applied to each schema
+    object directly under it (where `subschemas` would enter), data and names kept."""
+    out = dict(node)
+    for key, value in node.items():
+        if key in SCHEMA_MAPS and isinstance(value, Mapping):
+            out[key] = {n: fn(v) if isinstance(v, Mapping) else v for n, v in value.items()}
+        elif (key in SCHEMA_LISTS or key == "items") and isinstance(value, list):
+            out[key] = [fn(v) if isinstance(v, Mapping) else v for v in value]
+        elif key in SCHEMA_ONE and isinstance(value, Mapping):
+            out[key] = fn(value)
+    return out
 
 
 def strict_schema(schema: JSON) -> JSON:
@@ -341,34 +471,19 @@ def strict_schema(schema: JSON) -> JSON:
     ``null`` there as "use the default"); ``default`` is dropped.
     """
     out = copy.deepcopy(schema)
-    _make_strict(out)
+    for _, node in subschemas(out):
+        node.pop("default", None)
+        props = node.get("properties")
+        if node.get("type") == "object" or isinstance(props, dict):
+            props = props if isinstance(props, dict) else {}
+            node["properties"] = props
+            required = set(node.get("required", []))
+            for name, prop in props.items():
+                if name not in required and isinstance(prop, dict):
+                    props[name] = _nullable(prop)
+            node["required"] = list(props)
+            node["additionalProperties"] = False
     return out
-
-
-def _make_strict(node: Any) -> None:
-    if isinstance(node, list):
-        for item in node:
-            _make_strict(item)
-        return
-    if not isinstance(node, dict):
-        return
-    node.pop("default", None)
-    props = node.get("properties")
-    if node.get("type") == "object" or isinstance(props, dict):
-        props = props if isinstance(props, dict) else {}
-        node["properties"] = props
-        required = set(node.get("required", []))
-        for name, prop in props.items():
-            if name not in required:
-                props[name] = _nullable(prop)
-        node["required"] = list(props)
-        node["additionalProperties"] = False
-    for key, value in node.items():
-        if key == "properties" and isinstance(value, dict):
-            for prop in value.values():
-                _make_strict(prop)
-        elif isinstance(value, dict | list):
-            _make_strict(value)
 
 
 def _nullable(prop: JSON) -> JSON:
@@ -469,24 +584,28 @@ def _located(node: Any, path: str) -> Iterator[tuple[str, JSON]]:
 def inline_refs(schema: JSON) -> JSON:
     """The schema with every local ``$ref`` replaced by its definition (no recursion allowed)."""
     defs = schema.get("$defs", {})
+    defs = defs if isinstance(defs, Mapping) else {}
 
-    def resolve(node: Any, seen: tuple[str, ...]) -> Any:
-        if isinstance(node, list):
-            return [resolve(item, seen) for item in node]
-        if not isinstance(node, dict):
-            return node
+    def resolve(node: Mapping[str, Any], seen: tuple[str, ...]) -> JSON:
         ref = node.get("$ref")
         if isinstance(ref, str) and ref.startswith("#/$defs/"):
-            name = ref.removeprefix("#/$defs/")
+            name = pointer_name(ref.removeprefix("#/$defs/"))
             if name in seen:
                 raise DefinitionError(
                     f"schema type {name!r} is recursive; this format cannot express recursion"
                 )
-            target = dict(defs[name])
-            extra = {k: v for k, v in node.items() if k != "$ref"}
-            target.update(extra)
-            return resolve(target, (*seen, name))
-        return {k: resolve(v, seen) for k, v in node.items() if k != "$defs"}
+            target = defs.get(name)
+            if not isinstance(target, Mapping):
+                raise DefinitionError(f"the schema refers to {ref!r}, which it does not define")
+            merged = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
+            return resolve(merged, (*seen, name))
+        out = map_subschemas(node, lambda sub: resolve(sub, seen))
+        out.pop("$defs", None)
+        return out
 
-    resolved: JSON = resolve(schema, ())
-    return resolved
+    return resolve(schema, ())
+
+
+def pointer_name(token: str) -> str:
+    """The name one JSON pointer token in a URI fragment stands for (``a~1b`` is ``a/b``)."""
+    return urllib.parse.unquote(token).replace("~1", "/").replace("~0", "~")

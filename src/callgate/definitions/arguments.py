@@ -54,7 +54,7 @@ from callgate.definitions.formats import FormatCheck, checks_for, unknown_format
 from callgate.errors import DefinitionError
 from callgate.regex import Unsupported, ecma_regex, ecma_search
 from callgate.render import render_json, schema_error_problem
-from callgate.schema import ArgumentsModel, seal
+from callgate.schema import ArgumentsModel, reachable_schemas, seal
 
 Validator = Any  # jsonschema.protocols.Validator (jsonschema ships no type information)
 
@@ -349,18 +349,13 @@ def _validator(schema: Mapping[str, Any], formats: Mapping[str, FormatCheck | No
 def _refuse_unrunnable_patterns(schema: Mapping[str, Any]) -> None:
     """`UnenforceableSchema` for a pattern anywhere in ``schema`` that RE2 cannot run.
 
-    Every ``pattern`` text and ``patternProperties`` key is compiled (a pattern
-    in data, such as a ``default``, is compiled too: refusing it costs little).
+    Every ``pattern`` text and ``patternProperties`` key of every object a
+    validator could read as a schema is compiled (`reachable_schemas`: data
+    and property names are not patterns, and a property named ``pattern`` is
+    a name).
     """
-    stack: list[tuple[Any, str]] = [(schema, "")]
     has_pattern_properties = has_unevaluated = False
-    while stack:
-        node, where = stack.pop()
-        if isinstance(node, list):
-            stack.extend((item, f"{where}/{i}") for i, item in enumerate(node))
-            continue
-        if not isinstance(node, Mapping):
-            continue
+    for where, node in reachable_schemas(schema):
         patterns: list[tuple[str, str]] = []
         if isinstance(node.get("pattern"), str):
             patterns.append((node["pattern"], f"{where}/pattern"))
@@ -378,7 +373,6 @@ def _refuse_unrunnable_patterns(schema: Mapping[str, Any]) -> None:
                     f"uses {exc.construct}, which callgate cannot run: {exc.why}. callgate "
                     "checks patterns on RE2, in time linear in the length of the value"
                 ) from None
-        stack.extend((value, f"{where}/{key}") for key, value in node.items())
     if has_pattern_properties and has_unevaluated:
         raise UnenforceableSchema(
             "the input schema has unevaluatedProperties beside patternProperties, which "
@@ -505,16 +499,10 @@ def _text_check(
 def _local_refs(node: Any) -> set[str]:
     """``$ref`` values that point inside the schema document."""
     found: set[str] = set()
-    stack = [node]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, Mapping):
-            ref = item.get("$ref")
-            if isinstance(ref, str) and ref.startswith("#"):
-                found.add(ref)
-            stack.extend(v for k, v in item.items() if k not in ("enum", "const", "default"))
-        elif isinstance(item, list):
-            stack.extend(item)
+    for _, item in reachable_schemas(node):
+        ref = item.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#"):
+            found.add(ref)
     return found
 
 

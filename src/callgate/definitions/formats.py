@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from callgate.regex import Unsupported, ecma_regex, ecma_search
+from callgate.schema import reachable_schemas
 
 __all__ = ["ANNOTATIONS", "CHECKS", "FormatCheck", "checks_for", "formats_in", "unknown_formats"]
 
@@ -168,19 +169,17 @@ ANNOTATIONS = frozenset({"password", "binary", "float", "double", "textarea"})
 
 
 def formats_in(schema: Any) -> Iterator[tuple[str, str]]:
-    """Every ``format`` value in ``schema`` with its location (a JSON pointer)."""
-    stack: list[tuple[Any, str]] = [(schema, "")]
-    while stack:
-        node, where = stack.pop()
-        if isinstance(node, list):
-            stack.extend((item, f"{where}/{i}") for i, item in enumerate(node))
-        elif isinstance(node, Mapping):
-            found = node.get("format")
-            if isinstance(found, str):
-                yield found, f"{where}/format"
-            for key, value in node.items():
-                if key not in ("enum", "const", "default", "examples", "example"):
-                    stack.append((value, f"{where}/{key}"))
+    """Every ``format`` of a schema in ``schema`` with its location (a JSON pointer).
+
+    Every object a validator could read as a schema is read
+    (`callgate.schema.reachable_schemas`): under a property named ``default``
+    or ``enum`` is a schema whose format counts, and a ``default`` value with a
+    ``format`` key is data.
+    """
+    for where, node in reachable_schemas(schema):
+        found = node.get("format")
+        if isinstance(found, str):
+            yield found, f"{where}/format"
 
 
 def unknown_formats(

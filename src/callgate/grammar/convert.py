@@ -28,11 +28,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from callgate.grammar.nodes import Alt, Lit, Native, Node, Pat, Ref, Rep, Seq
+from callgate.schema import pointer_name
 
 __all__ = ["Converter", "Unenforced"]
 
@@ -193,12 +195,23 @@ class Converter:
 
     def rule(self, name: str, node: Node) -> Ref:
         """Add a rule (a name already taken gets a number) and return a reference to it."""
-        base, n = name, 1
+        name = self._free_name(name)
+        self.rules[name] = node
+        return Ref(name)
+
+    def _free_name(self, name: str) -> str:
+        """A rule name not in use, of lower-case letters, digits and '-' only.
+
+        Every target can write such a name as it is (Lark with '_' for '-'), so two
+        names that differ in a character a target cannot write (``a.b`` beside ``a_b``,
+        ``$ref`` beside ``-ref``, ``readOnly`` beside ``readonly``) never become one rule.
+        """
+        base = re.sub(r"[^a-z0-9-]", "-", name.lower())
+        name, n = base, 1
         while name in self.rules:
             n += 1
             name = f"{base}-{n}"
-        self.rules[name] = node
-        return Ref(name)
+        return name
 
     def _report(
         self, path: str, keyword: str, effect: Literal["wider", "narrower"], detail: str = ""
@@ -258,15 +271,14 @@ class Converter:
     def _ref(self, schema: Mapping[str, Any], path: str) -> Node:
         ref = str(schema["$ref"])
         self._unknown_keys(schema, {"$ref"}, path)
-        name = ref.rsplit("/", 1)[-1]
-        if not ref.startswith(("#/$defs/", "#/definitions/")) or name not in self.defs:
+        token = ref.removeprefix("#/$defs/").removeprefix("#/definitions/")
+        name = pointer_name(token)
+        if token == ref or "/" in token or name not in self.defs:
             self._report(path, "$ref", "wider", f"cannot resolve {ref!r}")
             return self.any_value()
         rule = self._names.get(name)
         if rule is None:
-            rule = f"def-{name}"
-            while rule in self.rules:
-                rule += "-x"
+            rule = self._free_name(f"def-{name}")
             self._names[name] = rule
             self.rules[rule] = Lit("")  # placeholder: a recursive type refers to itself
             self.rules[rule] = self.value(self.defs[name], f"definition '{name}'")

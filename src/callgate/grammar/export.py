@@ -37,6 +37,7 @@ from typing import Any
 from callgate.errors import DefinitionError
 from callgate.grammar.convert import Converter, Target, Unenforced
 from callgate.grammar.nodes import Alt, Lit, Node, Pat, Rep, Seq, gbnf, lark
+from callgate.schema import map_subschemas, pointer_token
 from callgate.tools import Registry, ToolSpec
 
 __all__ = ["HERMES_TAGS", "GrammarError", "ToolGrammar", "compile_lark", "tool_grammar"]
@@ -232,23 +233,20 @@ def tool_grammar(
 
 
 def _rename_refs(node: Any, tool: str) -> Any:
-    if isinstance(node, list):
-        return [_rename_refs(v, tool) for v in node]
+    """``node`` with its definitions taken out and its references renamed to the hoisted
+    ``<tool>.<name>`` (only schema positions are entered: a property named ``$defs`` or
+    ``$ref`` is a name, and data such as a ``default`` is kept as it is)."""
     if not isinstance(node, Mapping):
         return node
-    out: dict[str, Any] = {}
-    for key, value in node.items():
-        if key in ("$defs", "definitions"):
-            continue
-        if key == "$ref" and isinstance(value, str):
-            for prefix in ("#/$defs/", "#/definitions/"):
-                if value.startswith(prefix):
-                    value = f"#/$defs/{tool}.{value.removeprefix(prefix)}"
-        out[key] = (
-            _rename_refs(value, tool)
-            if key not in ("const", "enum", "default", "examples")
-            else value
-        )
+    out = map_subschemas(node, lambda sub: _rename_refs(sub, tool))
+    out.pop("$defs", None)
+    out.pop("definitions", None)
+    value = out.get("$ref")
+    if isinstance(value, str):
+        for prefix in ("#/$defs/", "#/definitions/"):
+            if value.startswith(prefix):
+                name = pointer_token(f"{tool}.") + value.removeprefix(prefix)
+                out["$ref"] = f"#/$defs/{name}"
     return out
 
 

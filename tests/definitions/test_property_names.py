@@ -1,0 +1,432 @@
+"""Argument names that are words of JSON Schema, Python or Pydantic work wherever tools are
+defined (issue 26): ``type``, ``properties``, ``$ref``, ``class``, ``model_config``...
+
+A schema walker that takes a property *name* for a keyword crashes on it (``type`` made
+`seal` raise ``TypeError: unhashable type: 'dict'``), drops it (``$defs``), or skips what
+is under it (a format under a property named ``default`` went unchecked). Each path a tool
+is defined by is checked: it registers, every export keeps the name, and a valid call
+using the name is accepted by a real gate and reaches the handler under that name.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import keyword
+from collections.abc import Iterator, Mapping
+from typing import Annotated, Any
+
+import jsonschema
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel, Field, create_model
+
+from callgate import (
+    Authority,
+    DefinitionError,
+    Gate,
+    MemoryLedger,
+    Observation,
+    Policy,
+    Registry,
+    Status,
+    ToolCall,
+    ToolSpec,
+    allow,
+    tool,
+)
+from callgate.grammar import tool_grammar
+from callgate.lint import lint
+from callgate.providers import anthropic, gemini, openai_chat, openai_responses
+from callgate.providers import mcp as mcp_export
+from callgate.schema import inline_refs, strict_schema
+from grammar.support import accepts, written
+
+pytestmark = pytest.mark.timeout(120)
+
+JSON_SCHEMA_WORDS = (
+    "type",
+    "properties",
+    "items",
+    "enum",
+    "format",
+    "required",
+    "default",
+    "title",
+    "description",
+    "const",
+    "anyOf",
+    "oneOf",
+    "allOf",
+    "not",
+    "$ref",
+    "$defs",
+    "definitions",
+    "additionalProperties",
+    "patternProperties",
+    "pattern",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "multipleOf",
+    "minLength",
+    "maxItems",
+    "uniqueItems",
+    "prefixItems",
+    "contains",
+    "if",
+    "then",
+    "else",
+    "dependentRequired",
+    "dependentSchemas",
+    "propertyNames",
+    "unevaluatedProperties",
+    "examples",
+    "example",
+    "nullable",
+    "readOnly",
+    "deprecated",
+    "$schema",
+    "$id",
+    "$anchor",
+    "$comment",
+    "discriminator",
+    "xml",
+    "x-extension",
+)
+PYTHON_WORDS = (
+    *keyword.kwlist,
+    *(w for w in keyword.softkwlist if w != "_"),
+    "id",
+    "list",
+    "dict",
+    "self",
+    "cls",
+    "str",
+    "object",
+    "print",
+    "open",
+    "super",
+    "len",
+    "hash",
+    "vars",
+)
+PYDANTIC_WORDS = (
+    "model_config",
+    "model_fields",
+    "model_dump",
+    "schema",
+    "json",
+    "copy",
+    "validate",
+    "construct",
+    "fields",
+    # pydantic-core's own words in a core schema
+    "metadata",
+    "ref",
+    "cls",
+    "config",
+    "choices",
+    "serialization",
+    "schema_ref",
+)
+NAMES = tuple(dict.fromkeys((*JSON_SCHEMA_WORDS, *PYTHON_WORDS, *PYDANTIC_WORDS)))
+names = st.lists(st.sampled_from(NAMES), min_size=1, max_size=3, unique=True)
+
+GRANTS = ("call:*", "read:*", "write:*", "network:*")
+
+
+def _python_parameter(name: str) -> bool:
+    """Whether ``name`` can be a Python parameter and a Pydantic field as it is."""
+    return (
+        name.isidentifier()
+        and not keyword.iskeyword(name)
+        and not name.startswith(("_", "model_"))
+        and not hasattr(BaseModel, name)
+    )
+
+
+def _submit(spec: ToolSpec | list[ToolSpec], arguments: dict[str, Any]) -> Observation:
+    """A valid call through a real gate (policy, ledger, validation, execution)."""
+    specs = spec if isinstance(spec, list) else [spec]
+    gate = Gate(Registry(specs), policy=Policy([allow("*")]), ledger=MemoryLedger())
+    run = gate.run(authority=Authority(principal="p", grants=GRANTS))
+    (obs,) = run.submit([ToolCall(id="c1", name=specs[0].name, arguments=arguments)])
+    assert obs.status is Status.OK, obs.content
+    return obs
+
+
+def _exported_properties(spec: ToolSpec) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """The top-level ``properties`` of each export of ``spec``, by export."""
+    [chat] = openai_chat.tool_definitions([spec])
+    yield "openai chat", chat["function"]["parameters"]["properties"]
+    [responses] = openai_responses.tool_definitions([spec])
+    yield "openai responses", responses["parameters"]["properties"]
+    [claude] = anthropic.tool_definitions([spec])
+    yield "anthropic", claude["input_schema"]["properties"]
+    [declaration] = gemini.tool_definitions([spec])
+    yield "gemini", declaration["parameters"]["properties"]
+    [mcp_tool] = mcp_export.tool_definitions([spec])
+    yield "mcp", mcp_tool["inputSchema"]["properties"]
+    yield "strict", strict_schema(spec.input_schema)["properties"]
+    yield "inlined", inline_refs(spec.input_schema)["properties"]
+    call = tool_grammar([spec]).json_schema()
+    yield "grammar", call["anyOf"][0]["properties"]["arguments"]["properties"]
+
+
+def _check_everywhere(spec: ToolSpec, wire_names: list[str], arguments: dict[str, Any]) -> None:
+    """Every export keeps each name; lint and the grammars are written; the grammar
+    accepts the valid call."""
+    for export, properties in _exported_properties(spec):
+        assert list(properties) == list(spec.input_schema["properties"]), export
+        for name in wire_names:
+            assert name in properties, (export, name)
+    [chat] = openai_chat.tool_definitions([spec])
+    [claude] = anthropic.tool_definitions([spec])
+    for exported in (chat["function"]["parameters"], claude["input_schema"]):
+        jsonschema.Draft202012Validator.check_schema(exported)
+    if chat["function"]["strict"]:
+        assert set(chat["function"]["parameters"]["required"]) == set(wire_names)
+    report = lint([spec])
+    assert all(f.rule != "CG100" for f in report.findings)
+    grammar = tool_grammar([spec])
+    text = grammar.gbnf()
+    for name in wire_names:
+        assert json.dumps(json.dumps(name))[1:-1] in text or json.dumps(name) in text, name
+    grammar.lark()
+    assert accepts(grammar.llguidance(strict=False), written(spec.name, arguments))
+
+
+# -- the decorator and Pydantic models -------------------------------------------------
+
+
+def _decorated(wire_names: list[str]) -> ToolSpec:
+    """``@tool`` on a function taking each name: as itself where Python and Pydantic allow
+    it, otherwise as a parameter ``p<i>`` whose schema name is the name (an alias)."""
+    parameters = []
+    for i, name in enumerate(wire_names):
+        if _python_parameter(name):
+            parameters.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY))
+        else:
+            parameters.append(
+                inspect.Parameter(
+                    f"p{i}",
+                    inspect.Parameter.KEYWORD_ONLY,
+                    annotation=Annotated[str, Field(alias=name)],
+                )
+            )
+    annotations = {p.name: p.annotation if p.annotation is not p.empty else str for p in parameters}
+
+    def echo(**given: Any) -> dict[str, Any]:
+        return given
+
+    echo.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [p.replace(annotation=annotations[p.name]) for p in parameters]
+    )
+    echo.__annotations__ = annotations
+    return tool(name="echo")(echo)
+
+
+@settings(max_examples=40, deadline=None)
+@given(names)
+def test_a_decorated_tool_takes_any_name(wire_names: list[str]) -> None:
+    """A function's parameter named ``type``, ``json`` or ``self`` (or, by an alias, ``class``
+    or ``$ref``) registers, exports under that name and is called with the value."""
+    spec = _decorated(wire_names)
+    arguments = {name: f"v-{i}" for i, name in enumerate(wire_names)}
+    obs = _submit(spec, arguments)
+    fields = [n if _python_parameter(n) else f"p{i}" for i, n in enumerate(wire_names)]
+    assert obs.result == {field: f"v-{i}" for i, field in enumerate(fields)}
+    _check_everywhere(spec, wire_names, arguments)
+
+
+def _model(wire_names: list[str]) -> type[BaseModel]:
+    fields: dict[str, Any] = {}
+    for i, name in enumerate(wire_names):
+        if _python_parameter(name):
+            fields[name] = (str, ...)
+        else:
+            fields[f"f{i}"] = (str, Field(alias=name))
+    return create_model("Named", **fields)
+
+
+@settings(max_examples=40, deadline=None)
+@given(names)
+def test_a_pydantic_model_argument_takes_any_field_name(wire_names: list[str]) -> None:
+    """A model whose fields are named ``type``, ``required``... (or aliased to ``class``,
+    ``$defs``) is a nested object that keeps its names and validates."""
+    model = _model(wire_names)
+
+    def echo(item: Any) -> dict[str, Any]:
+        return dict(item.model_dump(by_alias=True))
+
+    echo.__annotations__ = {"item": model, "return": dict[str, Any]}
+    spec = tool(name="echo")(echo)
+    inner = {name: f"v-{i}" for i, name in enumerate(wire_names)}
+    obs = _submit(spec, {"item": inner})
+    assert obs.result == inner
+    _check_everywhere(spec, ["item"], {"item": inner})
+    nested = openai_chat.tool_definitions([spec])[0]["function"]["parameters"]
+    target = nested["properties"]["item"]
+    if "$ref" in target:
+        target = nested["$defs"][target["$ref"].rsplit("/", 1)[-1]]
+    assert list(target["properties"]) == wire_names
+
+
+def test_a_parameter_pydantic_reserves_is_a_definition_error_that_says_what_to_do() -> None:
+    """``model_config`` cannot be a Pydantic field: the decorator says so and how to name it
+    (it raised a bare TypeError or ValueError)."""
+    for name in ("model_config", "model_dump"):
+        namespace: dict[str, Any] = {}
+        exec(f"def f({name}: str) -> str:\n    return {name}", namespace)
+        with pytest.raises(DefinitionError, match=rf"{name}.*alias"):
+            tool(namespace["f"])
+
+
+# -- tools defined by a JSON Schema ----------------------------------------------------
+
+
+SHAPES = ("string", "date", "ref", "nested", "array", "nullable")
+
+
+def _escape(name: str) -> str:
+    return name.replace("~", "~0").replace("/", "~1")
+
+
+def _property(name: str, shape: str, wire_names: list[str]) -> dict[str, Any]:
+    if shape == "date":
+        return {"type": "string", "format": "date"}
+    if shape == "ref":
+        return {"$ref": f"#/$defs/{_escape(name)}"}
+    if shape == "nested":
+        return {
+            "type": "object",
+            "properties": {n: {"type": "string"} for n in wire_names},
+            "required": list(wire_names),
+            "additionalProperties": False,
+        }
+    if shape == "array":
+        return {"type": "array", "items": {"type": "string", "minLength": 1}}
+    if shape == "nullable":
+        return {"anyOf": [{"type": "string"}, {"type": "null"}]}
+    return {"type": "string"}
+
+
+def _value(shape: str, wire_names: list[str], i: int) -> Any:
+    if shape == "date":
+        return "2026-02-28"
+    if shape == "ref":
+        return {"at": f"v-{i}"}
+    if shape == "nested":
+        return {n: f"w-{j}" for j, n in enumerate(wire_names)}
+    if shape == "array":
+        return [f"v-{i}"]
+    return f"v-{i}"
+
+
+def _invalid(shape: str) -> Any:
+    """A value the property's own schema refuses."""
+    return {"date": "2026-02-30", "ref": {"at": 5}, "nested": {}, "array": [""]}.get(shape, 7)
+
+
+def schema_with(wire_names: list[str], shapes: list[str]) -> dict[str, Any]:
+    """An arguments schema with one property per name, of the shape drawn for it."""
+    defs = {
+        name: {
+            "type": "object",
+            "properties": {"at": {"type": "string"}},
+            "required": ["at"],
+            "additionalProperties": False,
+        }
+        for name, shape in zip(wire_names, shapes, strict=True)
+        if shape == "ref"
+    }
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            n: _property(n, s, wire_names) for n, s in zip(wire_names, shapes, strict=True)
+        },
+        "required": list(wire_names),
+    }
+    if defs:
+        schema["$defs"] = defs
+    return schema
+
+
+named_shapes = names.flatmap(
+    lambda ns: st.tuples(
+        st.just(ns), st.lists(st.sampled_from(SHAPES), min_size=len(ns), max_size=len(ns))
+    )
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(named_shapes)
+def test_a_schema_tool_takes_any_property_name(drawn: tuple[list[str], list[str]]) -> None:
+    """`Registry.add_schema_tool` with properties named like keywords (strings, formats,
+    references to ``$defs`` of the same name, nested objects, arrays, nullables): the
+    schema's own checks still apply under each name, and a valid call runs."""
+    wire_names, shapes = drawn
+    schema = schema_with(wire_names, shapes)
+    received: list[dict[str, Any]] = []
+
+    def echo(**given: Any) -> str:
+        received.append(given)
+        return "ok"
+
+    registry = Registry()
+    spec = registry.add_schema_tool("echo", "Echo the arguments.", schema, echo)
+    arguments = {
+        n: _value(s, wire_names, i) for i, (n, s) in enumerate(zip(wire_names, shapes, strict=True))
+    }
+    _submit(spec, arguments)
+    assert received == [arguments]
+    _check_everywhere(spec, wire_names, arguments)
+    for name, shape in zip(wire_names, shapes, strict=True):
+        if shape == "nullable":
+            continue
+        gate = Gate(registry, policy=Policy([allow("*")]), ledger=MemoryLedger())
+        run = gate.run(authority=Authority(principal="p", grants=GRANTS))
+        (bad,) = run.submit(
+            [ToolCall(id="c2", name="echo", arguments={**arguments, name: _invalid(shape)})]
+        )
+        assert bad.status is Status.REJECTED, (name, shape)
+        assert bad.stage.value == "schema"
+        fields = [str(d.get("field", "")) for d in bad.details]
+        assert any(f == name or f.startswith((f"{name}[", f"{name}.")) for f in fields), fields
+    assert len(received) == 1
+
+
+def test_a_format_under_a_property_named_like_a_data_keyword_is_still_known() -> None:
+    """A property named ``default`` or ``enum`` holds a schema, not data: a format callgate
+    does not know inside it is refused like anywhere else (it was skipped unseen)."""
+    for name in ("default", "enum", "const", "examples", "example"):
+        schema = {"type": "object", "properties": {name: {"type": "string", "format": "sku"}}}
+        with pytest.raises(DefinitionError, match="sku"):
+            Registry().add_schema_tool("t", "d", schema, lambda **a: None)
+
+
+def test_a_default_value_shaped_like_a_schema_is_left_alone() -> None:
+    """A ``default`` that happens to look like a schema (``{"type": "object", ...}``) is data:
+    no export rewrites it (strict mode would have added ``required`` to it)."""
+    data = {"type": "object", "properties": {"a": {"type": "string"}}, "title": "kept"}
+    schema = {
+        "type": "object",
+        "properties": {"options": {"type": "object", "default": data}},
+    }
+    spec = Registry().add_schema_tool("t", "d", schema, lambda **a: None)
+    assert spec.input_schema["properties"]["options"]["default"] == data
+    inlined = inline_refs(spec.input_schema)
+    assert inlined["properties"]["options"]["default"] == data
+
+
+def test_a_default_value_holding_a_title_keeps_it_in_the_export() -> None:
+    """Pydantic's titles are dropped from schemas, never from data: a default value with a
+    ``title`` key is exported as it is."""
+
+    def label(style: dict[str, str] = {"title": "Dr", "type": "formal"}) -> str:  # noqa: B006
+        return style["title"]
+
+    spec = tool(label)
+    assert spec.input_schema["properties"]["style"]["default"] == {"title": "Dr", "type": "formal"}
