@@ -6,7 +6,9 @@ libraries) and nothing else of the host's file system; a minimal ``/dev``;
 ``/proc`` of its own PID namespace; a private ``/tmp`` and ``/workspace``
 (size-bounded tmpfs); an empty environment but what is configured; no new
 user namespaces inside; a seccomp filter (`callgate.sandbox.seccomp`). It
-dies with its parent and runs in a session of its own.
+dies with its parent and runs in a session of its own; bubblewrap's init is its
+PID namespace's first process, so the namespace, and everything in it, ends when
+bubblewrap is killed or the guest exits.
 
 When the host runs as root, bubblewrap itself is started as an unprivileged
 user (`SandboxConfig.sandbox_uid`), so the same unprivileged-user-namespace
@@ -93,12 +95,24 @@ def system_binds() -> list[str]:
 
 
 def bwrap_command(
-    config: SandboxConfig, files: Files, bridge_fd: int, env: Mapping[str, str]
+    config: SandboxConfig,
+    files: Files,
+    bridge_fd: int,
+    env: Mapping[str, str],
+    *,
+    status_fd: int | None = None,
 ) -> list[str]:
-    """The full command line that runs the guest under bubblewrap."""
+    """The full command line that runs the guest under bubblewrap.
+
+    ``status_fd``: where bubblewrap writes its JSON status (the host pid of the PID
+    namespace's init, which the host kills to end the namespace)."""
     limits = config.limits
     args = [
         _bwrap_path() or "bwrap",
+    ]
+    if status_fd is not None:
+        args += ["--json-status-fd", str(status_fd)]
+    args += [
         "--unshare-user",
         "--unshare-pid",
         "--unshare-ipc",
@@ -108,9 +122,11 @@ def bwrap_command(
         "--disable-userns",
         "--die-with-parent",
         "--new-session",
-        # The guest is the PID namespace's first process (no separate reaper: ~9 ms of every
-        # start here); when it exits, the kernel ends every process left in the namespace.
-        "--as-pid-1",
+        # No --as-pid-1: bubblewrap's own init is the PID namespace's first process. It
+        # carries the parent-death signal (--die-with-parent), which the code cannot clear
+        # (it is not the code's process), and it exits when the guest does; either way the
+        # kernel then ends every process left in the namespace, whatever they did to their
+        # own death signal or session (tests/sandbox/test_lifetime.py).
         "--uid",
         "1000",
         "--gid",

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import functools
 import io
+import json
 import logging
 import os
 import signal
@@ -64,7 +65,8 @@ class SandboxResult:
     """What one run of code did, as the model will read it (all of it untrusted)."""
 
     exit_code: int | None
-    """The code's exit status (negative: killed by that signal; None: never started)."""
+    """The code's exit status as a shell reports it (128+N: killed by signal N, e.g. 137 at
+    the deadline or the CPU limit, 139 for a segmentation fault; None: never started)."""
     timed_out: bool
     stdout: str
     stderr: str
@@ -223,6 +225,8 @@ async def run_code(
     guest.set_inheritable(True)
     opened: list[int] = []
     scratch: tempfile.TemporaryDirectory[str] | None = None
+    status_r = -1
+    """Where bubblewrap reports the host pid of the namespace's init (bwrap mode only)."""
     seed = pack_workspace(config.workspace, limits.workspace_bytes) if config.workspace else None
     env = {**_BASE_ENV, **config.env}
     try:
@@ -238,7 +242,13 @@ async def run_code(
             )
             opened += [fd for fd in (files.guest, files.seed, files.seccomp) if fd is not None]
             prefix, drop = unprivileged(config)
-            argv = [*prefix, *bwrap_command(config, files, guest.fileno(), env)]
+            status_r, status_w = os.pipe()
+            os.set_blocking(status_r, False)
+            opened.append(status_w)
+            argv = [
+                *prefix,
+                *bwrap_command(config, files, guest.fileno(), env, status_fd=status_w),
+            ]
             workspace, seed_path = WORKSPACE, SEED_PATH if seed is not None else ""
             spawn: dict[str, Any] = {"env": {}, **drop}
         else:
@@ -262,7 +272,7 @@ async def run_code(
         # unsafe mode has no namespace to end it) must not keep the call waiting.
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
-        handed = (guest.fileno(), *opened)
+        handed = (guest.fileno(), *opened)  # (opened: the descriptors bubblewrap reads)
         opened += [out_w, err_w]
         try:
             proc = await asyncio.create_subprocess_exec(
@@ -280,6 +290,8 @@ async def run_code(
             raise
     except BaseException:
         host.close()
+        if status_r >= 0:
+            os.close(status_r)
         raise
     finally:
         guest.close()
@@ -361,7 +373,8 @@ async def run_code(
                             inner.close()
             except ProtocolViolation as exc:
                 result.violation = str(exc)
-                _kill(proc)
+                if not _end_namespace(proc, status_r):
+                    _kill(proc)
             except (ConnectionError, BrokenPipeError):
                 pass  # the code exited (or closed its end): the process's status tells
 
@@ -387,7 +400,13 @@ async def run_code(
             result.timed_out = True
         writer.close()
     finally:
+        if _end_namespace(proc, status_r):
+            # bubblewrap reaps its init and exits; killed only if it does not
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(proc.wait()), 1)
         _kill(proc)
+        if status_r >= 0:
+            os.close(status_r)
         for relay in relays:
             relay.cancel()
         await asyncio.gather(*relays, return_exceptions=True)
@@ -399,7 +418,7 @@ async def run_code(
         raw.close()
         if scratch is not None:
             scratch.cleanup()
-    result.exit_code = proc.returncode
+    result.exit_code = _shell_status(proc.returncode)
     result.stdout, result.stderr = out.text(), err.text()
     return result
 
@@ -447,8 +466,62 @@ async def _relay(inner: socket.socket, outer: socket.socket) -> None:
         outer.close()
 
 
+def _shell_status(returncode: int | None) -> int | None:
+    """The exit status as a shell reports it: 0-255, and 128+N for a process killed by
+    signal N (what bubblewrap reports for the code, and what a killed sandbox becomes)."""
+    if returncode is None or returncode >= 0:
+        return returncode
+    return 128 - returncode
+
+
+def _namespace_init(proc: asyncio.subprocess.Process, status_r: int) -> int | None:
+    """A pidfd of the sandbox's PID-namespace init, read from bubblewrap's JSON status;
+    None when there is none (not yet started, already gone, or not bubblewrap's child:
+    a pid reused since is never signalled)."""
+    if status_r < 0:
+        return None
+    try:
+        text = os.read(status_r, 65536).decode("utf-8", "replace")
+    except (BlockingIOError, OSError):
+        return None
+    for line in text.splitlines():
+        with contextlib.suppress(ValueError, AttributeError):
+            message = json.loads(line)
+            if isinstance(message, dict) and isinstance(message.get("child-pid"), int):
+                pid: int = message["child-pid"]
+                try:
+                    pidfd = os.pidfd_open(pid)
+                except OSError:
+                    return None
+                try:
+                    status = Path(f"/proc/{pid}/status").read_text()
+                except OSError:
+                    status = ""
+                if f"\nPPid:\t{proc.pid}\n" in status:
+                    return pidfd
+                os.close(pidfd)
+                return None
+    return None
+
+
+def _end_namespace(proc: asyncio.subprocess.Process, status_r: int) -> bool:
+    """SIGKILL to the sandbox's PID-namespace init: the kernel then ends every process in
+    the namespace, whatever their session or death signal. Whether one was signalled."""
+    pidfd = _namespace_init(proc, status_r)
+    if pidfd is None:
+        return False
+    try:
+        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+    except OSError:
+        return False
+    finally:
+        os.close(pidfd)
+    return True
+
+
 def _kill(proc: asyncio.subprocess.Process) -> None:
-    """Kill the sandbox's process group (bubblewrap, and through it everything inside)."""
+    """Kill bubblewrap's process group (in the unconfined mode: the code's own group, all
+    there is to kill)."""
     if proc.returncode is not None:
         return
     with contextlib.suppress(ProcessLookupError, PermissionError):
