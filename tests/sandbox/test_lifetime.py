@@ -9,6 +9,7 @@ daemon survives (`test_the_detector_sees_a_survivor_without_the_sandbox`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -66,10 +67,8 @@ def _left_after(token: str) -> set[int]:
             break
         time.sleep(0.05)
     for pid in left:
-        try:
+        with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
     return left
 
 
