@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import re
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -33,7 +32,7 @@ from callgate.canonical import canonical_arguments, canonical_json, digest
 from callgate.execute import Admitted
 from callgate.ledger.base import CallRecord, CallState
 from callgate.parse import ParsedArguments, may_be_deep, parse_arguments, screen_call
-from callgate.redact import REDACTED
+from callgate.redact import context_secrets, hide_secret_problems
 from callgate.render import Problem, Rejection, bounded
 from callgate.run_state import GateParts, RunState
 from callgate.tools import ToolSpec
@@ -43,8 +42,6 @@ __all__ = ["Admission", "context_secrets", "raised_by_callgate"]
 
 _log = logging.getLogger("callgate")
 
-CONTEXT_SECRET_CHARS = 8
-"""Trusted-context text values this long or longer are scrubbed like secret fields."""
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
@@ -171,14 +168,8 @@ class Admission:
             if spec.idempotency_key is None
             else self._idempotency_key(call, spec, model)
         )
-        if spec.secret_fields:
-            secrets = (
-                *gate.redactor.secret_values(model.__dict__, spec.secret_fields),
-                *self.run.context_secrets,
-            )
-            stored = self._redacted_arguments(spec, model, canonical)
-        else:
-            secrets, stored = self.run.context_secrets, gate.redactor.text(canonical)
+        secrets = self._secrets(spec, model.__dict__)
+        stored = self._redacted_arguments(spec, model, canonical, secrets)
         now = time.time()
         record = CallRecord(
             run_id=self.run.id,
@@ -192,7 +183,7 @@ class Admission:
             request_hash=request_hash,
             idempotency_key=key,
             decided_by=decision.rule,
-            effects=decision.effect_names,
+            effects=self._effects(decision, secrets),
             approval_id=approval_id,
             created_at=now,
             updated_at=now,
@@ -354,17 +345,14 @@ class Admission:
             )
             return self._rejected(call, spec, used_rejection(prior), record=False)
         now = time.time()
-        stored = self._redacted_arguments(spec, model, canonical)
+        secrets = self._secrets(spec, model.__dict__)
+        stored = self._redacted_arguments(spec, model, canonical, secrets)
         preview = spec.preview(model) if spec.preview else f"{spec.name}({stored})"
         why = "; ".join(f.explain() for f in decision.provenance)
         if why:
             preview = f"{preview} [provenance: {why}]"
         if decision.intent is not None:
             preview = f"{preview} [intent: {decision.intent.explain()}]"
-        secrets = [
-            *gate.redactor.secret_values(model.__dict__, spec.secret_fields),
-            *self.run.context_secrets,
-        ]
         request = gate.approvals.request(
             ApprovalRequest(
                 id=new_approval_id(),
@@ -374,7 +362,7 @@ class Admission:
                 tool=spec.name,
                 arguments_json=stored,
                 arguments_hash=request_hash,
-                effects=decision.effect_names,
+                effects=self._effects(decision, secrets),
                 preview=gate.redactor.text(preview, secrets),
                 created_at=now,
                 expires_at=now + gate.approval_ttl,
@@ -386,7 +374,7 @@ class Admission:
         if request.status is ApprovalStatus.DENIED:
             rejection = denied_rejection(request)
             return self._rejected(call, spec, rejection, model=model, decision=decision)
-        self._record_findings(call.id, decision)
+        self._record_findings(call.id, decision, secrets)
         # Kept under the model's id: resumed, it is answered under that id, and the
         # run finds it waiting under its name (`CallNames.name_for`).
         self.run.pending[request.id] = dataclasses.replace(call, id=model_id)
@@ -401,6 +389,7 @@ class Admission:
             request_hash=request_hash,
             approval_id=request.id,
             message=f"approval requested: {request.preview}",
+            secrets=secrets,
         )
         return Observation(
             call_id=call.id,
@@ -417,7 +406,7 @@ class Admission:
             tool_version=spec.version,
             details=(
                 {"rule": decision.rule, "approval_id": request.id},
-                *findings_of(decision),
+                *self._findings(decision, secrets),
             ),
         )
 
@@ -444,13 +433,29 @@ class Admission:
     # -- helpers -------------------------------------------------------------
 
     def _scrubbed_error(self, spec: ToolSpec, model: BaseModel, exc: Exception) -> str:
-        """A hook's exception as the ledger may hold it: secret field values, context values
-        and credential-shaped text redacted, bounded."""
-        secrets = [
-            *self.gate.redactor.secret_values(model.__dict__, spec.secret_fields),
-            *self.run.context_secrets,
-        ]
-        return self.gate.redactor.text(f"{type(exc).__name__}: {exc}", secrets)[:500]
+        """A hook's exception as the ledger may hold it (`Redactor.error`)."""
+        return self.gate.redactor.error(exc, self._secrets(spec, model.__dict__))
+
+    def _secrets(self, spec: ToolSpec | None, values: Any) -> tuple[str, ...]:
+        """Every value scrubbed from what is recorded or shown of one call: its secret
+        fields' values (``values``: the arguments as far as they were read) and the run's
+        trusted-context secrets. The redactor looks for each in all its forms."""
+        fields = spec.secret_fields if spec is not None else ()
+        if not fields or not isinstance(values, Mapping):
+            return self.run.context_secrets
+        found = self.gate.redactor.secret_values(values, fields)
+        return (*found, *self.run.context_secrets)
+
+    def _effects(self, decision: Decision | None, secrets: Sequence[str]) -> tuple[str, ...]:
+        """A decision's effect names as records hold them: an effect templated on a secret
+        field (``spend:card:{card_number}``) or on a context value is redacted there."""
+        if decision is None:
+            return ()
+        return tuple(self.gate.redactor.text(e, secrets) for e in decision.effect_names)
+
+    def _findings(self, decision: Decision, secrets: Sequence[str]) -> tuple[Any, ...]:
+        """A decision's findings (`findings_of`), redacted like everything else recorded."""
+        return tuple(self.gate.redactor.value(f, secrets) for f in findings_of(decision))
 
     def absorb(self) -> TrustIndex:
         """The run's trust index, with every observation recorded so far indexed."""
@@ -471,15 +476,20 @@ class Admission:
         return f"{self.run.id}/{call.id}"
 
     def _redacted_arguments(
-        self, spec: ToolSpec, model: BaseModel, canonical: str | None = None
+        self,
+        spec: ToolSpec,
+        model: BaseModel,
+        canonical: str | None = None,
+        secrets: Sequence[str] = (),
     ) -> str:
-        """Canonical arguments as the ledger may hold them: secret fields and values scrubbed."""
+        """Canonical arguments as the ledger may hold them: secret fields replaced, and
+        secret values (``secrets``, the run's context secrets) and credentials scrubbed."""
         if spec.secret_fields:
             values = self.gate.redactor.arguments(model.model_dump(mode="json"), spec.secret_fields)
             canonical = canonical_json(values)
         elif canonical is None:
             canonical = self._canonical(spec, model)
-        return self.gate.redactor.text(canonical)
+        return self.gate.redactor.text(canonical, secrets or self._secrets(spec, model.__dict__))
 
     def bad_id(self, call: ToolCall) -> Observation:
         text = (
@@ -514,26 +524,38 @@ class Admission:
     ) -> Observation:
         message = rejection.message
         details: tuple[Mapping[str, Any], ...] = tuple(p.as_dict() for p in rejection.problems)
+        redactor = self.gate.redactor
+        values = (
+            model.__dict__
+            if model is not None
+            else raw.value
+            if raw is not None
+            else call.arguments
+        )
+        secrets = self._secrets(spec, values)
         if decision is not None:
-            self._record_findings(call.id, decision)
-            details = (*details, *findings_of(decision))
+            self._record_findings(call.id, decision, secrets)
         secret = spec is not None and bool(spec.secret_fields)
         if secret:
             # A secret field's value never reaches the model or the ledger, not even
             # quoted back in a rejection of the call that sent it.
             assert spec is not None
-            rejection = _secret_problems_hidden(rejection, spec.secret_fields)
+            rejection = hide_secret_problems(rejection, spec.secret_fields)
             message = rejection.message
             details = tuple(p.as_dict() for p in rejection.problems)
-            message, details = self._scrubbed_rejection(spec, call, model, raw, message, details)
+            message, details = redactor.withheld_rejection(
+                message, details, values, spec.secret_fields, secrets
+            )
         else:
-            message = self.gate.redactor.text(message)  # a credential the model put anywhere
+            message = redactor.text(message, secrets)  # a credential the model put anywhere
+            details = tuple(redactor.value(d, secrets) for d in details)
+        if decision is not None:
+            details = (*details, *self._findings(decision, secrets))
         if record:
-            recorded = message
             if model is not None and spec is not None:
-                arguments = self._redacted_arguments(spec, model)
+                arguments = self._redacted_arguments(spec, model, secrets=secrets)
             elif spec is not None and secret:
-                arguments, recorded = self._without_secrets(spec, call, raw, message)
+                arguments = redactor.withheld_arguments(values, spec.secret_fields, secrets)
             else:
                 arguments = self._raw_arguments(call, raw)
             self.record(
@@ -543,7 +565,8 @@ class Admission:
                 rejection.stage,
                 arguments=arguments,
                 decision=decision,
-                message=recorded,
+                message=message,
+                secrets=secrets,
             )
         return Observation(
             call_id=call.id,
@@ -557,53 +580,27 @@ class Admission:
             details=details,
         )
 
-    def _record_findings(self, call_id: str, decision: Decision) -> None:
-        """Audit why a call needs a person or was refused: its sink and intent findings."""
+    def _record_findings(self, call_id: str, decision: Decision, secrets: Sequence[str]) -> None:
+        """Audit why a call needs a person or was refused: its sink and intent findings,
+        redacted (a finding quotes an argument's value and the effect it was matched on)."""
         ledger = self.gate.ledger
+        redactor = self.gate.redactor
         if decision.provenance:
             ledger.record_event(
                 "provenance.untrusted_sink",
                 run_id=self.run.id,
                 call_id=call_id,
-                data={"findings": [f.as_dict() for f in decision.provenance]},
+                data={
+                    "findings": [redactor.value(f.as_dict(), secrets) for f in decision.provenance]
+                },
             )
         if decision.intent is not None:
             ledger.record_event(
                 f"intent.{decision.intent.rule}",
                 run_id=self.run.id,
                 call_id=call_id,
-                data=decision.intent.as_dict(),
+                data=redactor.value(decision.intent.as_dict(), secrets),
             )
-
-    def _scrubbed_rejection(
-        self,
-        spec: ToolSpec,
-        call: ToolCall,
-        model: BaseModel | None,
-        raw: ParsedArguments | None,
-        message: str,
-        details: tuple[Mapping[str, Any], ...],
-    ) -> tuple[str, tuple[Mapping[str, Any], ...]]:
-        """A rejection's message and details without the call's secret field values; for
-        arguments that could not be read at all, the details are withheld."""
-        redactor = self.gate.redactor
-        values = (
-            model.__dict__
-            if model is not None
-            else raw.value
-            if raw is not None
-            else call.arguments
-        )
-        if not isinstance(values, Mapping):
-            head = message.split("\n", 1)[0]
-            withheld = ({"rule": "withheld", "message": "details withheld: secret fields"},)
-            return f"{head}\n(details withheld: this tool has secret fields)", withheld
-        secrets = redactor.secret_values(values, spec.secret_fields)
-        scrubbed = tuple(
-            {k: redactor.text(v, secrets) if isinstance(v, str) else v for k, v in d.items()}
-            for d in details
-        )
-        return redactor.text(message, secrets), scrubbed
 
     def _raw_arguments(self, call: ToolCall, raw: ParsedArguments | None) -> str:
         if raw is not None:
@@ -615,26 +612,7 @@ class Admission:
                 text = canonical_json(dict(call.arguments))
             except (TypeError, ValueError, RecursionError):  # beyond the parse stage's bounds
                 text = '"(arguments not recorded: they cannot be written as JSON)"'
-        return self.gate.redactor.text(bounded(text, 4000))
-
-    def _without_secrets(
-        self, spec: ToolSpec, call: ToolCall, raw: ParsedArguments | None, message: str
-    ) -> tuple[str, str]:
-        """Arguments and message of a rejected call as the ledger may hold them, for a tool
-        with secret fields: those fields redacted, and their values scrubbed from the message.
-        Arguments that could not be parsed are withheld whole, with the message's details."""
-        redactor = self.gate.redactor
-        values = raw.value if raw is not None else call.arguments
-        if isinstance(values, Mapping):
-            secrets = redactor.secret_values(values, spec.secret_fields)
-            scrubbed = redactor.arguments(values, spec.secret_fields)
-            try:
-                text = canonical_json(scrubbed)
-            except (TypeError, ValueError):
-                text = REDACTED
-            return redactor.text(bounded(text, 4000), secrets), redactor.text(message, secrets)
-        head = message.split("\n", 1)[0]
-        return REDACTED, f"{head}\n(details withheld: this tool has secret fields)"
+        return self.gate.redactor.text(bounded(text, 4000), self.run.context_secrets)
 
     def record_admitted(self, item: Admitted) -> None:
         if item.record is not None:
@@ -653,7 +631,10 @@ class Admission:
         idempotency_key: str | None = None,
         approval_id: str | None = None,
         message: str = "",
+        secrets: Sequence[str] = (),
     ) -> None:
+        """Record a call's decision (arguments and message already redacted by the caller;
+        its effects are redacted here with ``secrets``, the call's `_secrets`)."""
         self.gate.ledger.record_decision(
             self._call_record(
                 call,
@@ -666,6 +647,7 @@ class Admission:
                 idempotency_key=idempotency_key,
                 approval_id=approval_id,
                 message=message,
+                secrets=secrets,
             )
         )
 
@@ -682,6 +664,7 @@ class Admission:
         idempotency_key: str | None = None,
         approval_id: str | None = None,
         message: str = "",
+        secrets: Sequence[str] = (),
     ) -> CallRecord:
         now = time.time()
         return CallRecord(
@@ -697,7 +680,7 @@ class Admission:
             idempotency_key=idempotency_key,
             decided_by=decision.rule if decision else None,
             message=message,
-            effects=decision.effect_names if decision else (),
+            effects=self._effects(decision, secrets or self.run.context_secrets),
             approval_id=approval_id,
             created_at=now,
             updated_at=now,
@@ -726,47 +709,3 @@ def raised_by_callgate(exc: BaseException) -> bool:
             return False
         tb = tb.tb_next
     return True
-
-
-def context_secrets(context: Mapping[str, Any], limit: int = 1000) -> tuple[str, ...]:
-    """Every text value of at least `CONTEXT_SECRET_CHARS` characters inside a trusted
-    context (tokens, keys, account ids; not labels such as a plan or a role, which are
-    no secret and whose scrubbing would garble ordinary words), iteratively, at most
-    ``limit``."""
-    found: list[str] = []
-    stack: list[Any] = [context]
-    while stack and len(found) < limit:
-        node = stack.pop()
-        if isinstance(node, str):
-            if len(node) >= CONTEXT_SECRET_CHARS:
-                found.append(node)
-        elif isinstance(node, Mapping):
-            stack.extend(node.values())
-        elif isinstance(node, list | tuple | set | frozenset):
-            stack.extend(node)
-    return tuple(found)
-
-
-_FIELD_ROOT = re.compile(r"[.\[]")
-
-
-def _secret_problems_hidden(rejection: Rejection, secret_fields: frozenset[str]) -> Rejection:
-    """``rejection`` with every problem about a secret field told without its value: the
-    value is never quoted back, however short (a CVV is three digits)."""
-    problems = []
-    changed = False
-    for p in rejection.problems:
-        root = _FIELD_ROOT.split(p.field, maxsplit=1)[0] if p.field else None
-        if root is not None and root in secret_fields:
-            expected = f": expected {p.expected}" if p.expected else ""
-            p = Problem(
-                rule=p.rule,
-                field=p.field,
-                expected=p.expected,
-                actual=REDACTED,
-                message=f"field '{p.field}' is not valid{expected} (its value is secret and "
-                "not shown)",
-            )
-            changed = True
-        problems.append(p)
-    return dataclasses.replace(rejection, problems=tuple(problems)) if changed else rejection

@@ -32,13 +32,24 @@ pattern can match across a block.
 
 from __future__ import annotations
 
+import base64
+import dataclasses
+import decimal
+import enum
 import functools
+import html
+import json
 import re
+import urllib.parse
+import uuid
 import warnings
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel, SecretBytes, SecretStr
+
+from callgate.canonical import canonical_json
 from callgate.errors import DefinitionError
 from callgate.regex import (
     ADVICE,
@@ -49,8 +60,18 @@ from callgate.regex import (
     re2_reason,
     safe_text,
 )
+from callgate.render import Problem, Rejection, bounded
 
-__all__ = ["DEFAULT_SECRET_PATTERNS", "REDACTED", "Redactor", "redactor_for"]
+__all__ = [
+    "CONTEXT_SECRET_CHARS",
+    "DEFAULT_SECRET_PATTERNS",
+    "REDACTED",
+    "Redactor",
+    "context_secrets",
+    "hide_secret_problems",
+    "redactor_for",
+    "secret_forms",
+]
 
 REDACTED = "[redacted]"
 
@@ -77,13 +98,20 @@ class _Variant:
         return 1 if self.before == r"\W" else len(self.before)
 
 
-def _assignments(name: str) -> dict[str, _Variant]:
-    """``name=value``, ``name = value`` and JSON's ``"name": "value"``, any case of name."""
-    return {
-        rf"(?<=(?i:{name})=)[^\s&;,]+": _Variant(r"[^\s&;,]+", f"{name}=", True),
+def _assignments(name: str, *, plain: bool = True) -> dict[str, _Variant]:
+    """``name=value``, ``name = value`` and JSON's ``"name": "value"`` (or ``"name":"value"``),
+    any case of name; ``plain=False`` leaves out ``name=value`` (listed on its own)."""
+    found = {
         rf"(?<=(?i:{name}) = )[^\s&;,]+": _Variant(r"[^\s&;,]+", f"{name} = ", True),
         rf'(?<=(?i:{name})": ")[^"\s]+': _Variant(r'[^"\s]+', f'{name}": "', True),
+        rf'(?<=(?i:{name})":")[^"\s]+': _Variant(r'[^"\s]+', f'{name}":"', True),
     }
+    if plain:
+        found = {rf"(?<=(?i:{name})=)[^\s&;,]+": _Variant(r"[^\s&;,]+", f"{name}=", True), **found}
+    return found
+
+
+_JWT = r"eyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]*"
 
 
 _AUTHORIZATION = rf"(?i:token|basic)\s+{_TOKEN}{{8,}}"
@@ -104,6 +132,13 @@ _DEFAULTS: dict[str, _Variant | None] = {
     **_assignments("api_key"),
     **_assignments("apikey"),
     **_assignments("token"),
+    # Stripe secret and restricted keys (live and test), JSON Web Tokens
+    r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}": _Variant(
+        r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}", r"\W"
+    ),
+    rf"\b{_JWT}": _Variant(_JWT, r"\W"),
+    **_assignments("password", plain=False),
+    **_assignments("secret"),
     rf"(?<=(?i:authorization): ){_AUTHORIZATION}": _Variant(
         _AUTHORIZATION, "authorization: ", True
     ),
@@ -115,9 +150,11 @@ _DEFAULTS: dict[str, _Variant | None] = {
 DEFAULT_SECRET_PATTERNS: tuple[str, ...] = tuple(_DEFAULTS)
 """Credential shapes redacted everywhere, in Python's syntax: API keys (OpenAI-style
 ``sk-``, GitHub, AWS ``AKIA``, Slack ``xox``, Google ``AIza``), ``Bearer`` tokens,
-``user:password`` in URLs, ``password=``, ``api_key=``, ``apikey=`` and ``token=``
-values (also ``name = value`` and JSON's ``"name": "value"``), ``Authorization:
-Token``/``Basic`` credentials, and PEM private-key blocks."""
+``user:password`` in URLs, ``password=``, ``api_key=``, ``apikey=``, ``token=`` and
+``secret=`` values (so ``client_secret=``; also ``name = value`` and JSON's ``"name":
+"value"``), ``Authorization: Token``/``Basic`` credentials, Stripe secret and restricted
+keys (``sk_live_``, ``sk_test_``, ``rk_live_``, ``rk_test_``), JSON Web Tokens
+(``eyJ….eyJ….``) and PEM private-key blocks."""
 
 # Lower-case literals one of which appears in any text a default pattern matches:
 # a cheap test that lets most texts skip the scan entirely.
@@ -138,6 +175,10 @@ _DEFAULT_TRIGGERS = (
     "apikey",
     "token",
     "authorization",
+    "sk_",
+    "rk_",
+    "eyj",
+    "secret",
 )
 _PAD = b"\n"
 """Put before the text, so that a boundary before a secret at the start is a non-word
@@ -215,26 +256,77 @@ class Redactor:
     @staticmethod
     def secret_values(values: Mapping[str, Any], secret_fields: Iterable[str]) -> list[str]:
         """The values of the secret fields, to scrub from any other text: each field's
-        value as text, and, for a field sent as an array or object, every text, number
-        and key inside it (a message may quote any one of them)."""
+        value as text, and, for a field sent as an array, an object or a nested model,
+        every text, number and key inside it (a message may quote any one of them; a
+        model's field names are its schema, not its value, and are left out). A
+        `SecretStr` or `SecretBytes` counts by its secret value."""
         found: list[str] = []
         for name in secret_fields:
             value = values.get(name)
             if value is None:
                 continue
-            found.append(str(value))
-            if isinstance(value, Mapping | list | tuple):
-                stack: list[Any] = [value]
-                while stack and len(found) < 1000:
-                    node = stack.pop()
-                    if isinstance(node, Mapping):
-                        found.extend(str(k) for k in node)
-                        stack.extend(node.values())
-                    elif isinstance(node, list | tuple):
-                        stack.extend(node)
-                    elif node is not None and not isinstance(node, bool):
-                        found.append(str(node))
-        return found
+            leaf = _leaf_text(value)
+            found.append(leaf if leaf is not None else str(value))
+            if leaf is None:
+                _walk(value, found, keys=True, limit=1000)
+        return found[:1000]
+
+    def value(self, node: Any, secrets: Collection[str] = ()) -> Any:
+        """A copy of a record's plain data (mappings, lists, text; what the ledger and
+        `Observation.details` hold) with every text in it, keys too, redacted."""
+        if isinstance(node, str):
+            return self.text(node, secrets)
+        if isinstance(node, Mapping):
+            return {
+                (self.text(k, secrets) if isinstance(k, str) else k): self.value(v, secrets)
+                for k, v in node.items()
+            }
+        if isinstance(node, list | tuple):
+            return type(node)(self.value(v, secrets) for v in node)
+        return node
+
+    def withheld_rejection(
+        self,
+        message: str,
+        details: tuple[Mapping[str, Any], ...],
+        values: Any,
+        secret_fields: Collection[str],
+        secrets: Collection[str] = (),
+    ) -> tuple[str, tuple[Mapping[str, Any], ...]]:
+        """A rejection's message and details for a tool with secret fields, without those
+        fields' values (taken from ``values``, the arguments as far as they were read) nor
+        ``secrets``; for arguments that could not be read as an object at all, the details
+        are withheld."""
+        if not isinstance(values, Mapping):
+            head = message.split("\n", 1)[0]
+            withheld = ({"rule": "withheld", "message": "details withheld: secret fields"},)
+            return f"{head}\n(details withheld: this tool has secret fields)", withheld
+        found = [*self.secret_values(values, secret_fields), *secrets]
+        scrubbed = tuple(
+            {k: self.text(v, found) if isinstance(v, str) else v for k, v in d.items()}
+            for d in details
+        )
+        return self.text(message, found), scrubbed
+
+    def withheld_arguments(
+        self, values: Any, secret_fields: Collection[str], secrets: Collection[str] = ()
+    ) -> str:
+        """Arguments the ledger may hold for a tool with secret fields, as far as they were
+        read: those fields replaced, their values and ``secrets`` scrubbed from the rest,
+        bounded; arguments that are not an object are withheld whole."""
+        if not isinstance(values, Mapping):
+            return REDACTED
+        found = [*self.secret_values(values, secret_fields), *secrets]
+        try:
+            text = canonical_json(self.arguments(values, secret_fields))
+        except (TypeError, ValueError, RecursionError):
+            return REDACTED
+        return self.text(bounded(text, 4000), found)
+
+    def error(self, exc: BaseException, secrets: Collection[str] = (), limit: int = 500) -> str:
+        """An exception as the ledger and the logs may hold it: its type and text, redacted,
+        at most ``limit`` characters."""
+        return self.text(f"{type(exc).__name__}: {exc}", secrets)[:limit]
 
     def _scan(self, text: str) -> str:
         """``text`` with every match replaced, leftmost first, in one pass.
@@ -311,17 +403,27 @@ class Redactor:
 
 
 def _without_values(text: str, secrets: Collection[str]) -> str:
-    """``text`` with every occurrence of each secret value of 4 characters or more replaced;
+    """``text`` with every occurrence of each secret value of 4 characters or more replaced,
+    in any of its forms (`secret_forms`: case, ``repr``, JSON and percent escapes, base64);
     occurrences that overlap (of one value or of several) are replaced as one span, so no
     character of any of them is left showing."""
     spans: list[tuple[int, int]] = []
+    folded = text.lower()
+    if len(folded) != len(text):  # a character whose lower case is longer: search as is
+        folded = ""
     for secret in secrets:
         if len(secret) < 4:
             continue
-        at = text.find(secret)
-        while at >= 0:
-            spans.append((at, at + len(secret)))
-            at = text.find(secret, at + 1)
+        for form in secret_forms(secret):
+            lowered = form.lower()
+            if folded and len(lowered) == len(form):
+                haystack, needle = folded, lowered
+            else:
+                haystack, needle = text, form
+            at = haystack.find(needle)
+            while at >= 0:
+                spans.append((at, at + len(needle)))
+                at = haystack.find(needle, at + 1)
     if not spans:
         return text
     spans.sort()
@@ -340,6 +442,138 @@ def _without_values(text: str, secrets: Collection[str]) -> str:
     out.append(REDACTED)
     out.append(text[end:])
     return "".join(out)
+
+
+_FIELD_ROOT = re.compile(r"[.\[]")
+
+
+def hide_secret_problems(rejection: Rejection, secret_fields: Collection[str]) -> Rejection:
+    """``rejection`` with every problem about a secret field told without its value: the
+    value is never quoted back, however short (a CVV is three digits)."""
+    problems = []
+    changed = False
+    for p in rejection.problems:
+        root = _FIELD_ROOT.split(p.field, maxsplit=1)[0] if p.field else None
+        if root is not None and root in secret_fields:
+            expected = f": expected {p.expected}" if p.expected else ""
+            p = Problem(
+                rule=p.rule,
+                field=p.field,
+                expected=p.expected,
+                actual=REDACTED,
+                message=f"field '{p.field}' is not valid{expected} (its value is secret and "
+                "not shown)",
+            )
+            changed = True
+        problems.append(p)
+    return dataclasses.replace(rejection, problems=tuple(problems)) if changed else rejection
+
+
+_MIN_ENCODED = 8
+"""An encoded form (base64, percent-encoding) shorter than this is not looked for: a short
+run of base64 letters appears by chance in ordinary words."""
+
+
+@functools.lru_cache(maxsize=4096)
+def secret_forms(secret: str) -> tuple[str, ...]:
+    """The forms a secret value takes when a handler or a library prints it, each looked
+    for (case-insensitively where the case folds one to one) wherever the value is: the
+    value itself (so its upper and lower case), its ``repr`` and JSON escapes, its
+    percent-encodings (``quote``, ``quote_plus``) and its base64 (standard and URL-safe,
+    with or without padding, and at each of the three byte alignments it can have inside
+    a longer base64 text). Transformations beyond these (hashing, encryption, splitting)
+    are the handler's to avoid."""
+    forms = dict.fromkeys([secret, secret.upper(), secret.lower()])
+    escaped = [
+        repr(secret)[1:-1],
+        ascii(secret)[1:-1],
+        json.dumps(secret)[1:-1],
+        json.dumps(secret, ensure_ascii=False)[1:-1],
+        html.escape(secret),
+    ]
+    encoded = [
+        urllib.parse.quote(secret, safe=""),
+        urllib.parse.quote(secret),
+        urllib.parse.quote_plus(secret),
+    ]
+    raw = secret.encode("utf-8", "surrogatepass")
+    for offset in range(3):
+        padded = b"\0" * offset + raw
+        first = -(-8 * offset // 6)  # the first character that encodes only the secret's bits
+        last = 8 * len(padded) // 6  # the end of those whose bits are all the secret's
+        for encoder in (base64.b64encode, base64.urlsafe_b64encode):
+            text = encoder(padded).decode("ascii")
+            encoded.append(text[first:last])
+            if not offset:
+                encoded.append(text.rstrip("="))  # the secret encoded alone
+    forms.update(dict.fromkeys(escaped))
+    forms.update(dict.fromkeys(e for e in encoded if len(e) >= _MIN_ENCODED))
+    return tuple(f for f in forms if len(f) >= 4)
+
+
+CONTEXT_SECRET_CHARS = 8
+"""Trusted-context values whose text is this long or longer are scrubbed like secret fields."""
+
+
+def context_secrets(context: Mapping[str, Any], limit: int = 1000) -> tuple[str, ...]:
+    """Every value of at least `CONTEXT_SECRET_CHARS` characters inside a trusted context
+    (tokens, keys, account ids; not labels such as a plan or a role, which are no secret
+    and whose scrubbing would garble ordinary words), as text, iteratively, at most
+    ``limit``. Values of any type count by their text: `SecretStr` and `SecretBytes` by
+    their secret value, `bytes` decoded (and by their ``repr`` and base64 when they are
+    not UTF-8), numbers and UUIDs by ``str``, and the fields of a Pydantic model or a
+    dataclass inside the context one by one."""
+    found: list[str] = []
+    _walk(context, found, keys=False, limit=limit)
+    return tuple(dict.fromkeys(t for t in found if len(t) >= CONTEXT_SECRET_CHARS))
+
+
+def _leaf_text(value: Any) -> str | None:
+    """The text of a value that holds no other values, or None for a container."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, SecretStr):
+        return value.get_secret_value()
+    if isinstance(value, SecretBytes):
+        value = value.get_secret_value()
+    if isinstance(value, bytes | bytearray):
+        data = bytes(value)
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            return repr(data)[2:-1]
+    if isinstance(value, enum.Enum):
+        return _leaf_text(value.value)
+    if isinstance(value, int | float | decimal.Decimal | uuid.UUID) and not isinstance(value, bool):
+        return str(value)
+    return None
+
+
+def _walk(value: Any, found: list[str], *, keys: bool, limit: int) -> None:
+    """Append the text of every value inside ``value`` (mapping keys too if ``keys``), at
+    most ``limit`` in all; booleans and ``None`` are no secret text."""
+    stack: list[Any] = [value]
+    while stack and len(found) < limit:
+        node = stack.pop()
+        if node is None or isinstance(node, bool):
+            continue
+        leaf = _leaf_text(node)
+        if leaf is not None:
+            found.append(leaf)
+            if isinstance(node, bytes | bytearray | SecretBytes):  # not UTF-8: as base64 too
+                raw = node.get_secret_value() if isinstance(node, SecretBytes) else node
+                found.append(base64.b64encode(bytes(raw)).decode("ascii").rstrip("="))
+        elif isinstance(node, Mapping):
+            if keys:
+                found.extend(str(k) for k in node)
+            stack.extend(node.values())
+        elif isinstance(node, list | tuple | set | frozenset):
+            stack.extend(node)
+        elif isinstance(node, BaseModel):
+            stack.extend(node.__dict__.values())
+            stack.extend((node.__pydantic_extra__ or {}).values())
+        elif dataclasses.is_dataclass(node) and not isinstance(node, type):
+            stack.extend(getattr(node, f.name, None) for f in dataclasses.fields(node))
 
 
 class _PrivateKeys:

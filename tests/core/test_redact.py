@@ -9,14 +9,20 @@ what Python's ``re.sub`` over them would.
 
 from __future__ import annotations
 
+import base64
+import json
 import re
+import urllib.parse
+import uuid
+from decimal import Decimal
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import BaseModel, SecretBytes, SecretStr
 
 from callgate import DefinitionError
-from callgate.redact import DEFAULT_SECRET_PATTERNS, REDACTED, Redactor
+from callgate.redact import DEFAULT_SECRET_PATTERNS, REDACTED, Redactor, context_secrets
 
 NO_PATTERNS = Redactor(())
 
@@ -204,3 +210,116 @@ def test_a_long_invalid_pattern_is_shown_shortened() -> None:
     assert f"'{'a' * 117}...'" in message
     assert pattern not in message
     assert "is not a valid regular expression" in message
+
+
+# -- secrets in every shape (issue 28, items 1 and friction) -------------------------------
+
+
+class _Card(BaseModel):
+    number: str
+    expiry: tuple[int, int]
+    cvv: SecretStr
+
+
+def test_secret_values_walk_a_nested_model_by_its_values() -> None:
+    """A secret field typed as a model yields each value inside it (a `SecretStr` by its
+    secret), not only ``str(model)``, whose text no handler quotes whole."""
+    card = _Card(number="4111000011110000", expiry=(12, 2030), cvv=SecretStr("9876"))
+    found = Redactor.secret_values({"card": card, "memo": "public"}, ["card"])
+    assert {"4111000011110000", "12", "2030", "9876"} <= set(found)
+    assert "number" not in found  # a model's field names are its schema, not its value
+    assert "public" not in found
+    text = f"card {card.number} / {card.cvv.get_secret_value()} declined"
+    assert NO_PATTERNS.text(text, found) == f"card {REDACTED} / {REDACTED} declined"
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (SecretStr("ctx-secretstr-1"), "ctx-secretstr-1"),
+        (SecretBytes(b"ctx-secretbytes-2"), "ctx-secretbytes-2"),
+        (b"ctx-bytes-3abc", "ctx-bytes-3abc"),
+        (bytearray(b"ctx-bytearray-4"), "ctx-bytearray-4"),
+        (739152840617, "739152840617"),
+        (Decimal("12345678.90"), "12345678.90"),
+        (uuid.UUID(int=0x1234567890ABCDEF), str(uuid.UUID(int=0x1234567890ABCDEF))),
+        (_Card(number="4111222233334444", expiry=(1, 2), cvv=SecretStr("x")), "4111222233334444"),
+        ({"deep": [("ctx-in-a-tuple-5",)]}, "ctx-in-a-tuple-5"),
+    ],
+)
+def test_context_secrets_of_any_type_count_by_their_text(value: object, text: str) -> None:
+    """A trusted-context value that is not text is scrubbed by its text form."""
+    secrets = context_secrets({"tenant": "t", "value": value})
+    assert text in secrets
+    assert NO_PATTERNS.text(f"leaked {text}!", secrets) == f"leaked {REDACTED}!"
+
+
+def test_context_secrets_leave_short_labels_and_flags_alone() -> None:
+    """Labels (a plan, a role), booleans, None and short numbers are no secret text."""
+    found = context_secrets({"plan": "pro", "admin": True, "none": None, "n": 42, "ok": "t" * 8})
+    assert found == ("t" * 8,)
+
+
+def test_undecodable_bytes_count_by_their_repr_and_base64() -> None:
+    """Bytes that are not UTF-8 are looked for as ``repr`` shows them and in base64."""
+    raw = b"\xff\xfe-ctx-raw-key"
+    found = context_secrets({"k": raw})
+    assert repr(raw)[2:-1] in found
+    assert f"blob={raw!r}" != NO_PATTERNS.text(f"blob={raw!r}", found)
+    encoded = base64.b64encode(raw).decode()
+    assert encoded not in NO_PATTERNS.text(f"b64 {encoded}", found)
+
+
+SECRET = "Tr/an+s=9x@kq7w\\é'"
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+@pytest.mark.parametrize(
+    "shown",
+    [
+        SECRET.upper(),
+        SECRET.lower(),
+        SECRET.swapcase(),
+        repr(SECRET),
+        ascii(SECRET),
+        json.dumps(SECRET),
+        urllib.parse.quote(SECRET),
+        urllib.parse.quote(SECRET, safe=""),
+        urllib.parse.quote_plus(SECRET),
+        urllib.parse.quote(SECRET).lower(),
+        _b64(SECRET.encode()),
+        base64.urlsafe_b64encode(SECRET.encode()).decode(),
+        _b64(b"a" + SECRET.encode() + b"tail"),
+        _b64(b"ab" + SECRET.encode() + b"tail"),
+        _b64(b"abc" + SECRET.encode() + b"t"),
+    ],
+)
+def test_a_transformed_secret_is_redacted(shown: str) -> None:
+    """A secret a handler prints through ``repr``, JSON, percent-encoding, a change of
+    case or base64 (alone or inside a longer base64 text) is found and redacted."""
+    found = NO_PATTERNS.text(f"error: {shown} end", [SECRET])
+    assert REDACTED in found
+    for probe in (SECRET, SECRET.upper(), urllib.parse.quote(SECRET, safe="")):
+        assert probe not in found
+    raw = SECRET.encode()
+    for offset in range(3):  # the base64 characters that carry only the secret's bits
+        inner = _b64(b"\0" * offset + raw)[-(-8 * offset // 6) : 8 * (offset + len(raw)) // 6]
+        assert inner not in found
+
+
+def test_a_short_base64_form_is_not_looked_for() -> None:
+    """The base64 of a four-character secret is too short to look for in free text."""
+    assert NO_PATTERNS.text("the word MTIz is left", ["1234"]) == "the word MTIz is left"
+
+
+def test_value_redacts_every_text_of_a_record() -> None:
+    """`Redactor.value` walks mappings and lists (keys too), keeping other values."""
+    data = {"effect": "spend:card:4111999988887777", "n": 3, "list": ["x 4111999988887777"]}
+    assert NO_PATTERNS.value(data, ["4111999988887777"]) == {
+        "effect": f"spend:card:{REDACTED}",
+        "n": 3,
+        "list": [f"x {REDACTED}"],
+    }

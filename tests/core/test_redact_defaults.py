@@ -43,6 +43,23 @@ POSITIVE = [
     ("Authorization: Token 0123456789abcdef", f"Authorization: {REDACTED}"),
     ("authorization: Basic dXNlcjpwYXNzd29yZA==", f"authorization: {REDACTED}"),
     ('{"Authorization": "Basic dXNlcjpwYXNzd29yZA=="}', f'{{"Authorization": "{REDACTED}"}}'),
+    # issue 28, friction: Stripe keys, JWTs, JSON "password"/"secret", client_secret=
+    (f"key sk_live_{KEY_40[:24]}.", f"key {REDACTED}."),
+    (f"sk_test_{KEY_40[:24]}", REDACTED),
+    (f"restricted rk_live_{KEY_40[:24]} end", f"restricted {REDACTED} end"),
+    (
+        "jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.sig_-4a3b2c1 ok",
+        f"jwt {REDACTED} ok",
+    ),
+    ("unsigned eyJhbGciOiJub25lIn0.eyJzdWIiOiIxIn0. ok", f"unsigned {REDACTED} ok"),
+    ('{"password": "hunter2", "n": 1}', f'{{"password": "{REDACTED}", "n": 1}}'),
+    ('{"password":"hunter2"}', f'{{"password":"{REDACTED}"}}'),
+    (
+        '{"secret": "s3cr3t", "client_secret":"c5"}',
+        f'{{"secret": "{REDACTED}", "client_secret":"{REDACTED}"}}',
+    ),
+    ("grant=cc&client_secret=abc123&x=1", f"grant=cc&client_secret={REDACTED}&x=1"),
+    ("SECRET = abc123", f"SECRET = {REDACTED}"),
 ]
 
 NEGATIVE = [
@@ -58,6 +75,10 @@ NEGATIVE = [
     "Authorization: Token short",
     "basic understanding of tokens",
     "password: none given",
+    "pk_live_0123456789abcdefghijklmn",  # a Stripe publishable key is no secret
+    "mask_live_0123456789abcdefghijklmn",  # sk_live_ inside a word
+    "eyJhbGciOiJIUzI1NiJ9 alone",  # one base64 JSON segment is no token
+    "the secret: none given",
 ]
 
 
@@ -83,6 +104,8 @@ FRAGMENTS = st.sampled_from(
         *("RSA ", "PRIVATE KEY-----", "-----END ", "\n", " ", "é", "中", "—", "_", ".", "/"),
         *(":", "&", ";", ",", "=", "AIza", "x" * 35, "api_key=", "apikey = ", 'token": "'),
         *("authorization: ", 'Authorization": "', "Token ", "basic ", "Z9", "\ud800", '"'),
+        *("sk_live_", "rk_test_", "eyJ", "eyJhbGci", "secret=", 'secret":"', "client_"),
+        *('password": "', 'PASSWORD":"', "SECRET = "),
     ]
 )
 
