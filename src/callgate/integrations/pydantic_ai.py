@@ -32,6 +32,21 @@ agent's run: the call ends ``error``, nothing done.
 The wrapped tool runs as callgate's handler; a ``ModelRetry`` it raises is a
 known failure (``error``: nothing happened, the model may try otherwise),
 any other exception an ``unknown`` outcome that is never retried.
+
+The arguments reach the gate as JSON: PydanticAI has already validated them
+into Python objects (a ``date``, a ``UUID``, a ``Decimal``, a Pydantic
+model), so they are serialised back with pydantic-core (PydanticAI's own
+serialiser for arguments crossing a boundary), checked by callgate against
+the tool's JSON schema, and validated again by the tool's own validator
+before the function runs.
+
+Tools are gated by identity: each tool of the wrapped ``FunctionToolset``
+must be the very function `registry` was built from (a different function
+under a registered name is refused), and only a ``FunctionToolset`` can be
+gated (MCP servers, deferred/external tools, combined or dynamic toolsets
+are refused with `DefinitionError`). When the agent's run starts, every
+other toolset of the agent that holds a tool (``Agent(tools=...)``, another
+toolset, ``@agent.tool``) is refused too: it would run past the gate.
 """
 
 from __future__ import annotations
@@ -40,9 +55,11 @@ import contextvars
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic_ai import ApprovalRequired, ModelRetry, RunContext
+from pydantic import ValidationError
+from pydantic_ai import ApprovalRequired, ModelRetry, RunContext, Tool
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
+from pydantic_core import to_jsonable_python
 
 from callgate.calls import Status
 from callgate.errors import DefinitionError, ToolFailure
@@ -51,6 +68,9 @@ from callgate.integrations.common import Contracts, contract_for, submit_one
 from callgate.tools import Registry
 
 __all__ = ["GatedToolset", "registry"]
+
+_SOURCE = "_callgate_source"
+"""The attribute on `registry`'s handlers holding the PydanticAI ``Tool`` it was built from."""
 
 _Call = tuple[AbstractToolset[Any], RunContext[Any], ToolsetTool[Any]]
 _CALL: contextvars.ContextVar[_Call | None] = contextvars.ContextVar(
@@ -75,14 +95,16 @@ def registry(toolset: FunctionToolset[Any], contracts: Contracts | None = None) 
             name,
             definition.description or "",
             definition.parameters_json_schema,
-            _handler(name),
+            _handler(name, tool),
             **contract_for(name, contracts, names),
         )
     return built
 
 
-def _handler(name: str) -> Any:
-    """The wrapped toolset's own ``call_tool`` as callgate's handler."""
+def _handler(name: str, source: Tool[Any]) -> Any:
+    """The wrapped toolset's own ``call_tool`` as callgate's handler: the JSON arguments
+    callgate validated are validated again by the tool's own validator (dates, UUIDs,
+    models back to Python objects) before the function runs."""
 
     async def invoke(**arguments: Any) -> Any:
         current = _CALL.get()
@@ -94,12 +116,52 @@ def _handler(name: str) -> Any:
             )
         wrapped, ctx, tool = current
         try:
-            return await wrapped.call_tool(name, arguments, ctx, tool)
+            validated = _revalidate(source, tool, arguments, ctx)
+            return await wrapped.call_tool(name, validated, ctx, tool)
         except ModelRetry as retry:  # the tool's "nothing happened, try otherwise"
             raise ToolFailure(str(retry.message)) from None
 
     invoke.__name__ = name
+    setattr(invoke, _SOURCE, source)
     return invoke
+
+
+def _revalidate(
+    source: Tool[Any], tool: ToolsetTool[Any], arguments: dict[str, Any], ctx: RunContext[Any]
+) -> dict[str, Any]:
+    """The tool's own validation of JSON ``arguments`` (what `_as_json` made of them); a
+    failure here is PydanticAI's, before the function ran, so it is a known failure."""
+    schema = source.function_schema
+    single = schema.single_arg_name
+    try:
+        if tool.args_validator is schema.validator:
+            envelope = {single: arguments} if single is not None else arguments
+            return schema.revalidate(envelope, context=ctx.validation_context)
+        return dict(tool.args_validator.validate_python(arguments, context=ctx.validation_context))
+    except Exception as exc:  # validation, before the function ran: nothing was done
+        where = (
+            "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            if isinstance(exc, ValidationError)
+            else type(exc).__name__
+        )
+        raise ToolFailure(
+            f"the arguments did not validate as the tool's own types ({where}); nothing was done"
+        ) from None
+
+
+def _as_json(source: Tool[Any], arguments: dict[str, Any]) -> dict[str, Any]:
+    """PydanticAI's validated arguments back as the JSON the model's schema describes: a
+    single model argument is the schema itself (PydanticAI unwraps it), so it is sent as
+    its fields, and every value as pydantic-core serialises it (by alias)."""
+    single = source.function_schema.single_arg_name
+    value = arguments[single] if single is not None and single in arguments else arguments
+    jsonable = to_jsonable_python(value, by_alias=True)
+    if not isinstance(jsonable, dict):
+        raise DefinitionError(
+            f"tool {source.name!r}: its arguments serialised to a {type(jsonable).__name__}, "
+            "not a JSON object"
+        )
+    return jsonable
 
 
 @dataclass
@@ -118,27 +180,54 @@ class GatedToolset(WrapperToolset[Any]):
             raise DefinitionError(
                 f"GatedToolset needs run=<a callgate Run>, got {type(self.run).__name__}"
             )
-        if isinstance(self.wrapped, FunctionToolset):
-            missing = [n for n in self.wrapped.tools if self.run.gate.registry.get(n) is None]
-            if missing:
-                raise DefinitionError(
-                    f"the run's gate has no tool {missing[0]!r}: build the gate from "
-                    "callgate.integrations.pydantic_ai.registry(toolset, ...)"
-                )
+        if type(self.wrapped) is not FunctionToolset:
+            raise DefinitionError(
+                f"GatedToolset gates a pydantic_ai.FunctionToolset, got a "
+                f"{type(self.wrapped).__name__}: callgate cannot see the tools it runs (MCP "
+                "servers, deferred or external tools, combined and dynamic toolsets), so they "
+                "would run past the gate. Put the functions in a FunctionToolset (an MCP "
+                "server behind `callgate mcp proxy`)"
+            )
+        for name in self.wrapped.tools:
+            self._registered(name)
+
+    def _registered(self, name: str) -> Tool[Any]:
+        """The wrapped toolset's tool ``name``, once shown to be the very tool the run's
+        registry was built from (identity, never the name alone); else `DefinitionError`."""
+        assert self.run is not None
+        spec = self.run.gate.registry.get(name)
+        if spec is None:
+            raise DefinitionError(
+                f"the run's gate has no tool {name!r}: build the gate from "
+                "callgate.integrations.pydantic_ai.registry(toolset, ...)"
+            )
+        source = getattr(spec.fn, _SOURCE, None)
+        assert isinstance(self.wrapped, FunctionToolset)
+        held = self.wrapped.tools.get(name)
+        if not isinstance(source, Tool) or held is None or held.function is not source.function:
+            raise DefinitionError(
+                f"tool {name!r} is not the function the run's gate registered under that "
+                "name: callgate gates a tool by identity, never by name. Build the registry "
+                "from this toolset, and give each function one name"
+            )
+        return source
+
+    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        """The wrapped toolset's tools, once the agent is shown to run no tool past the gate."""
+        _refuse_other_toolsets(self, ctx)
+        return await super().get_tools(ctx)
 
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
         run = self.run
         assert run is not None
-        if run.gate.registry.get(name) is None:
-            raise DefinitionError(
-                f"the run's gate has no tool {name!r}: build the gate from "
-                "callgate.integrations.pydantic_ai.registry(toolset, ...)"
-            )
+        original = getattr(tool, "original_name", None) or name
+        source = self._registered(original)
         token = _CALL.set((self.wrapped, ctx, tool))
         try:
-            observation = await submit_one(run, ctx.tool_call_id or "", name, tool_args)
+            arguments = _as_json(source, tool_args)
+            observation = await submit_one(run, ctx.tool_call_id or "", original, arguments)
         finally:
             _CALL.reset(token)
         if observation.status is Status.PENDING and self.pause and not ctx.tool_call_approved:
@@ -146,3 +235,26 @@ class GatedToolset(WrapperToolset[Any]):
                 metadata={"approval_id": observation.approval_id, "message": observation.content}
             )
         return observation.content
+
+
+def _refuse_other_toolsets(gated: GatedToolset, ctx: RunContext[Any]) -> None:
+    """Refuse, as the agent's run starts, any toolset of the agent that holds tools outside
+    the gate (``Agent(tools=...)``, ``@agent.tool``, another toolset beside this one)."""
+    agent = ctx.agent
+    if agent is None:
+        return
+    for toolset in agent.toolsets:
+        inner = toolset
+        while isinstance(inner, WrapperToolset) and not isinstance(inner, GatedToolset):
+            inner = inner.wrapped  # a prefixed, filtered or renamed GatedToolset is gated
+        if inner is gated or isinstance(inner, GatedToolset):
+            continue
+        if isinstance(toolset, FunctionToolset) and not toolset.tools:
+            continue  # the agent's own function toolset, empty
+        names = sorted(getattr(toolset, "tools", {}) or ())
+        raise DefinitionError(
+            f"agent {agent.name!r} has a {type(toolset).__name__}"
+            f"{' (' + ', '.join(names) + ')' if names else ''} beside its GatedToolset: "
+            "its tools would run past the gate, so the run is refused. Give the agent only "
+            "GatedToolsets"
+        )
