@@ -16,8 +16,8 @@ import pytest
 from pydantic_ai import Agent, DeferredToolRequests, FunctionToolset, Tool
 from pydantic_ai.messages import TextPart
 from pydantic_ai.models.test import TestModel
-from pydantic_ai.toolsets import CombinedToolset, ExternalToolset
 from pydantic_ai.tools import ToolDefinition
+from pydantic_ai.toolsets import CombinedToolset, ExternalToolset
 
 from callgate import Authority, DefinitionError, Gate, Policy, allow
 from callgate.integrations.pydantic_ai import GatedToolset, registry
@@ -100,7 +100,7 @@ def test_the_agents_own_tools_beside_the_gated_toolset_are_refused(tmp_path: Pat
     tools, run, _ = _help_run(shop, tmp_path)
     script = _script_for("search_customers")
     agent = Agent(_model(script), tools=[_search(shop)], toolsets=[GatedToolset(tools, run=run)])
-    with pytest.raises(DefinitionError, match="search_customers.*beside its GatedToolset"):
+    with pytest.raises(DefinitionError, match=r"search_customers.*beside its GatedToolset"):
         run_agent(agent, "x")
     assert shop.runs == {}
     assert len(script.turns) == 2  # the model was never asked
