@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from callgate.errors import DefinitionError
+from callgate.schema import DATA_KEYWORDS, SCHEMA_MAPS, reachable_schemas
 
 __all__ = [
     "MAX_DEPTH",
@@ -326,52 +327,38 @@ def schema_values(schema: Any, limit: int | None = None) -> int:
 
 
 def _refs(node: Any) -> list[str]:
-    found: list[str] = []
-    stack = [node]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, Mapping):
-            if isinstance(item.get("$ref"), str):
-                found.append(item["$ref"])
-            stack.extend(
-                v for k, v in item.items() if k not in ("example", "examples", "enum", "default")
-            )
-        elif isinstance(item, list):
-            stack.extend(item)
-    return found
+    # Schemas only: a property named "enum" or "default" holds a schema, not data.
+    return [r for _, s in reachable_schemas(node) if isinstance(r := s.get("$ref"), str)]
 
 
-def _rewrite_refs(node: Any) -> Any:
+def _rewrite_refs(node: Any, names: bool = False) -> Any:
+    """``node`` with references to components rewritten to ``$defs``; ``names``: ``node``
+    maps names to schemas (``properties``), so its keys are names, never keywords."""
     if isinstance(node, list):
         return [_rewrite_refs(n) for n in node]
     if not isinstance(node, Mapping):
         return node
     out = {}
     for key, value in node.items():
-        if key == "$ref" and isinstance(value, str) and value.startswith(_COMPONENT):
+        if names:
+            out[key] = _rewrite_refs(value)
+        elif key == "$ref" and isinstance(value, str) and value.startswith(_COMPONENT):
             out[key] = "#/$defs/" + value[len(_COMPONENT) :]
-        elif key in ("example", "examples", "enum", "default", "const"):
+        elif key in DATA_KEYWORDS:
             out[key] = value
         else:
-            out[key] = _rewrite_refs(value)
+            out[key] = _rewrite_refs(value, key in SCHEMA_MAPS)
     return out
 
 
 def drop_read_only(node: Any) -> None:
     """Properties marked ``readOnly`` are set by the server: never part of a request."""
-    if isinstance(node, list):
-        for item in node:
-            drop_read_only(item)
-        return
-    if not isinstance(node, dict):
-        return
-    props = node.get("properties")
-    if isinstance(props, dict):
+    for _, schema in reachable_schemas(node):  # a property named "properties" is a name
+        props = schema.get("properties")
+        if not isinstance(props, dict):
+            continue
         gone = [k for k, v in props.items() if isinstance(v, Mapping) and v.get("readOnly") is True]
         for key in gone:
             del props[key]
-        if gone and isinstance(node.get("required"), list):
-            node["required"] = [r for r in node["required"] if r not in gone]
-    for key, value in node.items():
-        if key not in ("example", "examples", "enum", "default", "const"):
-            drop_read_only(value)
+        if gone and isinstance(schema.get("required"), list):
+            schema["required"] = [r for r in schema["required"] if r not in gone]
