@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 import jsonschema
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, Field, create_model
 
@@ -430,3 +430,136 @@ def test_a_default_value_holding_a_title_keeps_it_in_the_export() -> None:
 
     spec = tool(label)
     assert spec.input_schema["properties"]["style"]["default"] == {"title": "Dr", "type": "formal"}
+
+
+# -- OpenAPI: query parameters and body properties, against a real echo service --------
+
+
+async def _echo_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """An HTTP service that answers with the query and JSON body it received."""
+    if scope["type"] != "http":
+        return
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    from urllib.parse import parse_qsl
+
+    answer = {
+        "query": parse_qsl(scope["query_string"].decode(), keep_blank_values=True),
+        "body": json.loads(body) if body else None,
+    }
+    data = json.dumps(answer).encode()
+    headers = [(b"content-type", b"application/json")]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": data})
+
+
+@pytest.fixture(scope="module")
+def echo_service() -> Iterator[str]:
+    from servers import serving
+
+    with serving(_echo_app, what="echo service", lifespan="off") as url:
+        yield url
+
+
+def openapi_document(wire_names: list[str], shapes: list[str]) -> dict[str, Any]:
+    """A GET taking each name as a query parameter and a POST taking each as a body
+    property (references to components of the same name included)."""
+    body = schema_with(wire_names, shapes)
+    components = body.pop("$defs", {})
+    for prop in body["properties"].values():
+        if "$ref" in prop:
+            prop["$ref"] = prop["$ref"].replace("#/$defs/", "#/components/schemas/")
+    ok = {"200": {"description": "what the service received"}}
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "echo", "version": "1"},
+        "paths": {
+            "/echo": {
+                "get": {
+                    "operationId": "find",
+                    "parameters": [
+                        {"name": n, "in": "query", "required": True, "schema": {"type": "string"}}
+                        for n in wire_names
+                    ],
+                    "responses": ok,
+                },
+                "post": {
+                    "operationId": "send",
+                    "requestBody": {
+                        "required": True,
+                        "content": {"application/json": {"schema": body}},
+                    },
+                    "responses": ok,
+                },
+            }
+        },
+        "components": {"schemas": components},
+    }
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(drawn=named_shapes)
+def test_an_openapi_operation_takes_any_parameter_or_body_property_name(
+    echo_service: str, drawn: tuple[list[str], list[str]]
+) -> None:
+    """`import_openapi` on query parameters and body properties named ``type``, ``$ref``,
+    ``class``...: both operations import, keep the names, and a valid call reaches the
+    service with each value under its name."""
+    from callgate.openapi import import_openapi
+
+    wire_names, shapes = drawn
+    api = import_openapi(openapi_document(wire_names, shapes), api="echo", base_url=echo_service)
+    assert dict(api.skipped) == {}
+    tools = {spec.name: spec for spec in api.tools}
+    assert set(tools) == {"find", "send"}
+    query = {n: f"v-{i}" for i, n in enumerate(wire_names)}
+    found = _submit(tools["find"], query)
+    assert sorted(map(tuple, found.result["query"])) == sorted(query.items())
+    body = {
+        n: _value(s, wire_names, i) for i, (n, s) in enumerate(zip(wire_names, shapes, strict=True))
+    }
+    sent = _submit(tools["send"], body)
+    assert sent.result["body"] == body
+    for spec, arguments in ((tools["find"], query), (tools["send"], body)):
+        _check_everywhere(spec, wire_names, arguments)
+
+
+# -- MCP: a server's tool whose input schema uses the names ----------------------------
+
+
+@settings(max_examples=20, deadline=None)
+@given(named_shapes)
+def test_an_imported_mcp_tool_takes_any_property_name(drawn: tuple[list[str], list[str]]) -> None:
+    """`callgate.mcp.import_tools_sync` on a real (in-process) MCP server whose tool's
+    properties are named ``type``, ``$defs``, ``class``...: the tool imports, keeps the
+    names, and a valid call reaches the server with each value under its name."""
+    import mcp_types
+    from mcp.server.lowlevel import Server
+
+    from callgate.mcp import import_tools_sync
+
+    wire_names, shapes = drawn
+    schema = schema_with(wire_names, shapes)
+    received: list[dict[str, Any]] = []
+
+    async def list_tools(ctx: Any, params: Any) -> mcp_types.ListToolsResult:
+        return mcp_types.ListToolsResult(tools=[mcp_types.Tool(name="echo", input_schema=schema)])
+
+    async def call_tool(ctx: Any, params: Any) -> mcp_types.CallToolResult:
+        received.append(dict(params.arguments or {}))
+        return mcp_types.CallToolResult(content=[mcp_types.TextContent(text="done")])
+
+    server = Server("echo", on_list_tools=list_tools, on_call_tool=call_tool)
+    [spec] = import_tools_sync(server, server_name="echo")
+    arguments = {
+        n: _value(s, wire_names, i) for i, (n, s) in enumerate(zip(wire_names, shapes, strict=True))
+    }
+    _submit(spec, arguments)
+    assert received == [arguments]
+    _check_everywhere(spec, wire_names, arguments)
