@@ -197,16 +197,17 @@ def _translate(pattern: str, *, search: bool = False) -> str:
     i, n = 0, len(pattern)
     last = "start"  # what the previous token was: "atom", "quantifier" or anything else
     multiline = [False]  # per open group: whether the m flag holds there
+    folding = [False]  # per open group: whether the i flag holds there
     while i < n:
         c = pattern[i]
         if c == "\\":
             if search and pattern.startswith("\\A", i):
                 raise Unsupported(*_TEXT_ANCHOR, i)
             token, i = _escape(pattern, i, in_class=False)
-            out.append(token)
+            out.append(_dotted_i(token) if folding[-1] else token)
             last = "atom"
         elif c == "[":
-            token, i = _class(pattern, i)
+            token, i = _class(pattern, i, folding=folding[-1])
             out.append(token)
             last = "atom"
         elif c == "(":
@@ -217,10 +218,13 @@ def _translate(pattern: str, *, search: bool = False) -> str:
                 flags = _FLAGS.match(token)
                 added, removed = (flags[1], flags[2] or "") if flags else ("", "")
                 inside = "m" in added or (multiline[-1] and "m" not in removed)
+                folds = "i" in added or (folding[-1] and "i" not in removed)
                 if token.endswith(")"):
                     multiline[0] = inside  # global flags, at the start of the pattern
+                    folding[0] = folds
                 else:
                     multiline.append(inside)
+                    folding.append(folds)
         elif c in "*+?" or (c == "{" and _is_repeat(pattern, i)):
             if last == "quantifier" and c in "+{":
                 raise Unsupported("a possessive quantifier", "RE2 has no possessive quantifiers", i)
@@ -250,10 +254,36 @@ def _translate(pattern: str, *, search: bool = False) -> str:
         else:
             if c == ")" and len(multiline) > 1:
                 multiline.pop()
-            out.append(c)  # . ^ $ | ) and literal characters mean the same in RE2
+                folding.pop()
+            if folding[-1] and c in _DOTTED_I:
+                out.append(_DOTTED_I_CLASS)
+            else:
+                out.append(c)  # . ^ $ | ) and literal characters mean the same in RE2
             last = "atom" if c not in "|^" else "open"
             i += 1
     return "".join(out)
+
+
+_DOTTED_I = "iI\u0131\u0130"
+"""i, I, dotless ı and dotted İ: one class under Python's IGNORECASE (its `re` lower-cases
+İ to i and folds ı with i), four under RE2's case folding (Unicode's, without the
+Turkic mappings), which would let ``(?i).*admin.*`` miss ``admın`` and ``ADMİN``. They
+are the only characters on which the two disagree (every code point checked)."""
+_DOTTED_I_CLASS = "[" + "".join(_char(ord(c)) for c in _DOTTED_I) + "]"
+
+
+def _dotted_i(token: str) -> str:
+    """A translated single-character token, as the four i's if it is one of them."""
+    for c in _DOTTED_I:
+        if token == _char(ord(c)):
+            return _DOTTED_I_CLASS
+    return token
+
+
+def _holds_an_i(members: str) -> bool:
+    """Whether a class's members (RE2 syntax, without ``[``, ``^`` and ``]``) hold one of
+    the four i's, read case-sensitively."""
+    return any(re2.fullmatch(f"[{members}]", c) is not None for c in _DOTTED_I)
 
 
 def _ends_a_branch(pattern: str, i: int, depth: int) -> bool:
@@ -315,8 +345,10 @@ def _group(pattern: str, i: int) -> tuple[str, int]:
     return f"(?{spelled}{end}", flags.end()
 
 
-def _class(pattern: str, i: int) -> tuple[str, int]:
-    """A character class opening at ``i``, every member spelled out for RE2."""
+def _class(pattern: str, i: int, *, folding: bool = False) -> tuple[str, int]:
+    """A character class opening at ``i``, every member spelled out for RE2; with
+    ``folding`` (the i flag holds), a class holding one of the four i's holds all four,
+    as Python's `re` reads it (negated, it then refuses all four)."""
     out = ["["]
     i += 1
     if pattern[i] == "^":
@@ -326,6 +358,12 @@ def _class(pattern: str, i: int) -> tuple[str, int]:
     while True:
         c = pattern[i]
         if c == "]" and not first:
+            start = 2 if out[1:2] == ["^"] else 1
+            members = out[start:]
+            if folding and _holds_an_i("".join(members)):
+                if members and members[0] == "-":  # a leading literal '-' would make a range
+                    members[0] = _char(ord("-"))
+                out[start:] = [_DOTTED_I_CLASS[1:-1], *members]
             out.append("]")
             return "".join(out), i + 1
         first = False
