@@ -41,6 +41,10 @@ class Limits:
     """Size of the private ``/workspace`` (a tmpfs)."""
     tmp_bytes: int = 16 << 20
     """Size of the private ``/tmp`` (a tmpfs)."""
+    shm_bytes: int = 8 << 20
+    """Size of the private ``/dev/shm`` (a tmpfs: POSIX shared memory, semaphores). With
+    ``workspace_bytes`` and ``tmp_bytes``, the sandbox's whole file memory: ``/dev`` itself
+    is read-only, and SysV IPC, POSIX message queues and memfds are refused."""
     output_bytes: int = 64 << 10
     """Bytes of stdout and of stderr kept each; the rest is counted and dropped."""
     message_bytes: int = 1 << 20
@@ -71,8 +75,10 @@ class SandboxConfig:
     env: Mapping[str, str] = field(default_factory=dict)
     """The only environment variables inside (besides PATH, HOME, LANG)."""
     mode: Mode = Mode.BWRAP
-    sandbox_uid: int = 65534
-    """When the host runs as root: the unprivileged user bubblewrap is started as."""
+    sandbox_uids: range = range(1_640_000_000, 1_640_000_000 + 65536)
+    """When the host runs as root: the unprivileged host uids bubblewrap is started as, one
+    per running sandbox (leased with a lock file, across processes), so that what the
+    kernel counts per user is counted per sandbox. Give a range no account uses."""
     read_only: tuple[str, ...] = ()
     """More host paths bound read-only at the same place (e.g. a virtualenv's packages)."""
 
@@ -97,6 +103,11 @@ class SandboxConfig:
                 raise DefinitionError(
                     f"sandbox env entries must be NAME: text, got {key!r}: {value!r}"
                 )
+        uids = self.sandbox_uids
+        if not (isinstance(uids, range) and len(uids) > 0 and uids.step == 1 and uids[0] > 0):
+            raise DefinitionError(
+                f"sandbox_uids must be a non-empty range of positive uids, got {uids!r}"
+            )
         for path in self.read_only:
             if not os.path.isabs(path):
                 raise DefinitionError(f"sandbox read_only paths must be absolute, got {path!r}")

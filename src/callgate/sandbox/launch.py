@@ -11,9 +11,10 @@ PID namespace's first process, so the namespace, and everything in it, ends when
 bubblewrap is killed or the guest exits.
 
 When the host runs as root, bubblewrap itself is started as an unprivileged
-user (`SandboxConfig.sandbox_uid`), so the same unprivileged-user-namespace
-path is taken as for any other user, and the process limit counts that
-user's processes only.
+user, a uid of its own per running sandbox (`SandboxConfig.sandbox_uids`,
+`callgate.sandbox.uids`), so the same unprivileged-user-namespace path is taken
+as for any other user, and what the kernel counts per user is counted per
+sandbox.
 """
 
 from __future__ import annotations
@@ -50,18 +51,17 @@ class Files:
     seccomp: int | None
 
 
-def unprivileged(config: SandboxConfig) -> tuple[list[str], dict[str, Any]]:
-    """How to start bubblewrap unprivileged when we are root: a command prefix, or
-    ``subprocess`` keyword arguments (nothing to do for any other user).
+def unprivileged(uid: int | None) -> tuple[list[str], dict[str, Any]]:
+    """How to start bubblewrap as ``uid`` (when we are root; None: as ourselves): a command
+    prefix, or ``subprocess`` keyword arguments.
 
-    ``setpriv`` (util-linux) drops to `SandboxConfig.sandbox_uid` after a ``vfork``;
-    changing user in ``subprocess`` itself needs a full ``fork`` of the host process,
-    which costs in proportion to its memory (54 ms against 6.5 ms from a 446 MB host
-    here: ``benchmarks/sandbox.py --ballast-mb 400``).
+    ``setpriv`` (util-linux) drops to the uid after a ``vfork``; changing user in
+    ``subprocess`` itself needs a full ``fork`` of the host process, which costs in
+    proportion to its memory (54 ms against 6.5 ms from a 446 MB host here:
+    ``benchmarks/sandbox.py --ballast-mb 400``).
     """
-    if os.geteuid() != 0:
+    if uid is None:
         return [], {}
-    uid = config.sandbox_uid
     prefix = _unprivileged_prefix(uid)
     if prefix:
         return prefix, {}
@@ -143,6 +143,12 @@ def bwrap_command(
         "/proc",
         "--dev",
         "/dev",
+        # bubblewrap's /dev is a tmpfs of half the host's memory: /dev/shm gets a bounded
+        # tmpfs of its own, and /dev itself is made read-only below
+        "--size",
+        str(limits.shm_bytes),
+        "--tmpfs",
+        "/dev/shm",
         "--size",
         str(limits.tmp_bytes),
         "--tmpfs",
@@ -166,7 +172,7 @@ def bwrap_command(
         args += ["--file", str(files.seed), SEED_PATH]
     if files.seccomp is not None:
         args += ["--seccomp", str(files.seccomp)]
-    args += ["--remount-ro", "/", "--chdir", WORKSPACE, "--"]
+    args += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", WORKSPACE, "--"]
     if files.compiled:
         args += [config.python, "-I", "-S", "-B", "-c", _RUN_CODE]
     else:
@@ -265,5 +271,5 @@ def _probe(python: str, read_only: tuple[str, ...], uid: int | None) -> str | No
 def unavailable_reason(config: SandboxConfig | None = None) -> str | None:
     """Why bubblewrap sandboxes cannot run here (None: they can). Checked once per process."""
     config = config if config is not None else SandboxConfig()
-    uid = config.sandbox_uid if os.geteuid() == 0 else None
+    uid = config.sandbox_uids[0] if os.geteuid() == 0 else None
     return _probe(config.python, config.read_only, uid)

@@ -47,6 +47,7 @@ from callgate.sandbox.protocol import (
     read_frame,
 )
 from callgate.sandbox.seccomp import filter_program
+from callgate.sandbox.uids import lease_uid
 
 __all__ = ["Answer", "SandboxResult", "guest_program", "run_code"]
 
@@ -174,29 +175,15 @@ def pack_workspace(directory: Path, limit: int) -> bytes:
     return buffer.getvalue()
 
 
-def _user_tasks(uid: int) -> int:
-    """Processes and threads the user already runs (RLIMIT_NPROC counts them all)."""
-    count = 0
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                if entry.stat().st_uid == uid:
-                    count += len(os.listdir(f"/proc/{entry.name}/task"))
-    return count
-
-
 def _limits(config: SandboxConfig) -> dict[str, int]:
+    """The resource limits the guest sets on itself. ``processes`` is the sandbox's own:
+    the kernel counts RLIMIT_NPROC per user of the sandbox's user namespace, so neither
+    the host user's processes nor another sandbox's count against it."""
     limits: Limits = config.limits
-    processes = limits.processes
-    if os.geteuid() != 0:
-        # The sandbox runs as our own user here, whose processes count against the limit too.
-        # (As root, bubblewrap runs as SandboxConfig.sandbox_uid; the unsafe mode runs as
-        # root, whom the kernel does not hold to this limit at all.)
-        processes += _user_tasks(os.getuid())
     return {
         "cpu_seconds": limits.cpu_seconds,
         "memory_bytes": limits.memory_bytes,
-        "processes": processes,
+        "processes": limits.processes,
         "open_files": limits.open_files,
         "file_bytes": limits.file_bytes,
     }
@@ -219,7 +206,25 @@ async def run_code(
     gets one end of a new socketpair, and the host copies bytes between the other end and
     the connection until the run ends.
     ``shell``: ``code`` is a ``/bin/sh`` script (no bridge), not Python.
+
+    As root, the sandbox runs as a host uid of its own (`callgate.sandbox.uids`).
     """
+    if config.mode is Mode.UNSAFE_SUBPROCESS or os.geteuid() != 0:
+        return await _run_code(code, config, tools, answer, network, shell, None)
+    with lease_uid(config.sandbox_uids) as uid:
+        return await _run_code(code, config, tools, answer, network, shell, uid)
+
+
+async def _run_code(
+    code: str,
+    config: SandboxConfig,
+    tools: Sequence[dict[str, str]],
+    answer: Answer | None,
+    network: str,
+    shell: bool,
+    uid: int | None,
+) -> SandboxResult:
+    """`run_code` with the host uid bubblewrap starts as (None: our own)."""
     limits = config.limits
     host, guest = socket.socketpair()
     guest.set_inheritable(True)
@@ -241,7 +246,7 @@ async def run_code(
                 seccomp=_memfd("bpf", program) if program is not None else None,
             )
             opened += [fd for fd in (files.guest, files.seed, files.seccomp) if fd is not None]
-            prefix, drop = unprivileged(config)
+            prefix, drop = unprivileged(uid)
             status_r, status_w = os.pipe()
             os.set_blocking(status_r, False)
             opened.append(status_w)

@@ -25,6 +25,7 @@ from callgate.sandbox.config import Limits, Mode, SandboxConfig
 from callgate.sandbox.launch import unavailable_reason
 from callgate.sandbox.network import drop_connections, is_network_tool
 from callgate.sandbox.runner import run_code
+from callgate.sandbox.uids import UidsExhausted
 from callgate.tools import TOOL_NAME, CallContext, ToolSpec, make_spec
 
 __all__ = ["EXEC_EFFECT", "python_tool", "shell_tool"]
@@ -146,7 +147,7 @@ def python_tool(
                 answer=bridge.answer if bridge else None,
                 network=network,
             )
-        except ValueError as exc:  # the workspace grew past its bound since declaration
+        except (ValueError, UidsExhausted) as exc:  # the workspace grew past its bound, ...
             raise ToolFailure(f"the code was not run: {exc}", retryable=False) from None
         finally:
             if network:
@@ -214,7 +215,7 @@ def shell_tool(
                 raise ToolFailure(f"the script was not run: {reason}", retryable=False)
         try:
             result = await run_code(script, config, shell=True)
-        except ValueError as exc:
+        except (ValueError, UidsExhausted) as exc:
             raise ToolFailure(f"the script was not run: {exc}", retryable=False) from None
         return result.report()
 
