@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo demo-local quickstart test test-model lint typecheck format bench fuzz clean
+.PHONY: install demo demo-local quickstart test test-model lint typecheck format bench fuzz corpus clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -59,6 +59,13 @@ bench: $(STAMP)
 FUZZ_ARGS ?= --count 1000000 --seed 1 --workers 2
 fuzz: $(STAMP)
 	$(BIN)/python -m tests.fuzz $(FUZZ_ARGS)
+
+# The corpus tier: every public definition in tests/corpus (MCP reference servers, skills,
+# a function-calling data set, OpenAPI documents) registered or refused with a reason,
+# every export checked against its provider's shape, a generated valid call accepted.
+# Prints a table per source; fails on any crash or failed check. `make test` runs a sample.
+corpus: $(STAMP)
+	$(BIN)/python -m tests.corpus
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
