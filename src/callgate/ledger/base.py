@@ -30,6 +30,7 @@ from __future__ import annotations
 import abc
 import enum
 import hashlib
+import hmac
 import json
 import os
 import socket
@@ -322,16 +323,27 @@ def audit_json(data: Mapping[str, Any]) -> str:
 
 
 def audit_hash(
-    prev_hash: str, seq: int, at: float, kind: str, run_id: str, call_id: str | None, data: str
+    prev_hash: str,
+    seq: int,
+    at: float,
+    kind: str,
+    run_id: str,
+    call_id: str | None,
+    data: str,
+    key: bytes | None = None,
 ) -> str:
-    """The hash of one audit record: SHA-256 over the previous hash and every field.
+    """The hash of one audit record: SHA-256 over the previous hash and every field, or,
+    for a keyed chain (``key``), HMAC-SHA-256 under that key (`chain_key`).
 
     ``data`` is the record's data exactly as stored (`AuditRecord.data_json`).
     Variable fields are length-prefixed, so no two records share an encoding.
     """
     cid = "-" if call_id is None else f"{len(call_id)}:{call_id}"
     blob = f"{prev_hash}|{seq}|{at!r}|{len(kind)}:{kind}|{len(run_id)}:{run_id}|{cid}|{data}"
-    return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
+    raw = blob.encode("utf-8", "surrogatepass")
+    if key is not None:
+        return hmac.new(key, raw, hashlib.sha256).hexdigest()
+    return hashlib.sha256(raw).hexdigest()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -346,7 +358,9 @@ class AuditCheck:
     first_bad_seq: int | None = None
 
 
-def verify_chain(records: Sequence[AuditRecord], head: tuple[int, str] | None) -> AuditCheck:
+def verify_chain(
+    records: Sequence[AuditRecord], head: tuple[int, str] | None, key: bytes | None = None
+) -> AuditCheck:
     """Check every record's hash and link, and that the chain ends at the recorded head.
 
     An edited record breaks its own hash; a deleted record breaks the next
@@ -365,7 +379,7 @@ def verify_chain(records: Sequence[AuditRecord], head: tuple[int, str] | None) -
         if r.prev_hash != prev:
             problems.append(f"record {r.seq}: does not link to the record before it")
         data = r.data_json or audit_json(r.data)
-        if audit_hash(r.prev_hash, r.seq, r.at, r.kind, r.run_id, r.call_id, data) != r.hash:
+        if audit_hash(r.prev_hash, r.seq, r.at, r.kind, r.run_id, r.call_id, data, key) != r.hash:
             problems.append(f"record {r.seq}: its content does not match its hash (edited)")
         if problems and first_bad is None:
             first_bad = r.seq

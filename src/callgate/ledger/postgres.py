@@ -79,6 +79,7 @@ class PostgresLedger(SqlLedger):
             schema version raises `LedgerError` naming it; one that cannot be
             reached or read raises `LedgerError` caused by the driver's error.
             Writes fail.
+        chain_key: the key of a keyed journal, as for `SQLiteLedger`.
     """
 
     def __init__(
@@ -90,8 +91,9 @@ class PostgresLedger(SqlLedger):
         max_size: int = 8,
         timeout: float = 10.0,
         read_only: bool = False,
+        chain_key: bytes | str | None = None,
     ) -> None:
-        super().__init__(worker=worker)
+        super().__init__(worker=worker, chain_key=chain_key)
         self.read_only = read_only
         self._tx_lock = threading.Lock()
         try:
@@ -182,7 +184,9 @@ class PostgresLedger(SqlLedger):
                     cur = conn.cursor()
                     if not durable:
                         cur.execute("SET LOCAL synchronous_commit TO OFF")
-                    tx = Transaction(cur, _pg, self.worker, _HEAD_FOR_UPDATE, self._rows)
+                    tx = Transaction(
+                        cur, _pg, self.worker, _HEAD_FOR_UPDATE, self._rows, self._truth
+                    )
                     results = run_items(tx, [*deferred, *items])
                 tx.committed()
             except BaseException as exc:

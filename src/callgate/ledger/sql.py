@@ -80,6 +80,7 @@ from callgate.ledger.sql_writes import (
     seqs_from,
 )
 from callgate.ledger.storable import is_unstorable, storable_items
+from callgate.ledger.truth import JournalTruth, resolve_chain_key
 from callgate.ledger.verify import compare_rows
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SqlLedger", "apply_migrations", "pending_migrations"]
@@ -154,8 +155,10 @@ class SqlLedger(Ledger):
     *deferred*: kept in memory and applied first by the next transaction.
     """
 
-    def __init__(self, *, worker: str | None) -> None:
+    def __init__(self, *, worker: str | None, chain_key: bytes | str | None = None) -> None:
         self.worker = worker or default_worker()
+        self.chain_key = resolve_chain_key(chain_key)
+        self._truth = JournalTruth(self.chain_key)
         self._deferred: list[Item] = []
         self._deferred_lock = threading.Lock()
         self._groups: dict[int, _Group] = {}
@@ -482,7 +485,7 @@ class SqlLedger(Ledger):
                 "the ledger's head row is missing: the end of the audit trail (or all "
                 "of it) was deleted",
             )
-        checked = verify_chain(records, head)
+        checked = verify_chain(records, head, self.chain_key)
         unreadable: list[str] = []
         problems = compare_rows(
             records,

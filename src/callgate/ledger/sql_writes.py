@@ -48,8 +48,6 @@ from callgate.ledger.base import (
 )
 from callgate.ledger.journal import (
     MIGRATED,
-    UNREADABLE,
-    Derived,
     KeyRow,
     apply,
     decision_data,
@@ -61,7 +59,6 @@ from callgate.ledger.sql_schema import Cursor
 from callgate.ledger.sql_statements import (
     CHUNK,
     JOURNAL_COLUMNS,
-    ORPHANS_OF_CALL,
     RESET_INDEXES,
     SELECT_APPROVAL,
     SELECT_CALL,
@@ -75,6 +72,7 @@ from callgate.ledger.sql_statements import (
     upsert_calls,
     upsert_keys,
 )
+from callgate.ledger.truth import JournalTruth
 
 __all__ = [
     "BEGIN",
@@ -312,6 +310,7 @@ class Transaction:
     """One open transaction: the rows it read and changed, and the records it appends."""
 
     __slots__ = (
+        "_appended",
         "_approvals",
         "_cache",
         "_calls",
@@ -323,10 +322,12 @@ class Transaction:
         "_orphans",
         "_records",
         "_status_calls",
+        "chain_key",
         "cur",
         "prev",
         "seq",
         "sql",
+        "truth",
         "worker",
         "written",
     )
@@ -338,8 +339,13 @@ class Transaction:
         worker: str,
         head_sql: str,
         cache: RowCache | None,
+        truth: JournalTruth | None = None,
     ) -> None:
         self.cur = cur
+        self.truth = truth
+        """The journal's own keys and approvals (`callgate.ledger.truth`): None only for a
+        migration, which decides nothing."""
+        self.chain_key = truth.chain_key if truth is not None else None
         self.sql = sql
         self.worker = worker
         cur.execute(sql(head_sql))
@@ -364,6 +370,7 @@ class Transaction:
         self._dirty_keys: dict[str, KeyRow] = {}
         self._dirty_approvals: dict[str, ApprovalRequest] = {}
         self._records: list[tuple[Any, ...]] = []
+        self._appended: list[AuditRecord] = []
         self._orphans: list[tuple[str, str, int]] = []
 
     def x(self, statement: str, params: Sequence[Any] = ()) -> Cursor:
@@ -457,6 +464,68 @@ class Transaction:
             self._cache.clear()
             self._cache = None
 
+    def true_key(self, name: str) -> KeyRow | None:
+        """The idempotency key as the journal makes it, its row compared with it; a
+        different row is recorded (``idempotency.forged``) and restored. A key this
+        transaction changed is its own; without a truth (a migration) the row."""
+        row = self.key(name)
+        if self.truth is None or name in self._dirty_keys:
+            return row
+        self.catch_up()
+        truth = self.truth.key(name)
+        if truth == row:
+            return row
+        assert row is not None or truth is not None
+        holder = truth if truth is not None else row
+        assert holder is not None
+        self.append(
+            "idempotency.forged",
+            holder.run_id,
+            holder.call_id,
+            {
+                "actor": self.worker,
+                "idempotency_key": name,
+                "problem": _key_problem(row, truth),
+            },
+        )
+        if truth is not None:
+            self.put_key(truth)
+            return truth
+        # A row the journal never made: hold the key rather than run twice.
+        return KeyRow(
+            key=row.key if row is not None else name,
+            request_hash=holder.request_hash,
+            run_id=holder.run_id,
+            call_id=holder.call_id,
+            attempt=holder.attempt,
+            expires_at=holder.expires_at,
+            status="unknown",
+            outcome_seq=None,
+        )
+
+    def true_approval(self, approval_id: str) -> ApprovalRequest | None:
+        """The approval as the journal makes it; one this transaction changed is its own;
+        without a truth (a migration) the row."""
+        if self.truth is None or approval_id in self._dirty_approvals:
+            return self.approval(approval_id)
+        self.catch_up()
+        return self.truth.state.approvals.get(approval_id)
+
+    def catch_up(self) -> None:
+        """Fold the journal's records written before this transaction into the truth."""
+        if self.truth is None:
+            return
+        written = self.written
+
+        def read(after: int, upto: int) -> list[AuditRecord]:
+            rows = self.x(
+                f"SELECT {JOURNAL_COLUMNS} FROM journal WHERE seq > ? AND seq <= ? ORDER BY seq",
+                (after, upto),
+            ).fetchall()
+            return [record_from_row(r) for r in rows]
+
+        self.truth.catch_up((written, str(self._head[1])), read)
+
     def record(self, seq: int) -> AuditRecord | None:
         """A journal record already written (before this transaction)."""
         row = self.x(SELECT_RECORD, (seq,)).fetchone()
@@ -471,7 +540,7 @@ class Transaction:
         self.seq += 1
         at = time.time()
         text = _dumps(data)
-        h = audit_hash(self.prev, self.seq, at, kind, run_id, call_id, text)
+        h = audit_hash(self.prev, self.seq, at, kind, run_id, call_id, text, self.chain_key)
         rec = AuditRecord(
             seq=self.seq,
             at=at,
@@ -484,6 +553,7 @@ class Transaction:
             data_json=text,
         )
         self._records.append((self.seq, at, kind, run_id, call_id, text, self.prev, h))
+        self._appended.append(rec)
         self.prev = h
         apply(self, rec)
         return rec
@@ -534,7 +604,16 @@ class Transaction:
         self.cur.execute(self.sql(statement), params)
 
     def committed(self) -> None:
-        """The transaction committed: keep its rows for the next one (`RowCache`)."""
+        """The transaction committed: keep its rows for the next one (`RowCache`), and
+        fold its records into the journal's truth if that had read up to where it began."""
+        truth = self.truth
+        if (
+            truth is not None
+            and self._appended
+            and (truth.seq, truth.hash) == (int(self._head[0]), self._head[1])
+        ):
+            for rec in self._appended:
+                truth.trusted(rec)
         cache = self._cache
         if cache is None:
             return
@@ -554,6 +633,23 @@ def _chunks(rows: Sequence[Any]) -> list[Sequence[Any]]:
 
 # -- the items ------------------------------------------------------------------------------
 
+
+def _key_problem(row: KeyRow | None, truth: KeyRow | None) -> str:
+    if row is None:
+        return f"its row is missing; the journal says {truth.status if truth else None}"
+    if truth is None:
+        return f"its row says {row.status or 'running'}, but no journal record took the key"
+    changed = [
+        name
+        for name in ("status", "run_id", "call_id", "request_hash", "expires_at", "attempt")
+        if getattr(row, name) != getattr(truth, name)
+    ] or ["outcome_seq"]
+    return (
+        f"its row differs from the journal ({', '.join(changed)}): the row says "
+        f"{row.status or 'running'}, the journal {truth.status or 'running'}"
+    )
+
+
 RUN = Claim(kind=ClaimKind.RUN)
 """The claim of an attempt that may run."""
 
@@ -568,12 +664,8 @@ def _begin(tx: Transaction, s: AttemptStart) -> Claim:
         tx.append("attempt.started", s.run_id, s.call_id, started_data(s, tx.worker))
         return RUN
     current = tx.call(s.run_id, s.call_id)
-    key = tx.key(s.idempotency_key)
+    key = tx.true_key(s.idempotency_key)  # never the row alone (`callgate.ledger.truth`)
     claim: Claim | None = None
-    if key is None:
-        key = _missing_key(tx, s)  # absent: unless its row was deleted
-    elif key.status == "error" or (key.status == "ok" and key.expires_at <= s.started_at):
-        key = _checked_key(tx, key)  # a key that would let the effect run again: verify it
     if key is not None:
         known = None if key.status is None else Outcome(status=key.status, content="")
         claim = claim_for_key(
@@ -600,100 +692,6 @@ def _begin(tx: Transaction, s: AttemptStart) -> Claim:
         data.update(settled=state.value, stage=stage, started_at=s.started_at)
     tx.append(f"idempotency.{claim.kind.value}", s.run_id, s.call_id, data)
     return claim
-
-
-def _missing_key(tx: Transaction, s: AttemptStart) -> KeyRow | None:
-    """A key with no row is free, unless a call that used it holds it by its records (the
-    row was deleted): then the row is restored from the journal (``idempotency.forged``).
-
-    Costs one indexed look-up (calls by key), which finds nothing for a new key."""
-    found: tuple[int, KeyRow] | None = None
-    for run_id, call_id in tx.x(
-        "SELECT run_id, call_id FROM calls WHERE idempotency_key = ? LIMIT 16",
-        (s.idempotency_key,),
-    ).fetchall():
-        if (run_id, call_id) == (s.run_id, s.call_id):
-            continue
-        replayed = _replayed(tx, run_id, call_id)
-        if replayed is None:
-            continue
-        state, records = replayed
-        last = max(
-            (
-                r.seq
-                for r in records
-                if r.kind == "attempt.started"
-                and r.data.get("idempotency_key") == s.idempotency_key
-            ),
-            default=0,
-        )
-        truth = state.keys.get(s.idempotency_key)
-        if truth is not None and (found is None or last > found[0]):
-            found = (last, truth)
-    if found is None:
-        return None
-    truth = found[1]
-    tx.append(
-        "idempotency.forged",
-        truth.run_id,
-        truth.call_id,
-        {
-            "actor": tx.worker,
-            "idempotency_key": truth.key,
-            "problem": f"its row is missing; its holder's records say {truth.status or 'running'}",
-        },
-    )
-    tx.put_key(truth)
-    return truth
-
-
-def _replayed(
-    tx: Transaction, run_id: str, call_id: str
-) -> tuple[Derived, list[AuditRecord]] | None:
-    """One call's written records, replayed from nothing (None: one cannot be read)."""
-    records = call_records(tx, run_id, call_id)
-    state = Derived()
-    try:
-        for rec in records:
-            apply(state, rec)
-    except UNREADABLE:
-        return None
-    return state, records
-
-
-def _checked_key(tx: Transaction, key: KeyRow) -> KeyRow | None:
-    """The key as its holder's records make it; a row that differs is restored from the
-    journal and the difference recorded (``idempotency.forged``)."""
-    replayed = _replayed(tx, key.run_id, key.call_id)
-    truth = replayed[0].keys.get(key.key) if replayed is not None else None
-    if truth == key:
-        return key
-    tx.append(
-        "idempotency.forged",
-        key.run_id,
-        key.call_id,
-        {
-            "actor": tx.worker,
-            "idempotency_key": key.key,
-            "problem": f"its row says {key.status}, its holder's records "
-            + (f"say {truth.status}" if truth is not None else "do not hold it"),
-        },
-    )
-    if truth is not None:
-        tx.put_key(truth)
-        return truth
-    # The holder's records do not explain the row: hold the key rather than run twice.
-    held = KeyRow(
-        key=key.key,
-        request_hash=key.request_hash,
-        run_id=key.run_id,
-        call_id=key.call_id,
-        attempt=key.attempt,
-        expires_at=key.expires_at,
-        status="unknown",
-        outcome_seq=None,
-    )
-    return held
 
 
 def _key_outcome(tx: Transaction, key: KeyRow) -> Outcome:
@@ -827,7 +825,7 @@ def _checked(tx: Transaction, row: ApprovalRequest) -> ApprovalRequest | None:
     """The approval as the journal makes it; a row that differs is restored from the journal,
     and the difference recorded (``approval.forged``), so a forged row is never spent and a
     person can still decide the real request."""
-    truth = journal_approval(tx, row)
+    truth = tx.true_approval(row.id)
     problem = None
     if truth is None:
         problem = "no approval.requested record has its id"
@@ -859,41 +857,6 @@ def _differs(truth: ApprovalRequest, row: ApprovalRequest) -> str:
         f"its row differs from its records ({', '.join(changed)}): the row says "
         f"{row.status.value}, the journal {truth.status.value}"
     )
-
-
-def call_records(tx: Transaction, run_id: str, call_id: str) -> list[AuditRecord]:
-    """The written records of one call: those its row lists and its orphans."""
-    row = tx.call(run_id, call_id)
-    seqs = set(row.records) if row is not None else set()
-    seqs.update(int(r[0]) for r in tx.x(ORPHANS_OF_CALL, (run_id, call_id)).fetchall())
-    seqs = {n for n in seqs if n <= tx.written}
-    found: list[AuditRecord] = []
-    ordered = sorted(seqs)
-    for i in range(0, len(ordered), 500):
-        chunk = ordered[i : i + 500]
-        rows = tx.x(
-            f"SELECT {JOURNAL_COLUMNS} FROM journal WHERE seq IN ({', '.join('?' * len(chunk))}) "
-            "ORDER BY seq",
-            chunk,
-        ).fetchall()
-        found.extend(record_from_row(r) for r in rows)
-    return [r for r in found if r.run_id == run_id and r.call_id == call_id]
-
-
-def journal_approval(tx: Transaction, row: ApprovalRequest) -> ApprovalRequest | None:
-    """Replay one approval's records (found by its run and call) from nothing."""
-    state = Derived()
-    for rec in call_records(tx, row.run_id, row.call_id):
-        d = rec.data
-        mine = d.get("approval_id") == row.id or (
-            rec.kind == "migrated.approval" and (d.get("row") or {}).get("id") == row.id
-        )
-        if mine and (rec.kind.startswith("approval.") or rec.kind == "migrated.approval"):
-            try:
-                apply(state, rec)
-            except UNREADABLE:
-                return None
-    return state.approvals.get(row.id)
 
 
 def decision_problem(tx: Transaction, row: ApprovalRequest) -> str | None:
@@ -931,7 +894,14 @@ def decision_problem(tx: Transaction, row: ApprovalRequest) -> str | None:
     if rec.run_id != row.run_id:
         return f"its run differs from its decision record {seq}"
     if audit_hash(
-        rec.prev_hash, rec.seq, rec.at, rec.kind, rec.run_id, rec.call_id, rec.data_json
+        rec.prev_hash,
+        rec.seq,
+        rec.at,
+        rec.kind,
+        rec.run_id,
+        rec.call_id,
+        rec.data_json,
+        tx.chain_key,
     ) != (rec.hash):
         return f"its decision record {seq} was edited"
     before = tx.record(seq - 1) if seq > 1 else None

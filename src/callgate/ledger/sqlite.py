@@ -84,6 +84,9 @@ class SQLiteLedger(SqlLedger):
             file that is not a callgate ledger of this schema version raises
             `LedgerError` naming it; an unreadable one raises `LedgerError` caused by
             the `sqlite3.Error`. Writes fail.
+        chain_key: the key of a keyed journal (HMAC-SHA-256, docs/ledger.md); default:
+            `callgate.ledger.chain_key` reads ``CALLGATE_CHAIN_KEY_FILE`` or
+            ``CALLGATE_CHAIN_KEY``, else the journal is hashed with SHA-256 alone.
     """
 
     def __init__(
@@ -93,8 +96,9 @@ class SQLiteLedger(SqlLedger):
         worker: str | None = None,
         timeout: float = 10.0,
         read_only: bool = False,
+        chain_key: bytes | str | None = None,
     ) -> None:
-        super().__init__(worker=worker)
+        super().__init__(worker=worker, chain_key=chain_key)
         self.path = os.fspath(path)
         self.read_only = read_only
         if read_only:
@@ -225,7 +229,7 @@ class SQLiteLedger(SqlLedger):
             cur = self._cur
             try:
                 cur.execute("BEGIN IMMEDIATE")
-                tx = Transaction(cur, _same, self.worker, HEAD_QUERY, self._rows)
+                tx = Transaction(cur, _same, self.worker, HEAD_QUERY, self._rows, self._truth)
                 results = run_items(tx, [*deferred, *items])
                 cur.execute("COMMIT")
                 tx.committed()
