@@ -5,12 +5,16 @@ Sub-apps live in their own modules (``ledger``, ``approvals``, ``policy``,
 and found a problem (e.g. a tampered ledger), 2 bad usage or input (a file
 that is not a callgate ledger included), 3 a ledger that could not be read
 (damaged). Values from models, tools and files are printed as plain text
-(`callgate.cli.plain`).
+(`callgate.cli.plain`). Every optional extra stays optional: a command module
+imports an extra's packages only when one of its commands runs, and a missing
+one is exit 2 naming the extra (`callgate.cli.extras`).
 """
 
 from __future__ import annotations
 
 import typer
+
+from callgate.cli.extras import extra_of, missing_extra
 
 __all__ = ["app", "main"]
 
@@ -71,5 +75,16 @@ _add_sub_apps()
 
 
 def main() -> None:
-    """Entry point of the ``callgate`` console script."""
-    app()
+    """Entry point of the ``callgate`` console script.
+
+    A package of an optional extra that a command imports without asking
+    (`callgate.cli.extras.require`) and finds missing is exit 2 naming the extra,
+    not a traceback.
+    """
+    try:
+        app()
+    except ModuleNotFoundError as exc:
+        extra = extra_of(exc.name)
+        if extra is None:
+            raise
+        raise SystemExit(missing_extra(extra, str(exc.name), "this command").exit_code) from None

@@ -9,8 +9,12 @@ was stopped at. ``--png`` and ``--json`` write the chart and the data;
 ``--tasks`` adds the BFCL-style check of each run's calls against the
 task's expected calls, where the task set has them.
 
+Needs the ``eval`` extra (numpy, scipy, matplotlib), imported when a command
+runs, so that the rest of the ``callgate`` command works without it.
+
 Exit codes: 0 success; 2 bad usage or input (no ledger there, no evaluation
-runs in it, an unreadable task set); 3 the ledger could not be read.
+runs in it, an unreadable task set, the ``eval`` extra missing); 3 the ledger
+could not be read.
 """
 
 from __future__ import annotations
@@ -18,20 +22,20 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from callgate.cli.extras import require
 from callgate.cli.ledger import open_ledger
 from callgate.cli.plain import fail, plain
 from callgate.errors import DefinitionError
-from callgate.eval.checker import check_calls
-from callgate.eval.funnel import funnel, funnel_png
-from callgate.eval.record import RunView, parse_arguments, read_runs
-from callgate.eval.repo_tasks import load_tasks
 from callgate.ledger.sqlite import DEFAULT_PATH
 
-__all__ = ["app", "expected_call_check"]
+if TYPE_CHECKING:
+    from callgate.eval.record import RunView
+
+__all__ = ["app", "expected_call_check", "require_eval"]
 
 DEFAULT_DB = Path(os.environ.get("CALLGATE_DB", DEFAULT_PATH))
 
@@ -43,6 +47,11 @@ app = typer.Typer(
 )
 
 
+def require_eval(what: str) -> None:
+    """Exit 2 naming the ``eval`` extra unless its packages import."""
+    require("eval", what, "numpy", "scipy", "matplotlib")
+
+
 @app.callback()
 def main() -> None:
     """Evaluation from the record: the stage funnel of the runs in a ledger."""
@@ -51,6 +60,10 @@ def main() -> None:
 def expected_call_check(runs: list[RunView], spec: str) -> dict[str, dict[str, float]]:
     """Per surface: runs checked against expected calls, exact matches, mean recall and
     precision (runs whose task has no expected calls for their surface are left out)."""
+    from callgate.eval.checker import check_calls
+    from callgate.eval.record import parse_arguments
+    from callgate.eval.repo_tasks import load_tasks
+
     tasks = {t.id: t for t in load_tasks(spec)}
     out: dict[str, dict[str, float]] = {}
     for run in runs:
@@ -97,6 +110,10 @@ def funnel_command(
     seed: Annotated[int, typer.Option("--seed", help="The bootstrap's seed.")] = 0,
 ) -> None:
     """Print the stage funnel of the evaluation runs in a ledger."""
+    require_eval("callgate eval funnel")
+    from callgate.eval.funnel import funnel, funnel_png
+    from callgate.eval.record import read_runs
+
     with open_ledger(db, dsn) as ledger:
         runs = read_runs(ledger, lab=lab)
     if not runs:

@@ -16,14 +16,16 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from callgate.cli.ledger import open_ledger
 from callgate.cli.plain import fail, plain
-from callgate.eval.grammar_decision import Decision, decide, decisions_json
 from callgate.ledger.sqlite import DEFAULT_PATH
+
+if TYPE_CHECKING:  # callgate.eval needs the eval extra: imported when the command runs
+    from callgate.eval.grammar_decision import Decision
 
 __all__ = ["app", "grammar_decision", "render"]
 
@@ -108,6 +110,11 @@ def grammar_decision(
     ] = None,
 ) -> None:
     """Print p_f, c_r, c_g and q with 95 % intervals, and whether p_f·c_r > c_g + q."""
+    from callgate.cli.eval import require_eval
+
+    require_eval("callgate eval grammar-decision")
+    from callgate.eval.grammar_decision import decide, decisions_json
+
     with open_ledger(db, dsn) as ledger:
         records = list(ledger.audit())
     decisions = decide(records, success_value=success_value)

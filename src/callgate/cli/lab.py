@@ -12,9 +12,10 @@ not); ``policy:NAME`` is a scripted policy with known behaviour (``oracle``,
 ``oracle-fast``, ``planted``, ``clumsy``).
 ``callgate lab analyse`` analyses the runs already in a ledger again.
 
-Exit codes: 0 success; 2 bad usage or input (an unknown surface, model,
-policy or task set, an unreadable pre-registration); 3 the ledger could not
-be read.
+Needs the ``eval`` extra (numpy, scipy, matplotlib), imported when a command
+runs. Exit codes: 0 success; 2 bad usage or input (an unknown surface, model,
+policy or task set, an unreadable pre-registration, the ``eval`` extra
+missing); 3 the ledger could not be read.
 """
 
 from __future__ import annotations
@@ -22,24 +23,21 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from callgate.agent.state import Budgets
+from callgate.cli.eval import require_eval
 from callgate.cli.ledger import check_ledger, open_ledger
 from callgate.cli.plain import fail, plain
 from callgate.errors import DefinitionError
-from callgate.eval.analysis import Prereg, analyse
-from callgate.eval.funnel import funnel
-from callgate.eval.lab import LabRun, ModelFor, run_lab
-from callgate.eval.policies import policy_named
-from callgate.eval.record import read_runs
-from callgate.eval.repo_tasks import load_tasks
-from callgate.eval.report import write_report
-from callgate.eval.tokens import tokenizer_from
 from callgate.ledger.sqlite import SQLiteLedger
 from callgate.llms import CONSTRAINTS, model_from_spec, parse_local_spec
+
+if TYPE_CHECKING:  # callgate.eval needs the eval extra: imported when a command runs
+    from callgate.eval.analysis import Prereg
+    from callgate.eval.lab import LabRun, ModelFor
 
 __all__ = ["app", "model_for_spec"]
 
@@ -60,6 +58,8 @@ def model_for_spec(
     that must call a tool at each step; ``constrain`` applies when the spec names none),
     or any other ``--model`` spec (one model for every run)."""
     if spec.startswith("policy:"):
+        from callgate.eval.policies import policy_named
+
         policy = policy_named(spec[7:])
         return lambda task, surface: policy.model(task, surface, seed=seed)
     if spec == "local" or spec.startswith(("local:", "local+")):
@@ -94,6 +94,12 @@ def _report(
     extra: str,
     deviations: list[str] | None = None,
 ) -> Path:
+    from callgate.eval.analysis import analyse
+    from callgate.eval.funnel import funnel
+    from callgate.eval.record import read_runs
+    from callgate.eval.report import write_report
+    from callgate.eval.tokens import tokenizer_from
+
     with open_ledger(db, None) as ledger:
         runs = read_runs(ledger, lab=lab_id)
     if not runs:
@@ -150,6 +156,12 @@ def run_command(
     ] = 256,
 ) -> None:
     """Run every task on every surface, record it, and report the pre-registered analysis."""
+    require_eval("callgate lab run")
+    from callgate.eval.analysis import Prereg
+    from callgate.eval.lab import run_lab
+    from callgate.eval.repo_tasks import load_tasks
+    from callgate.eval.tokens import tokenizer_from
+
     try:
         prereg = Prereg.from_toml(prereg_path)
         chosen = [s.strip() for s in (surfaces or ",".join(prereg.surfaces)).split(",") if s]
@@ -215,6 +227,9 @@ def analyse_command(
     ] = "approx",
 ) -> None:
     """Analyse the runs already in a ledger as the pre-registration says."""
+    require_eval("callgate lab analyse")
+    from callgate.eval.analysis import Prereg
+
     try:
         prereg = Prereg.from_toml(prereg_path)
     except DefinitionError as exc:

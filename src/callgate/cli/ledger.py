@@ -37,6 +37,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from callgate.cli.extras import require
 from callgate.cli.plain import cell, console, fail, plain, plain_json
 from callgate.ledger import CallRecord, CallState, Ledger, LedgerError
 from callgate.ledger.sqlite import DEFAULT_PATH, SQLiteLedger
@@ -101,6 +102,12 @@ def bad_usage(message: str, code: int = USAGE) -> typer.Exit:
     return fail(message, code)
 
 
+def require_postgres() -> None:
+    """Exit 2 naming the ``postgres`` extra unless psycopg and its pool import (a
+    missing driver is not a damaged ledger)."""
+    require("postgres", "a PostgreSQL ledger (--dsn)", "psycopg", "psycopg_pool")
+
+
 def _read_errors() -> tuple[type[BaseException], ...]:
     """What reading a damaged or failing database raises: the driver's errors, and
     what decoding a garbled record raises."""
@@ -133,6 +140,7 @@ def _unreadable(db: Path | None, exc: BaseException) -> typer.Exit:
 
 def _connect(db: Path, dsn: str | None, *, write: bool, dsn_hint: bool) -> Ledger:
     if dsn:
+        require_postgres()
         from callgate.ledger.postgres import PostgresLedger
 
         # Reading never creates or migrates: an existing ledger, in read-only sessions.
@@ -462,6 +470,8 @@ def migrate(
     """
     from callgate.ledger.upgrade import migrate_postgres, migrate_sqlite
 
+    if dsn:
+        require_postgres()
     try:
         done = migrate_postgres(dsn) if dsn else migrate_sqlite(db)
     except LedgerError as exc:
