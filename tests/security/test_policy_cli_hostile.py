@@ -128,3 +128,42 @@ def test_any_rule_name_is_printed_as_data(tmp_path: Path, name: str) -> None:
     result = runner.invoke(app, ["policy", "check", str(path)])
     assert result.exit_code == 0, result.output
     assert not any(ord(c) < 32 and c != "\n" for c in result.output)
+
+
+@pytest.mark.parametrize(
+    ("value", "kind"),
+    [
+        ("{a = 1}", "a table"),
+        ("[1, 2]", "an array"),
+        ("true", "a boolean"),
+        ("1.10", "a number with a point"),
+    ],
+)
+def test_a_version_that_is_no_label_is_refused(tmp_path: Path, value: str, kind: str) -> None:
+    """``version = {a = 1}`` (or an array, a boolean, a float) is refused by ``policy
+    check`` with the line and what to write; it was accepted and recorded as "{'a': 1}"."""
+    path = tmp_path / "policy.toml"
+    path.write_text(
+        f'# a policy\nversion = {value}\n\n[[rule]]\nname = "r"\naction = "allow"\ntool = "x"\n',
+        encoding="utf-8",
+    )
+    result = runner.invoke(app, ["policy", "check", str(path)])
+    assert result.exit_code == 2, result.output
+    assert f"{path}:2: 'version' must be a text label, got {kind}" in result.output
+    assert 'version = "2026-11-29"' in result.output
+
+
+@pytest.mark.parametrize(
+    ("value", "label"),
+    [('"2026-11-29"', "2026-11-29"), ("7", "7"), ("2026-11-29", "2026-11-29")],
+)
+def test_a_version_label_is_text_an_integer_or_a_date(
+    tmp_path: Path, value: str, label: str
+) -> None:
+    """Text, a bare integer and a bare TOML date are labels, recorded as their text."""
+    path = tmp_path / "policy.toml"
+    path.write_text(
+        f'version = {value}\n\n[[rule]]\nname = "r"\naction = "allow"\ntool = "x"\n',
+        encoding="utf-8",
+    )
+    assert load_policy_file(path).version == label

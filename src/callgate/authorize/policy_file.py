@@ -41,6 +41,7 @@ the preset decides, and without one the call is denied.
 
 from __future__ import annotations
 
+import datetime
 import enum
 import fnmatch
 import math
@@ -255,18 +256,11 @@ def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
     unknown = set(data) - _TOP_KEYS
     if unknown:
         first = sorted(unknown)[0]
-        line = next(
-            (
-                i + 1
-                for i, t in enumerate(text.splitlines())
-                if re.match(rf"\s*\"?{re.escape(first)}\"?\s*=", t)
-            ),
-            None,
-        )
         raise PolicyFileError(
-            f"{source}:{line or '?'}: unknown top-level key(s) {sorted(unknown)}; "
+            f"{source}:{_key_line(text, first)}: unknown top-level key(s) {sorted(unknown)}; "
             f"allowed: {sorted(_TOP_KEYS)}"
         )
+    version = _version(data, text, source)
     raw_rules = data.get("rule", [])
     if not isinstance(raw_rules, list):
         raise PolicyFileError(f"{source}: 'rule' must be an array of tables: write [[rule]]")
@@ -287,10 +281,42 @@ def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
             integrity=integrity,
             outside_intent=data.get("outside_intent", "ask"),
             named_targets=named,
-            version=str(data["version"]) if "version" in data else None,
+            version=version,
         )
     except DefinitionError as exc:
         raise PolicyFileError(f"{source}: {exc}") from exc
+
+
+def _key_line(text: str, key: str) -> int | str:
+    """The line of a top-level ``key = ...`` in the file, or ``?``."""
+    return next(
+        (
+            i + 1
+            for i, t in enumerate(text.splitlines())
+            if re.match(rf"\s*\"?{re.escape(key)}\"?\s*=", t)
+        ),
+        "?",
+    )
+
+
+def _version(data: Mapping[str, Any], text: str, source: str) -> str | None:
+    """The policy's ``version`` label: text, or an integer or a date written bare (read as
+    their text). A table, an array, a boolean or a float is refused: it is no label
+    (``1.10`` would be read as ``1.1``), and was recorded with approvals as its Python
+    ``str()``."""
+    if "version" not in data:
+        return None
+    value = data["version"]
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | datetime.date | datetime.time) and not isinstance(value, bool):
+        return str(value)
+    kinds = {dict: "a table", list: "an array", bool: "a boolean", float: "a number with a point"}
+    kind = kinds.get(type(value), type(value).__name__)
+    raise PolicyFileError(
+        f"{source}:{_key_line(text, 'version')}: 'version' must be a text label, got {kind}; "
+        'write it in quotes, e.g. version = "2026-11-29" or version = "1.10"'
+    )
 
 
 def _patterns(data: Mapping[str, Any], key: str, source: str) -> list[str]:
