@@ -136,21 +136,26 @@ def test_an_approval_interrupts_the_graph_and_resuming_runs_the_call_once(
     assert states(gate.ledger, run.id) == {"refund": ["ok"]}
 
 
-def test_a_graph_resumed_before_the_decision_tells_the_model_it_waits(tmp_path: Path) -> None:
-    """Resuming the graph while the approval is undecided runs nothing: the model reads
-    that the call waits for a person (an error ToolMessage, stage approval)."""
+def test_a_graph_resumed_before_the_decision_stays_paused_until_denied(tmp_path: Path) -> None:
+    """Resuming the graph while the approval is undecided runs nothing and pauses the graph
+    again (the resume value approves nothing); once the reviewer denies, the next resume
+    tells the model (an error ToolMessage, stage approval) and the graph goes on."""
     shop = Shop()
-    replies: list[BaseMessage] = [ai_call("refund", REFUND_80, "c1"), AIMessage(content="waiting")]
+    replies: list[BaseMessage] = [ai_call("refund", REFUND_80, "c1"), AIMessage(content="denied")]
     app, run, gate = graph(shop, replies, tmp_path, pending="interrupt")
-    app.invoke({"messages": [HumanMessage("refund 80 on o-1")]}, CONFIG)
+    paused = app.invoke({"messages": [HumanMessage("refund 80 on o-1")]}, CONFIG)
     undecided = app.invoke(Command(resume="go on"), CONFIG)
-    [message] = tool_messages(undecided)
-    assert "needs a person's approval" in str(message.content)
-    assert message.artifact == {"status": "pending", "stage": "approval"}
-    assert undecided["messages"][-1].content == "waiting"
+    assert "__interrupt__" in undecided
+    assert tool_messages(undecided) == []
+    [waiting] = paused["__interrupt__"]
+    gate.approvals.deny(waiting.value["approval_id"], by="lead@shop", reason="too much")
+    decided = app.invoke(Command(resume="go on"), CONFIG)
+    [message] = tool_messages(decided)
+    assert message.status == "error"
+    assert message.artifact["stage"] == "approval"
+    assert decided["messages"][-1].content == "denied"
     assert shop.refunds == []
-    assert len(run.pending_approvals) == 1
-    assert states(gate.ledger, run.id) == {"refund": ["pending"]}
+    assert states(gate.ledger, run.id) == {"refund": ["rejected"]}
 
 
 def test_an_unknown_outcome_is_not_run_again(tmp_path: Path) -> None:

@@ -30,14 +30,27 @@ still undecided, the model reads that it waits.
 The wrapped tool runs as callgate's handler (its own ``handle_tool_error``
 off, so callgate sees what it raised): a ``ToolException`` is a known
 failure (``error``), any other exception an ``unknown`` outcome that is
-never retried.
+never retried. An exception raised before the tool's function started
+(LangChain's own input checks) is a known failure too: nothing ran.
+
+Arguments LangGraph injects (``InjectedToolCallId``, ``InjectedState``,
+``InjectedStore``, ``ToolRuntime``) are not the model's: callgate validates
+and records only the arguments of the model's schema (``tool_call_schema``),
+and the injected values pass through to the tool as ``ToolNode`` gave them.
+
+Tools are gated by identity: `gate_tools` accepts only the very tool objects
+`registry` was built from (a different tool under a registered name raises
+`DefinitionError`).
 """
 
 from __future__ import annotations
 
 import contextvars
+import functools
+import inspect
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from langchain_core.messages import ToolMessage
@@ -54,12 +67,31 @@ from callgate.tools import Registry
 
 __all__ = ["GatedTool", "gate_tools", "registry"]
 
-_CONFIG: contextvars.ContextVar[RunnableConfig | None] = contextvars.ContextVar(
-    "callgate_langchain_config", default=None
+_SOURCE = "_callgate_source"
+"""The attribute on `registry`'s handlers holding the LangChain tool it was built from."""
+
+
+@dataclass
+class _Invocation:
+    """What the wrapped tool needs of the gated call being run: the LangChain config
+    (callbacks, tags), the call id (for ``InjectedToolCallId``), the injected arguments
+    (state, store, runtime), and whether the tool's own function started."""
+
+    config: RunnableConfig | None = None
+    call_id: str | None = None
+    injected: dict[str, Any] = field(default_factory=dict)
+    started: bool = False
+
+
+_CALL: contextvars.ContextVar[_Invocation | None] = contextvars.ContextVar(
+    "callgate_langchain_call", default=None
 )
-"""The LangChain config of the call being run (callbacks, tags), for the wrapped tool."""
 
 Pending = Literal["message", "interrupt"]
+
+_MAX_EARLY_RESUMES = 1000
+"""How many resumes sent before the reviewer decides one paused call absorbs (each is a
+value in the graph's checkpoint); past that the node stops rather than grow it further."""
 
 
 def registry(tools: Iterable[BaseTool], contracts: Contracts | None = None) -> Registry:
@@ -88,27 +120,106 @@ def registry(tools: Iterable[BaseTool], contracts: Contracts | None = None) -> R
 
 def _handler(tool: BaseTool) -> Any:
     """The tool as callgate's handler: ``ainvoke`` for a tool with a coroutine, else
-    ``invoke``; a ``ToolException`` becomes a `ToolFailure`."""
-    inner = tool.model_copy(update={"handle_tool_error": False, "handle_validation_error": False})
+    ``invoke``, given the full tool call (the call id and the injected arguments back); a
+    ``ToolException``, or any exception before the tool's function started, becomes a
+    `ToolFailure` (nothing ran)."""
+    update: dict[str, Any] = {"handle_tool_error": False, "handle_validation_error": False}
+    watched = False
+    for attribute in ("func", "coroutine"):
+        function = getattr(tool, attribute, None)
+        if callable(function):
+            update[attribute] = _watched(function)
+            watched = True
+    inner = tool.model_copy(update=update)
+
+    def tool_call(arguments: dict[str, Any]) -> tuple[dict[str, Any], RunnableConfig | None]:
+        current = _CALL.get() or _Invocation()
+        call = {
+            "type": "tool_call",
+            "name": tool.name,
+            "id": current.call_id or "callgate_" + uuid.uuid4().hex[:16],
+            "args": {**arguments, **current.injected},
+        }
+        return call, current.config
+
+    def failed(exc: Exception) -> Exception:
+        current = _CALL.get()
+        if isinstance(exc, ToolException):
+            return ToolFailure(str(exc))
+        if watched and current is not None and not current.started:
+            return ToolFailure(
+                f"tool {tool.name!r} did not start: LangChain refused its input "
+                f"({type(exc).__name__}); nothing was done"
+            )
+        return exc
+
     if getattr(tool, "coroutine", None) is not None:
 
         async def invoke_async(**arguments: Any) -> Any:
+            call, config = tool_call(arguments)
             try:
-                return await inner.ainvoke(arguments, _CONFIG.get())
-            except ToolException as exc:
-                raise ToolFailure(str(exc)) from None
+                return _content(await inner.ainvoke(call, config))
+            except Exception as exc:
+                raise failed(exc) from None
 
         invoke_async.__name__ = tool.name
+        setattr(invoke_async, _SOURCE, tool)
         return invoke_async
 
     def invoke(**arguments: Any) -> Any:
+        call, config = tool_call(arguments)
         try:
-            return inner.invoke(arguments, _CONFIG.get())
-        except ToolException as exc:
-            raise ToolFailure(str(exc)) from None
+            return _content(inner.invoke(call, config))
+        except Exception as exc:
+            raise failed(exc) from None
 
     invoke.__name__ = tool.name
+    setattr(invoke, _SOURCE, tool)
     return invoke
+
+
+def _watched(function: Any) -> Any:
+    """``function`` marking the gated call as started when it is entered (same signature,
+    so LangChain still finds its injected and config parameters)."""
+    if inspect.iscoroutinefunction(function):
+
+        @functools.wraps(function)
+        async def started_async(*args: Any, **kwargs: Any) -> Any:
+            _mark_started()
+            return await function(*args, **kwargs)
+
+        return started_async
+
+    @functools.wraps(function)
+    def started(*args: Any, **kwargs: Any) -> Any:
+        _mark_started()
+        return function(*args, **kwargs)
+
+    return started
+
+
+def _mark_started() -> None:
+    current = _CALL.get()
+    if current is not None:
+        current.started = True
+
+
+def _content(output: Any) -> Any:
+    """What the tool returned, out of the ``ToolMessage`` LangChain wraps a tool call's
+    output in."""
+    return output.content if isinstance(output, ToolMessage) else output
+
+
+def _injected_keys(tool: BaseTool) -> frozenset[str]:
+    """The arguments of ``tool`` the framework injects: in its input schema, not in the
+    schema the model is shown (``tool_call_schema``)."""
+    if isinstance(tool.args_schema, dict):
+        return frozenset()
+    full = tool.get_input_schema()
+    shown = tool.tool_call_schema
+    if isinstance(shown, dict) or not hasattr(full, "model_fields"):
+        return frozenset()
+    return frozenset(full.model_fields) - frozenset(getattr(shown, "model_fields", {}))
 
 
 class GatedTool(BaseTool):
@@ -129,11 +240,12 @@ class GatedTool(BaseTool):
     ) -> ToolMessage:
         """Submit the call to the run (in this thread); the observation as a ``ToolMessage``."""
         call_id, arguments = _call(input)
-        token = _CONFIG.set(config)
+        arguments, invocation = self._split(call_id, arguments, config)
+        token = _CALL.set(invocation)
         try:
             observation = submit_one_sync(self.callgate_run, call_id, self.name, arguments)
         finally:
-            _CONFIG.reset(token)
+            _CALL.reset(token)
         return self._answer(call_id, observation)
 
     async def ainvoke(
@@ -141,24 +253,46 @@ class GatedTool(BaseTool):
     ) -> ToolMessage:
         """Submit the call to the run on the event loop; the observation as a ``ToolMessage``."""
         call_id, arguments = _call(input)
-        token = _CONFIG.set(config)
+        arguments, invocation = self._split(call_id, arguments, config)
+        token = _CALL.set(invocation)
         try:
             observation = await submit_one(self.callgate_run, call_id, self.name, arguments)
         finally:
-            _CONFIG.reset(token)
+            _CALL.reset(token)
         return self._answer(call_id, observation)
+
+    def _split(
+        self, call_id: str, arguments: str | Mapping[str, Any], config: RunnableConfig | None
+    ) -> tuple[str | Mapping[str, Any], _Invocation]:
+        """The model's arguments (what callgate validates and records) apart from the ones
+        the framework injected (which pass through to the tool)."""
+        injected: dict[str, Any] = {}
+        if isinstance(arguments, Mapping):
+            keys = _injected_keys(self.tool)
+            injected = {k: v for k, v in arguments.items() if k in keys}
+            arguments = {k: v for k, v in arguments.items() if k not in keys}
+        return arguments, _Invocation(config=config, call_id=call_id, injected=injected)
 
     def _answer(self, call_id: str, observation: Observation) -> ToolMessage:
         if observation.status is Status.PENDING and self.pending == "interrupt":
             from langgraph.types import interrupt  # the graph's own pause
 
-            interrupt(
-                {
-                    "approval_id": observation.approval_id,
-                    "tool": self.name,
-                    "tool_call_id": call_id,
-                    "message": observation.content,
-                }
+            payload = {
+                "approval_id": observation.approval_id,
+                "tool": self.name,
+                "tool_call_id": call_id,
+                "message": observation.content,
+            }
+            # Still undecided in callgate: a resume value LangGraph hands back (a
+            # Command(resume=...) sent before the reviewer decided) approves nothing, so
+            # this node asks again, until LangGraph has no resume value left and pauses
+            # the graph. Each resume re-runs the node, and the submit above sees the
+            # reviewer's decision first.
+            for _ in range(_MAX_EARLY_RESUMES):
+                interrupt(payload)
+            raise ToolFailure(
+                f"the graph was resumed {_MAX_EARLY_RESUMES} times before callgate's approval "
+                f"{observation.approval_id} was decided; stopped"
             )
         return ToolMessage(
             content=observation.content,
@@ -193,12 +327,22 @@ def gate_tools(
     `registry`); usable in LangGraph's ``ToolNode`` and with ``bind_tools``."""
     if pending not in ("message", "interrupt"):
         raise DefinitionError(f"pending must be 'message' or 'interrupt', got {pending!r}")
-    wrapped = []
+    wrapped: list[GatedTool] = []
     for tool in tools:
-        if run.gate.registry.get(tool.name) is None:
+        if isinstance(tool, GatedTool) and tool.callgate_run is run:
+            wrapped.append(tool)
+            continue
+        spec = run.gate.registry.get(tool.name)
+        if spec is None:
             raise DefinitionError(
                 f"the run's gate has no tool {tool.name!r}: build the gate from "
                 "callgate.integrations.langchain.registry(tools, ...)"
+            )
+        if getattr(spec.fn, _SOURCE, None) is not tool:
+            raise DefinitionError(
+                f"tool {tool.name!r} is not the tool the run's gate registered under that "
+                "name (a different object, so possibly a different function): callgate gates "
+                "a tool by identity, never by name. Build the registry from these very tools"
             )
         wrapped.append(
             GatedTool(
