@@ -51,3 +51,14 @@ def test_a_call_id_used_twice_stops_the_sandbox() -> None:
     result = json.loads(obs.content)
     assert "call id 1" in result.get("violation", ""), result
     assert refunded == [5.0]
+
+
+@pytest.mark.parametrize("number", [b"1e999", b"-1e999", b"1E400"])
+def test_a_number_that_is_not_finite_is_a_protocol_violation(number: bytes) -> None:
+    """``1e999`` parses to infinity in Python's JSON: the frame parser refuses it itself (the
+    gate's parse stage would refuse it later, but no later stage should ever see it)."""
+    from callgate.sandbox.protocol import ProtocolViolation, parse_request
+
+    body = b'{"op":"call","id":1,"tool":"t","arguments":{"x":' + number + b"}}"
+    with pytest.raises(ProtocolViolation, match="finite"):
+        parse_request(body)

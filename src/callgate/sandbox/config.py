@@ -51,6 +51,12 @@ class Limits:
     """One bridge message, either way."""
     max_calls: int = 256
     """Tool calls one run of code may make through the bridge."""
+    bridge_bytes: int = 8 << 20
+    """Bytes one run of code may send through the bridge in all (every frame counted); a
+    call past it is refused (``tools.CallRejected``) and never reaches the gate."""
+    ledger_bytes: int = 16 << 20
+    """What the ledger may keep for one run of code's calls: each call's frame and the
+    content of its answer are counted; once spent, further calls are refused."""
 
     def __post_init__(self) -> None:
         for name in self.__dataclass_fields__:
@@ -99,9 +105,16 @@ class SandboxConfig:
         if not os.path.isabs(self.python):
             raise DefinitionError(f"sandbox python must be an absolute path, got {self.python!r}")
         for key, value in self.env.items():
-            if not (isinstance(key, str) and isinstance(value, str)) or "=" in key or not key:
+            if (
+                not (isinstance(key, str) and isinstance(value, str))
+                or "=" in key
+                or not key
+                or "\0" in key
+                or "\0" in value
+            ):
                 raise DefinitionError(
-                    f"sandbox env entries must be NAME: text, got {key!r}: {value!r}"
+                    f"sandbox env entries must be NAME: text without NUL, got {key!r}: "
+                    f"{str(value)[:20]!r}..."
                 )
         uids = self.sandbox_uids
         if not (isinstance(uids, range) and len(uids) > 0 and uids.step == 1 and uids[0] > 0):

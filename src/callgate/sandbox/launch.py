@@ -29,7 +29,14 @@ from typing import Any
 
 from callgate.sandbox.config import SandboxConfig
 
-__all__ = ["Files", "bwrap_command", "system_binds", "unavailable_reason", "unprivileged"]
+__all__ = [
+    "Files",
+    "bwrap_command",
+    "env_arguments",
+    "system_binds",
+    "unavailable_reason",
+    "unprivileged",
+]
 
 GUEST_DIR = "/callgate"
 GUEST_PATH = GUEST_DIR + "/guest.py"
@@ -49,6 +56,9 @@ class Files:
     """Whether ``guest`` holds the guest's code object (marshal), not its source."""
     seed: int | None
     seccomp: int | None
+    arguments: int | None = None
+    """bubblewrap options read from a descriptor (``--args``): the environment, which must
+    never be on a command line (any local user can read those)."""
 
 
 def unprivileged(uid: int | None) -> tuple[list[str], dict[str, Any]]:
@@ -135,8 +145,10 @@ def bwrap_command(
         "sandbox",
         "--clearenv",
     ]
-    for key, value in env.items():
-        args += ["--setenv", key, value]
+    if files.arguments is not None:
+        args += ["--args", str(files.arguments)]  # the environment (`env_arguments`)
+    else:
+        args += env_arguments_list(env)
     args += system_binds()
     args += [
         "--proc",
@@ -179,6 +191,20 @@ def bwrap_command(
         args += [config.python, "-I", "-S", "-B", GUEST_PATH]
     args += [str(bridge_fd), str(limits.message_bytes)]
     return args
+
+
+def env_arguments_list(env: Mapping[str, str]) -> list[str]:
+    """``--setenv NAME VALUE`` for each variable."""
+    args: list[str] = []
+    for key, value in env.items():
+        args += ["--setenv", key, value]
+    return args
+
+
+def env_arguments(env: Mapping[str, str]) -> bytes:
+    """The environment as bubblewrap's ``--args`` data: NUL-separated ``--setenv`` options
+    (`SandboxConfig` refuses a NUL in a name or value, which would smuggle in an option)."""
+    return b"".join(arg.encode() + b"\0" for arg in env_arguments_list(env))
 
 
 @functools.cache

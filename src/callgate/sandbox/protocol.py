@@ -4,8 +4,8 @@ A frame is a 4-byte big-endian length and that many bytes: UTF-8 JSON from the
 sandbox, `marshal` data to it (the guest starts faster without ``json``). The
 code in the sandbox can write anything on its end of the socket, so every
 frame it sends is checked here before anything acts on it: the length against
-the bound, the text as JSON, the message's shape (`CallRequest`). A frame that
-fails is a `ProtocolViolation`, and the host stops the sandbox.
+the bound, the text as JSON, the message's shape (`CallRequest`), every number
+finite. A frame that fails is a `ProtocolViolation`, and the host stops the sandbox.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import marshal
+import math
 import re
 import struct
 from dataclasses import dataclass
@@ -79,6 +80,18 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _finite(text: str) -> float:
+    """A JSON number as a float, refused where it is not finite (``1e999`` is infinity)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotFinite(text[:40])
+    return value
+
+
+class _NotFinite(ValueError):
+    pass
+
+
 def _depth(value: Any, limit: int) -> bool:
     """Whether ``value`` nests no deeper than ``limit`` (iterative: hostile input)."""
     stack = [(value, 0)]
@@ -101,7 +114,11 @@ def parse_request(body: bytes) -> CallRequest:
     """Check one frame from the sandbox: a ``call`` message with an id, a tool name and an
     object of arguments, or `ProtocolViolation` naming what is wrong."""
     try:
-        message = json.loads(body.decode("utf-8"), parse_constant=_no_constant)
+        message = json.loads(body.decode("utf-8"), parse_constant=_no_constant, parse_float=_finite)
+    except _NotFinite as exc:
+        raise ProtocolViolation(
+            f"bridge frame holds a number that is not finite ({exc}); send finite numbers"
+        ) from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise ProtocolViolation(f"bridge frame is not UTF-8 JSON ({type(exc).__name__})") from None
     except RecursionError:

@@ -37,9 +37,11 @@ from callgate.sandbox.launch import (
     WORKSPACE,
     Files,
     bwrap_command,
+    env_arguments,
     unprivileged,
 )
 from callgate.sandbox.protocol import (
+    HEADER,
     CallRequest,
     ProtocolViolation,
     encode,
@@ -114,6 +116,31 @@ class _Output:
         if self.dropped:
             text += f"\n[callgate: output cut; {self.dropped:,} more bytes dropped]"
         return text
+
+
+@dataclass(slots=True)
+class _Budget:
+    """What one run of code has spent: bytes sent through the bridge, and bytes the
+    ledger keeps for its calls (each call's frame and its answer's content)."""
+
+    sent: int = 0
+    kept: int = 0
+
+    def refusal(self, limits: Limits) -> str | None:
+        """Why the next call is refused (None: it is within both budgets)."""
+        if self.sent > limits.bridge_bytes:
+            return (
+                f"refused: this run of code has sent {self.sent:,} bytes through the bridge, "
+                f"past its budget of {limits.bridge_bytes:,} (Limits.bridge_bytes); "
+                "pass less data per call, or do the work in fewer calls"
+            )
+        if self.kept > limits.ledger_bytes:
+            return (
+                f"refused: the ledger holds {self.kept:,} bytes for this run of code's calls, "
+                f"past its budget of {limits.ledger_bytes:,} (Limits.ledger_bytes); "
+                "ask for less data per call, or do the work in fewer calls"
+            )
+        return None
 
 
 @functools.cache
@@ -244,8 +271,13 @@ async def _run_code(
                 compiled=compiled,
                 seed=_memfd("callgate-seed", seed) if seed is not None else None,
                 seccomp=_memfd("bpf", program) if program is not None else None,
+                arguments=_memfd("callgate-env", env_arguments(env)),
             )
-            opened += [fd for fd in (files.guest, files.seed, files.seccomp) if fd is not None]
+            opened += [
+                fd
+                for fd in (files.guest, files.seed, files.seccomp, files.arguments)
+                if fd is not None
+            ]
             prefix, drop = unprivileged(uid)
             status_r, status_w = os.pipe()
             os.set_blocking(status_r, False)
@@ -340,6 +372,7 @@ async def _run_code(
             try:
                 await writer.drain()
                 used: set[int] = set()
+                budget = _Budget()
                 while (body := await read_frame(reader, limits.message_bytes)) is not None:
                     request = parse_request(body)
                     if request.id in used:
@@ -355,11 +388,16 @@ async def _run_code(
                             f"the code made more than {limits.max_calls} tool calls "
                             "(Limits.max_calls)"
                         )
+                    budget.sent += HEADER.size + len(body)
                     reply: dict[str, Any]
-                    if answer is None:
+                    refusal = budget.refusal(limits)
+                    if refusal is not None:
+                        reply = {"status": "rejected", "content": refusal}
+                    elif answer is None:
                         reply = {"status": "rejected", "content": "no tools are available"}
                     else:
                         reply = await answer(request)
+                        budget.kept += len(body) + len(str(reply.get("content", "")))
                     connection = reply.pop("_connection", None)
                     frame = encode({"op": "result", "id": request.id, **reply})
                     if connection is None:
