@@ -54,6 +54,8 @@ _FORMATS: dict[str, str] = {
     "regex": "^a+$",
     "byte": "YWJj",
     "binary": "abc",
+    "decimal": "12.50",  # the OpenAPI Format Registry's fixed-point decimal (Stripe's)
+    "decimal128": "12.50",
     "password": "secret-value",
     "int32": "1",
     "int64": "1",
