@@ -1,8 +1,12 @@
-"""The one place where model-facing text is written.
+"""Where a rejection's model-facing text is assembled.
 
-Every rejection a model reads is built here from structured facts (the rule,
-the field, the expected and actual value, what to do), bounded in length,
-and never from ``str()`` of an arbitrary exception.
+Every rejection a model reads is laid out here from structured facts (the
+rule, the field, the expected and actual value, what to do), bounded in
+length, and never from ``str()`` of an arbitrary exception. The one-line
+sentences inside those facts (``Problem.message``, the advice) are written by
+the stage that finds the failure, and a few notes (an idempotency conflict, a
+cut result) are written whole by the module that sends them; see
+docs/design-notes.md, "Where model-facing text is written".
 """
 
 from __future__ import annotations

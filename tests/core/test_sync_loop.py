@@ -196,3 +196,46 @@ def test_only_the_bridge_and_the_servers_start_an_event_loop() -> None:
                 where = path.relative_to(root).as_posix()
                 found[where] = found.get(where, 0) + 1
     assert set(found.items()) == _ONE_LOOP_PER_PROCESS
+
+
+def _where_registry(timeout: float | None) -> Any:
+    from callgate import Registry
+
+    registry = Registry()
+
+    @registry.tool(effects="read:x", timeout=timeout)
+    def where(q: str) -> int:
+        """The thread the handler ran in."""
+        return threading.get_ident()
+
+    return registry
+
+
+@pytest.mark.sync_driver
+@pytest.mark.parametrize(
+    ("timeout", "gate_options", "same_thread"),
+    [
+        (None, {}, True),
+        (5.0, {}, False),  # the tool's timeout: a worker thread, so waiting can stop
+        (None, {"default_timeout": 5.0}, False),  # the gate's default timeout, the same
+        (None, {"batch_deadline": 30.0}, False),  # a batch deadline, the same
+    ],
+)
+def test_a_lone_sync_tool_leaves_the_calling_thread_only_when_time_is_bounded(
+    timeout: float | None, gate_options: dict[str, Any], same_thread: bool
+) -> None:
+    """docs/schedule.md, "Where calls run": a lone sync tool under a sync ``submit`` runs in
+    the calling thread unless a timeout or a batch deadline bounds it; then it runs in the
+    handler pool, since a thread cannot be interrupted but a wait can be abandoned."""
+    from callgate import Authority, Gate, MemoryLedger, Policy, ToolCall, allow
+
+    gate = Gate(
+        _where_registry(timeout),
+        policy=Policy([allow("where")]),
+        ledger=MemoryLedger(),
+        **gate_options,
+    )
+    run = gate.run(authority=Authority(principal="p", grants=["read:*"]))
+    (obs,) = run.submit([ToolCall(id="c1", name="where", arguments={"q": "a"})])
+    assert obs.status.value == "ok", obs
+    assert (obs.result == threading.get_ident()) is same_thread
