@@ -52,6 +52,7 @@ from ._report import SourceReport
 __all__ = [
     "GEMINI_SCHEMA",
     "call_failures",
+    "check_expected_call",
     "check_registry",
     "export_failures",
     "refusal_reason",
@@ -376,6 +377,70 @@ def call_failures(registry: Registry, *, batch: int = 50) -> CallTally:
                 flush()
     flush()
     return tally
+
+
+# -- a data set's own expected calls ---------------------------------------------------
+
+
+def uncheckable_formats(schema: Any) -> set[str]:
+    """Formats ``schema`` uses that this ``jsonschema`` cannot check (``time``,
+    ``date-time``, ``uri`` need packages not installed here): on a value of one of them,
+    its "valid" decides nothing."""
+    found: set[str] = set()
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if isinstance(node.get("format"), str):
+                found.add(node["format"])
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return found - set(_FORMAT_CHECKER.checkers)
+
+
+def check_expected_call(
+    gate: Gate,
+    name: str,
+    schema: Mapping[str, Any],
+    arguments: dict[str, Any],
+    report: SourceReport,
+    label: str,
+) -> None:
+    """Submit a call a data set expects and compare callgate's verdict with jsonschema's.
+
+    ``schema`` is the definition's own parameters schema, as published. A call it
+    allows must be accepted (``ok``, or stopped only by the tool's semantic checks); a
+    call it forbids must be rejected. A disagreement is a failed check, except a
+    rejection on a format ``jsonschema`` cannot check here, which is counted apart.
+    ``gate``'s tools must be inert (`call_failures` builds such tools; `register` with a
+    no-op handler does too).
+    """
+    validator = jsonschema.Draft202012Validator(schema, format_checker=_FORMAT_CHECKER)
+    valid = validator.is_valid(arguments)
+    shown = json.dumps(arguments, ensure_ascii=False)[:200]
+    run = gate.run(
+        authority=Authority(principal="corpus", grants=["*:*"]),
+        trusted=[json.dumps(arguments, ensure_ascii=False)],
+        trusted_values=[arguments],
+    )
+    [obs] = run.submit([ToolCall(id="expected", name=name, arguments=arguments)])
+    accepted = obs.status is Status.OK or obs.stage is Stage.SEMANTIC
+    formats = uncheckable_formats(schema)
+    if valid and accepted:
+        report.checked["expected call: valid, accepted"] += 1
+    elif not valid and not accepted:
+        report.checked["expected call: invalid, rejected"] += 1
+    elif valid and formats and "required format" in obs.content:
+        listed = ", ".join(sorted(formats))
+        report.checked[f"expected call: rejected on a format not checked here ({listed})"] += 1
+    elif valid:
+        report.checks_failed.append(
+            f"{label}: {name}({shown}) is valid by its schema but ended "
+            f"{obs.status.value} at {obs.stage.value}: {obs.content[:200]}"
+        )
+    else:
+        report.checks_failed.append(f"{label}: {name}({shown}) is invalid by its schema but ran")
 
 
 # -- registering definitions and reporting ----------------------------------------------
