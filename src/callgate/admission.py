@@ -471,7 +471,7 @@ class Admission:
         """The tool's business key (scoped to the principal, the trusted scope and the tool),
         or the run and call ids."""
         if spec.idempotency_key is not None:
-            business = spec.idempotency_key.expand(model.__dict__)
+            business = spec.idempotency_key.key(model.__dict__)
             return "cg_" + digest(self.run.authority.scope_key, spec.name, business)[:32]
         return f"{self.run.id}/{call.id}"
 

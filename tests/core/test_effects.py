@@ -8,13 +8,16 @@ of characters) and its quantity (a bound covers 0 up to the bound).
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
 from callgate import Authority, DefinitionError, Gate, Registry, Stage, Status, ToolCall
+from callgate.definitions.templates import Template
 from callgate.effects import Effect, Grant, Grants
+from callgate.ledger import SQLiteLedger
 
 QUANTITIES = st.none() | st.floats(allow_nan=False, allow_infinity=False, width=32)
 
@@ -269,3 +272,69 @@ def test_escaped_braces_in_an_effect_with_no_field_read_as_single_braces() -> No
         ]
     )
     assert [o.status for o in observations] == [Status.OK, Status.OK]
+
+
+# -- idempotency key templates: fields quoted so that keys never collide (issue 28) -------
+
+
+def _orders(ran: list[tuple[str, str]], path: Path) -> Gate:
+    registry = Registry()
+
+    @registry.tool(effects="write:orders", idempotency_key="{order_id}-{line}")
+    def ship_line(order_id: str, line: str) -> str:
+        """Ship one line of an order."""
+        ran.append((order_id, line))
+        return "shipped"
+
+    return Gate(registry, ledger=SQLiteLedger(path))
+
+
+def test_two_calls_whose_fields_join_to_one_text_both_run(tmp_path: Path) -> None:
+    """``{order_id}-{line}`` joined ``("o-1", "2")`` and ``("o", "1-2")`` into one key
+    ``o-1-2``: the second call was answered with the first one's result and never ran.
+    Each now has its own key, and both run."""
+    ran: list[tuple[str, str]] = []
+    gate = _orders(ran, tmp_path / "l.db")
+    run = gate.run(authority=Authority(principal="p", grants=["write:orders"]))
+    first, second = run.submit(
+        [
+            ToolCall(id="a", name="ship_line", arguments={"order_id": "o-1", "line": "2"}),
+            ToolCall(id="b", name="ship_line", arguments={"order_id": "o", "line": "1-2"}),
+        ]
+    )
+    assert (first.status, second.status) == (Status.OK, Status.OK)
+    assert sorted(ran) == [("o", "1-2"), ("o-1", "2")]
+
+
+def _template(text: str, *fields: str) -> Template:
+    return Template(text, tool="t", parameters=fields, what="idempotency key")
+
+
+VALUES = st.text(alphabet='ab-/\x00"[],\\ ', max_size=5)
+
+
+@given(a=st.tuples(VALUES, VALUES), b=st.tuples(VALUES, VALUES))
+@example(a=("o-1", "2"), b=("o", "1-2"))
+@example(a=("a", "b"), b=("ab", ""))
+def test_different_values_never_give_one_key(a: tuple[str, str], b: tuple[str, str]) -> None:
+    """For templates with a separator, with fields that touch and with no separator at all,
+    two different pairs of values give two different keys."""
+    for template in (
+        _template("{x}-{y}", "x", "y"),
+        _template("op:{x}/{y}:end", "x", "y"),
+        _template("{x}{y}", "x", "y"),
+        _template('{x}"]{y}', "x", "y"),
+    ):
+        ka = template.key({"x": a[0], "y": a[1]})
+        kb = template.key({"x": b[0], "y": b[1]})
+        assert (ka == kb) is (a == b), (template, a, b, ka, kb)
+
+
+@given(x=st.text(alphabet="abc019_:.", max_size=8), y=st.text(alphabet="abc019_.", max_size=8))
+def test_a_key_of_plain_values_is_the_text_earlier_versions_used(x: str, y: str) -> None:
+    """Values that hold no separator keep the key text of earlier callgate versions (the
+    expanded template), so a call recorded before the upgrade still finds its key; a
+    template with one field never changes."""
+    template = _template("order:{x}-{y}", "x", "y")
+    assert template.key({"x": x, "y": y}) == f"order:{x}-{y}"
+    assert _template("{x}", "x").key({"x": f"{x}-{y}"}) == f"{x}-{y}"

@@ -10,6 +10,7 @@ whose tools (decorated or defined by a schema) are built from them.
 from __future__ import annotations
 
 import enum
+import json
 import re
 import string
 from collections.abc import Iterable, Mapping
@@ -63,6 +64,46 @@ class Template:
             if name is not None:
                 out.append(str(_plain(values[name])))
         return "".join(out)
+
+    def key(self, values: Mapping[str, Any]) -> str:
+        """The template expanded as an idempotency key: two different sets of values never
+        give one key.
+
+        `expand` joins the values with the template's literal text, so ``{order_id}-{line}``
+        gave ``o-1-2`` for both ``("o-1", "2")`` and ``("o", "1-2")``. Here, when every
+        value is *plain* (holds no character of the literal text between two fields) and no
+        two fields touch, the key is `expand`'s text, exactly as before, so a call recorded
+        by an earlier callgate still finds its key; otherwise it is ``\x00`` and the JSON
+        array of the values' texts, which no plain expansion can equal (it starts with
+        ``\x00``, which neither the template's leading text nor a plain value may hold).
+        """
+        if not self.fields:
+            return self._literal
+        texts = [str(_plain(values[name])) for name in self.fields]
+        separators = self._separators
+        if separators is not None and not any(
+            "\x00" in text or any(c in separators for c in text) for text in texts
+        ):
+            return self.expand(values)
+        return "\x00" + json.dumps(texts, ensure_ascii=False)
+
+    @property
+    def _separators(self) -> frozenset[str] | None:
+        """The characters of the literal text between fields; None if two fields touch or
+        the leading text holds ``\x00`` (then every key is quoted)."""
+        leading, between, pending = "", [], None  # the literal text since the last field
+        for literal, name in self._parts:
+            if pending is None:
+                leading += literal
+            else:
+                pending += literal
+            if name is not None:
+                if pending is not None:
+                    between.append(pending)
+                pending = ""
+        if any(not literal for literal in between) or "\x00" in leading:
+            return None
+        return frozenset("".join(between))
 
     def __repr__(self) -> str:
         return f"Template({self.text!r})"
