@@ -25,7 +25,8 @@ A call waiting for a person's approval returns that message
 interrupt's value holds callgate's ``approval_id``. Resuming the graph
 (``Command(resume=...)``) runs the tool node again, so the call is
 submitted again and callgate's approval decides: approved, it runs once;
-still undecided, the model reads that it waits.
+denied, the model reads the denial; still undecided, the graph pauses again
+(a resume value approves nothing, and does not spend the interrupt).
 
 The wrapped tool runs as callgate's handler (its own ``handle_tool_error``
 off, so callgate sees what it raised): a ``ToolException`` is a known
