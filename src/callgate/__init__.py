@@ -1,7 +1,8 @@
 """callgate: the controlled entry between a model's proposed tool calls and their effects.
 
-The model proposes; callgate authorizes and executes. See DESIGN.md for the
-pipeline: parse → validate → authorize → approve → schedule → execute → verify.
+The model proposes; callgate authorizes and executes. See docs/architecture.md
+for the pipeline (parse → validate → authorize → approve → schedule → execute →
+verify) and docs/style.md for the habits the code keeps.
 """
 
 from callgate.agent import Agent, AgentResult, Budgets, StopReason

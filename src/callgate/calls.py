@@ -23,7 +23,7 @@ __all__ = [
 
 
 class Status(enum.StrEnum):
-    """What happened to a call; see DESIGN.md's outcome table."""
+    """What happened to a call; see docs/architecture.md's table."""
 
     OK = "ok"
     """The handler returned and the postcondition, if any, held."""
