@@ -232,6 +232,26 @@ _KEEP = frozenset(
     }
 )
 _FORMATS = frozenset({"date-time", "int32", "int64", "float", "double", "enum"})
+_OWN_KEYWORDS = {
+    "string": ("enum", "format", "minLength", "maxLength", "pattern"),
+    "integer": ("enum", "format", "minimum", "maximum"),
+    "number": ("enum", "format", "minimum", "maximum"),
+    "array": ("items", "minItems", "maxItems"),
+    "object": ("properties", "required"),
+}
+
+
+def _one_type_each(node: dict[str, Any]) -> dict[str, Any]:
+    """A node with several types as ``anyOf`` of one type each (Gemini's ``type`` is one
+    value): each branch takes the keywords of its own type, the rest stay on the node."""
+    kinds = [k for k in node["type"] if isinstance(k, str)]
+    own = {key for kind in kinds for key in _OWN_KEYWORDS.get(kind, ())}
+    shared = {k: v for k, v in node.items() if k != "type" and k not in own}
+    branches = [
+        {"type": kind, **{k: node[k] for k in _OWN_KEYWORDS.get(kind, ()) if k in node}}
+        for kind in kinds
+    ]
+    return {**shared, "anyOf": branches}
 
 
 def tool_definitions(tools: Tools) -> list[dict[str, Any]]:
@@ -288,6 +308,8 @@ def _convert(node: Any) -> Any:
         node["type"] = others[0] if len(others) == 1 else others
     if kind == "null":
         nullable = True
+    if isinstance(node.get("type"), list) and "anyOf" not in node:
+        node = _one_type_each(node)
     if "const" in node:
         node["enum"] = [node.pop("const")]
     enum = node.get("enum")
