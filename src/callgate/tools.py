@@ -48,6 +48,7 @@ __all__ = [
     "CallContext",
     "ContractOptions",
     "EffectTemplate",
+    "NameTaken",
     "Registry",
     "Risk",
     "Template",
@@ -623,16 +624,28 @@ def _renamed(text: str, fields: Mapping[str, str]) -> str:
     return "".join(out)
 
 
+class NameTaken(DefinitionError):
+    """A tool defined under a name already in use in the registry (as given, or as mapped)."""
+
+
 class Registry:
     """The set of tools a gate can run, by name."""
 
     def __init__(self, tools: Iterable[ToolSpec] = ()) -> None:
         self._tools: dict[str, ToolSpec] = {}
+        self._given: dict[str, str] = {}
+        """The name each tool was defined under (its `ToolSpec.external_name`, or its
+        name) → its registered name: one tool per name given, so a mapping leads back."""
         for spec in tools:
             self.add(spec)
 
     def add(self, spec: ToolSpec) -> ToolSpec:
-        """Register a tool; a second tool of the same name is a definition error."""
+        """Register a tool; a second tool of the same name is a definition error.
+
+        So is a second tool *defined* under the same name (``math.gcd`` twice,
+        the second mapped to ``math_gcd_3416fd2b``): two tools would lead back to
+        one name, and the mapping would no longer be reversible.
+        """
         if not isinstance(spec, ToolSpec):
             raise DefinitionError(
                 f"Registry.add expects a ToolSpec (decorate the function with @tool), "
@@ -641,11 +654,19 @@ class Registry:
         if spec.name in self._tools:
             earlier = self._tools[spec.name].external_name
             mapped = f" (the name {earlier!r} was mapped to it)" if earlier else ""
-            raise DefinitionError(
+            raise NameTaken(
                 f"a tool named {spec.name!r} is already registered{mapped}; give one of them "
                 "another name"
             )
+        given = spec.external_name or spec.name
+        if given in self._given:
+            raise NameTaken(
+                f"a tool named {given!r} is already registered (as {self._given[given]!r}); a "
+                f"second one (as {spec.name!r}) would lead back to the same name, so the "
+                "mapping would not be reversible. Give one of them another name"
+            )
         self._tools[spec.name] = spec
+        self._given[given] = spec.name
         return spec
 
     @overload
@@ -711,15 +732,26 @@ class Registry:
         """Put ``spec`` in place of the registered tool of the same name (it must exist)."""
         if spec.name not in self._tools:
             raise DefinitionError(f"no tool named {spec.name!r} is registered; use add()")
+        old = self._tools[spec.name]
+        given = spec.external_name or spec.name
+        if self._given.get(given, spec.name) != spec.name:
+            raise NameTaken(
+                f"a tool named {given!r} is already registered (as {self._given[given]!r}); "
+                f"{spec.name!r} cannot be replaced by another tool of that name"
+            )
+        del self._given[old.external_name or old.name]
         self._tools[spec.name] = spec
+        self._given[given] = spec.name
         return spec
 
     def remove(self, name: str) -> ToolSpec:
         """Unregister a tool and return it."""
         try:
-            return self._tools.pop(name)
+            spec = self._tools.pop(name)
         except KeyError:
             raise DefinitionError(f"no tool named {name!r} is registered") from None
+        del self._given[spec.external_name or spec.name]
+        return spec
 
     def get(self, name: str) -> ToolSpec | None:
         """The tool of that name, or None."""

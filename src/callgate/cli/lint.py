@@ -65,7 +65,9 @@ def _registry(target: str) -> tuple[Registry, list[Any]]:
             )
         except DefinitionError as exc:
             raise fail(str(exc), 2) from exc
-        return Registry(result.tools), []
+        from callgate.lint.sources import left_out
+
+        return Registry(result.tools), left_out(result.skipped)
     from callgate.cli.policy import load_registry
 
     try:
@@ -105,6 +107,10 @@ def lint(
     if unknown:
         raise fail(f"unknown rule id {unknown[0]!r}; rules: {', '.join(RULES)}", 2)
     registry, refused = _registry(target)
+    if not len(registry):
+        from callgate.lint.sources import nothing_defined
+
+        refused = [*refused, nothing_defined(target, len(refused))]
     report = run_lint(
         registry,
         budgets=Budgets(per_tool=per_tool, registry=total),
@@ -112,6 +118,7 @@ def lint(
         refused=refused,
     )
     failing = report.at_least(fail_on)  # type: ignore[arg-type]
+    left = [f for f in refused if f.location != "source"]
     if as_json:
         typer.echo(
             plain_json(
@@ -139,7 +146,9 @@ def lint(
             out.print(cell(f"{name}: about {tokens} tokens"), soft_wrap=True)
         out.print(
             cell(
-                f"{len(registry)} tools, about {report.total_tokens} tokens in all "
+                f"{len(registry)} tools, "
+                + (f"{len(left)} definitions left out, " if left else "")
+                + f"about {report.total_tokens} tokens in all "
                 f"(UTF-8 bytes / 4); {len(report.findings)} findings, {len(failing)} at "
                 f"{fail_on} or worse"
             ),

@@ -170,6 +170,12 @@ def schema_arguments(
             raise UnenforceableSchema(
                 f"tool {tool!r}: argument name {name!r} cannot be represented (empty); name it"
             )
+    odd = [r for r in required if not isinstance(r, str)]
+    if odd:
+        raise UnenforceableSchema(
+            f"tool {tool!r}: 'required' must list argument names (strings), and it holds "
+            f"{render_json(odd[0], 60)}; list each required argument by its name"
+        )
     missing = [r for r in required if r not in properties]
     if missing:
         raise UnenforceableSchema(

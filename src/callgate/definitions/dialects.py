@@ -47,7 +47,7 @@ def to_2020_12(schema: Mapping[str, Any], dialect: Dialect, *, tool: str) -> dic
             "use '2020-12' (JSON Schema) or 'openapi-3.0' (OpenAPI 3.0 Schema Object)"
         )
     declared = schema.get("$schema")
-    if declared is not None and dialect == "2020-12" and declared not in _2020_12:
+    if declared is not None and dialect == "2020-12" and str(declared) not in _2020_12:
         raise DefinitionError(
             f"tool {tool!r}: the schema declares $schema {str(declared)[:100]!r}; callgate "
             "reads JSON Schema 2020-12 (and the OpenAPI 3.0 dialect, dialect='openapi-3.0'). "
