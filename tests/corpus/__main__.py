@@ -89,8 +89,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--show", type=int, default=20, help="findings shown per source")
     args = parser.parse_args(argv)
     # Refused skill folders and unchecked MCP formats are logged as warnings; the table
-    # counts them, so the log would only repeat it.
-    logging.getLogger("callgate").setLevel(logging.ERROR)
+    # counts them, so the log would only repeat it. The level is put back afterwards.
+    logger = logging.getLogger("callgate")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        return _run(args)
+    finally:
+        logger.setLevel(level)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the chosen sources, print the table and the findings, and say how it went."""
     console = Console(stderr=False, width=160)
     names = args.only or sources()
     unknown = sorted(set(names) - set(sources()))

@@ -1,7 +1,7 @@
 """Record the MCP reference servers' ``tools/list`` answers into ``tools.json.gz``.
 
 Not run by the tests: the corpus keeps the recorded JSON, never the servers. To record
-again (``make corpus-record-mcp`` does these steps in temporary folders)::
+again, install the servers in temporary folders and run this module::
 
     python -m venv /tmp/mcprec/venv
     /tmp/mcprec/venv/bin/pip install mcp-server-time mcp-server-git mcp-server-fetch
