@@ -537,6 +537,8 @@ class Transaction:
         self, kind: str, run_id: str, call_id: str | None, data: Mapping[str, Any]
     ) -> AuditRecord:
         """Chain one record to the journal and apply it to the rows."""
+        if self.truth is not None and not self.truth.keyed_as_head:
+            self.truth.check_key(self.record(self.written) if self.written else None)
         self.seq += 1
         at = time.time()
         text = _dumps(data)

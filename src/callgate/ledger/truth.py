@@ -101,13 +101,43 @@ class JournalTruth:
     ``seq`` and ``hash`` are the last record folded; every record up to it linked to
     the one before and matched its hash when it was read."""
 
-    __slots__ = ("chain_key", "hash", "seq", "state")
+    __slots__ = ("chain_key", "hash", "keyed_as_head", "seq", "state")
 
     def __init__(self, chain_key: bytes | None = None) -> None:
         self.chain_key = chain_key
         self.seq = 0
         self.hash = GENESIS
         self.state = TruthFold()
+        self.keyed_as_head = False
+        """Whether the journal's last record was found hashed with this key (`check_key`)."""
+
+    def check_key(self, last: AuditRecord | None) -> None:
+        """Before this process appends anything: the journal's last record must hash with
+        this ledger's key (or with none), so a process given the wrong key (or none, for a
+        keyed journal) never chains records that the right key cannot verify."""
+        if self.keyed_as_head:
+            return
+        if last is not None:
+            found = audit_hash(
+                last.prev_hash,
+                last.seq,
+                last.at,
+                last.kind,
+                last.run_id,
+                last.call_id,
+                last.data_json,
+                self.chain_key,
+            )
+            if found != last.hash:
+                given = "this chain key" if self.chain_key else "no chain key"
+                raise LedgerError(
+                    f"the journal's last record ({last.seq}) does not hash with {given}: the "
+                    "ledger is keyed with another key (or none, or was edited), and records "
+                    "written now could never verify. Open it with its chain key (chain_key=, "
+                    "CALLGATE_CHAIN_KEY_FILE or CALLGATE_CHAIN_KEY), or run 'callgate ledger "
+                    "verify'"
+                )
+        self.keyed_as_head = True
 
     def key(self, name: str) -> KeyRow | None:
         """The idempotency key as the journal makes it (None: no record took it)."""
