@@ -179,6 +179,15 @@ def _read(path: Path, most: int) -> bytes | int:
     return data
 
 
+_CONTROL = {i: f"\\x{i:02x}" for i in (*range(32), 127)} | {10: "\\n", 13: "\\r", 9: "\\t"}
+
+
+def _shown(relative: str) -> str:
+    """A file's path for a message: control characters escaped, so a hostile file name
+    cannot start a line of its own in a refusal or in the log of one."""
+    return relative.translate(_CONTROL)
+
+
 def _listing(root: Path, limits: SkillLimits) -> list[tuple[Path, int]]:
     """Every entry under ``root`` with its mode (links not followed), sorted; refused past
     ``limits.entries`` while listing, and when the folder cannot be listed."""
@@ -211,25 +220,26 @@ def load_skill(folder: str | Path, *, limits: SkillLimits | None = None) -> Skil
     entries: list[tuple[str, bytes, bool]] = []
     for path, mode in _listing(root, limits):
         relative = path.relative_to(root).as_posix()
+        shown = _shown(relative)
         if stat.S_ISLNK(mode):
             raise DefinitionError(
-                f"{root}: {relative} is a symbolic link; a skill's files must be in its folder "
+                f"{root}: {shown} is a symbolic link; a skill's files must be in its folder "
                 "(copy the file instead)"
             )
         if stat.S_ISDIR(mode):
             continue
         if not stat.S_ISREG(mode):
-            raise DefinitionError(f"{root}: {relative} is not a regular file")
+            raise DefinitionError(f"{root}: {shown} is not a regular file")
         try:
             content = _read(path, limits.file_bytes)
         except OSError as exc:
             raise DefinitionError(
-                f"{root}: {relative} could not be read as a regular file ({exc}); "
+                f"{root}: {shown} could not be read as a regular file ({exc}); "
                 "a skill's files must be plain files in its folder"
             ) from None
         if isinstance(content, int):
             fix = "split the file or leave it out of the skill"
-            raise _over(root, relative, "file_bytes", limits.file_bytes, fix, content)
+            raise _over(root, shown, "file_bytes", limits.file_bytes, fix, content)
         entries.append((relative, content, bool(mode & 0o111)))
         if len(entries) > limits.files:
             fix = "a skill holds its instructions and the few files they refer to"
