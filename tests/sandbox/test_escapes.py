@@ -15,6 +15,8 @@ import os
 import signal
 import socket
 import socketserver
+import subprocess
+import sys
 import textwrap
 import threading
 import time
@@ -88,6 +90,18 @@ class Host:
         self.unix.listen(1)
         self.unix.setblocking(False)
         self.token = "cg-escape-" + uuid.uuid4().hex
+        ssh = Path.home() / ".ssh"
+        self.made_ssh = not ssh.exists()
+        ssh.mkdir(mode=0o700, exist_ok=True)
+        self.ssh_key = ssh / f"id_callgate_escape_{uuid.uuid4().hex}"
+        """A private key that exists on the host (the attempt must find something to steal)."""
+        self.ssh_key.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nnot a real key\n")
+        self.ssh_key.chmod(0o600)
+        self.holder = subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(120)"],
+            env={SECRET_ENV: SECRET_VALUE},
+        )
+        """A real host process with the secret in its environment (in /proc/PID/environ)."""
         self.env = {"CALLGATE_ESCAPE_RUN": self.token}
         """Given to the sandbox: its processes are found by it (`_marked`)."""
 
@@ -105,6 +119,11 @@ class Host:
         assert not left, f"sandbox processes outlived the run: {left}"
 
     def close(self) -> None:
+        self.holder.kill()
+        self.holder.wait()
+        self.ssh_key.unlink(missing_ok=True)
+        if self.made_ssh:
+            self.ssh_key.parent.rmdir()
         self.server.shutdown()
         self.server.server_close()
         self.unix.close()
@@ -123,12 +142,23 @@ def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Host]:
         state.close()
 
 
+ELF = """
+        import struct
+        CODE = bytes.fromhex('bf02000000be0100000031d2b8290000000f0589c7b83c0000000f05')
+        SIZE = 64 + 56 + len(CODE)
+        ELF = struct.pack('<4sBBBB8xHHIQQQIHHHHHH', b'\\x7fELF', 2, 1, 1, 0, 2, 0x3E, 1,
+                          0x400078, 64, 0, 0, 64, 56, 1, 64, 0, 0)
+        ELF += struct.pack('<IIQQQQQQ', 1, 5, 0, 0x400000, 0x400000, SIZE, SIZE, 0x1000) + CODE
+"""
+"""A static x86-64 program of 151 bytes, made inside: ``socket(AF_INET, SOCK_STREAM)``,
+then exit with the result's low byte (a descriptor number: it got a socket)."""
+
 # (name, code); {sentinel}, {ledger}, {port}, {abstract}, {pid} are filled in per host.
 ATTEMPTS: list[tuple[str, str]] = [
     ("read /etc/shadow", "print('ESCAPED', open('/etc/shadow').read()[:40])"),
     ("read /etc/passwd", "print('ESCAPED', open('/etc/passwd').read()[:40])"),
     ("list the host's home", "import os; print('ESCAPED', os.listdir('/root'))"),
-    ("read an SSH key", "print('ESCAPED', open('/root/.ssh/id_ed25519').read()[:40])"),
+    ("read an SSH key", "print('ESCAPED', open({ssh_key!r}).read()[:40])"),
     ("read the ledger file", "print('ESCAPED', open({ledger!r}, 'rb').read()[:40])"),
     ("read the working tree", "print('ESCAPED', open('/work/main/pyproject.toml').read()[:40])"),
     ("read a host file in /var/tmp", "print('ESCAPED', open({sentinel!r}).read())"),
@@ -289,6 +319,196 @@ ATTEMPTS: list[tuple[str, str]] = [
     ),
     ("read a raw disk", "print('ESCAPED', open('/dev/vda', 'rb').read(16))"),
     ("read kernel memory", "print('ESCAPED', open('/dev/mem', 'rb').read(16))"),
+    (
+        "use a descriptor inherited from the host",
+        """
+        import os, sys
+        bridge = int(sys.argv[1])
+        extra = []
+        for name in os.listdir('/proc/self/fd'):
+            if int(name) in (0, 1, 2, bridge):
+                continue
+            try:
+                extra.append((name, os.readlink('/proc/self/fd/' + name)))
+            except OSError:
+                pass
+        if extra:
+            print('ESCAPED', extra)
+        raise LookupError('no descriptor but stdio and the bridge')
+        """,
+    ),
+    (
+        "reach the host's root through /proc/*/root",
+        """
+        import os
+        for pid in ['self', '1'] + [p for p in os.listdir('/proc') if p.isdigit()]:
+            for probe in ('etc/passwd', 'work', 'root'):
+                if os.path.exists('/proc/' + pid + '/root/' + probe):
+                    print('ESCAPED', pid, probe)
+        raise LookupError('no host file system through /proc/*/root')
+        """,
+    ),
+    (
+        "32-bit system call (int 0x80) opens an internet socket",
+        """
+        import ctypes, mmap, os
+        code = bytes.fromhex('53b867010000bb02000000b90100000031d2cd805bc3')
+        buf = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+        buf.write(code)
+        socket32 = ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.addressof(ctypes.c_char.from_buffer(buf)))
+        child = os.fork()
+        if child == 0:
+            os._exit(0 if socket32() >= 0 else 1)
+        _, status = os.waitpid(child, 0)
+        if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+            print('ESCAPED')
+        raise PermissionError('ia32 socket refused', status)
+        """,
+    ),
+    (
+        "x32 system call number opens an internet socket",
+        """
+        import ctypes, os
+        libc = ctypes.CDLL(None, use_errno=True)
+        child = os.fork()
+        if child == 0:
+            os._exit(0 if libc.syscall(0x40000000 + 41, 2, 1, 0) >= 0 else 1)
+        _, status = os.waitpid(child, 0)
+        if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+            print('ESCAPED')
+        raise PermissionError('x32 socket refused', status)
+        """,
+    ),
+    (
+        "inject terminal input (TIOCSTI)",
+        """
+        import fcntl, os, termios
+        master, slave = os.openpty()
+        fcntl.ioctl(slave, termios.TIOCSTI, b'x')
+        print('ESCAPED')
+        """,
+    ),
+    (
+        "io_uring",
+        """
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        params = ctypes.create_string_buffer(120)
+        if libc.syscall(425, 8, params) < 0:
+            raise OSError(ctypes.get_errno(), 'io_uring_setup refused')
+        print('ESCAPED')
+        """,
+    ),
+    (
+        "userfaultfd",
+        """
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.syscall(323, 0) < 0:
+            raise OSError(ctypes.get_errno(), 'userfaultfd refused')
+        print('ESCAPED')
+        """,
+    ),
+    (
+        "perf_event_open",
+        """
+        import ctypes, struct
+        libc = ctypes.CDLL(None, use_errno=True)
+        attr = ctypes.create_string_buffer(struct.pack('=IIQ', 1, 128, 0) + bytes(112))
+        if libc.syscall(298, attr, 0, -1, -1, 0) < 0:
+            raise OSError(ctypes.get_errno(), 'perf_event_open refused')
+        print('ESCAPED')
+        """,
+    ),
+    (
+        "the new mount API (fsopen, open_tree)",
+        """
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        fs = libc.syscall(430, b'tmpfs', 0)
+        tree = libc.syscall(428, -100, b'/', 1)
+        if fs < 0 and tree < 0:
+            raise OSError(ctypes.get_errno(), 'fsopen and open_tree refused')
+        print('ESCAPED', fs, tree)
+        """,
+    ),
+    (
+        "move_mount and fsmount",
+        """
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        # bad descriptors: EBADF means the call reached the kernel's mount code
+        libc.syscall(429, -1, b'', -1, b'', 0)
+        moved = ctypes.get_errno()
+        libc.syscall(432, -1, 0, 0)
+        mounted = ctypes.get_errno()
+        if moved != 1 or mounted != 1:
+            print('ESCAPED reached', moved, mounted)
+        raise PermissionError('move_mount and fsmount refused before the kernel looked')
+        """,
+    ),
+    (
+        "clone3 into a new user namespace",
+        """
+        import ctypes, os, struct
+        libc = ctypes.CDLL(None, use_errno=True)
+        args = ctypes.create_string_buffer(struct.pack('=8Q', 0x10000000, 0, 0, 0, 17, 0, 0, 0))
+        child = libc.syscall(435, args, 64)
+        if child == 0:
+            os._exit(0)
+        if child < 0:
+            raise OSError(ctypes.get_errno(), 'clone3 refused')
+        os.waitpid(child, 0)
+        print('ESCAPED')
+        """,
+    ),
+    (
+        "execute a static binary from a memfd",
+        ELF.rstrip("\n")
+        + """
+        import os, subprocess
+        fd = os.memfd_create('x')
+        os.write(fd, ELF)
+        status = subprocess.run(['/proc/self/fd/' + str(fd)], pass_fds=[fd]).returncode
+        if 0 <= status < 100:
+            print('ESCAPED socket', status)
+        raise PermissionError('the binary got no socket', status)
+        """,
+    ),
+    (
+        "execute a static binary from the workspace",
+        ELF.rstrip("\n")
+        + """
+        import os, subprocess
+        with open('static', 'wb') as f:
+            f.write(ELF)
+        os.chmod('static', 0o755)
+        status = subprocess.run(['./static']).returncode
+        if 0 <= status < 100:
+            print('ESCAPED socket', status)
+        raise PermissionError('the binary got no socket', status)
+        """,
+    ),
+    (
+        "write a host-wide kernel setting in /proc/sys",
+        """
+        path = '/proc/sys/vm/swappiness'
+        value = open(path).read()
+        with open(path, 'w') as f:
+            f.write(value)  # the same value back: harmless where it works
+        print('ESCAPED')
+        """,
+    ),
+    (
+        "bind and listen on a unix socket (the relay's second wall)",
+        """
+        import socket
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind('\\0callgate-listener')
+        s.listen(1)
+        print('ESCAPED')
+        """,
+    ),
 ]
 
 
@@ -301,6 +521,7 @@ def _fill(code: str, host: Host, ledger: Path) -> str:
         pid=os.getpid(),
         secret=SECRET_VALUE,
         secret_env=SECRET_ENV,
+        ssh_key=str(host.ssh_key),
     )
 
 
@@ -443,6 +664,64 @@ def test_the_namespace_init_is_out_of_reach_of_the_code(
     assert result.exit_code == 0
 
 
+TWO_AT_ONCE = """
+import os, tools
+me, other = os.environ['CG_ME'], os.environ['CG_OTHER']
+places = ('/tmp', '/dev/shm', os.getcwd())
+for place in places:
+    with open(os.path.join(place, me), 'w') as f:
+        f.write('x')
+tools.sync()
+found = [p for p in places if os.path.exists(os.path.join(p, other))]
+for pid in [p for p in os.listdir('/proc') if p.isdigit()]:
+    try:
+        if b'CG_ME=' + other.encode() in open('/proc/' + pid + '/environ', 'rb').read():
+            found.append('pid ' + pid)
+            os.kill(int(pid), 0)  # and could signal it
+    except OSError:
+        pass
+for place in places:
+    os.unlink(os.path.join(place, me))
+print('ESCAPED' if found else 'BLOCKED', found)
+"""
+
+
+@pytest.mark.parametrize("mode", ["bwrap", "unsafe_subprocess"])
+def test_two_sandboxes_at_once_see_nothing_of_each_other(mode: str, bwrap_available: None) -> None:
+    """Two sandboxes running at the same moment (a barrier through the bridge): neither sees
+    the other's files in /tmp, /dev/shm or its workspace, nor its processes. Unconfined, both
+    do (the detector fires)."""
+    import asyncio
+
+    from callgate.sandbox import SandboxConfig, run_code
+
+    arrived = asyncio.Event()
+    count = [0]
+
+    async def sync(request: object) -> dict[str, str]:
+        count[0] += 1
+        if count[0] == 2:
+            arrived.set()
+        await asyncio.wait_for(arrived.wait(), 5)
+        return {"status": "ok", "content": "go"}
+
+    async def one(me: str, other: str) -> SandboxResult:
+        config = SandboxConfig(timeout=10, mode=mode, env={"CG_ME": me, "CG_OTHER": other})  # type: ignore[arg-type]
+        return await run_code(TWO_AT_ONCE, config, tools=[{"name": "sync", "doc": ""}], answer=sync)
+
+    async def both() -> list[SandboxResult]:
+        a, b = "cg-two-" + uuid.uuid4().hex, "cg-two-" + uuid.uuid4().hex
+        return list(await asyncio.gather(one(a, b), one(b, a)))
+
+    results = asyncio.run(both())
+    outputs = [r.stdout for r in results]
+    if mode == "bwrap":
+        assert all(o.startswith("BLOCKED []") for o in outputs), results
+    else:
+        # the first to finish removes its files: at least the other one sees them
+        assert any(o.startswith("ESCAPED") for o in outputs), results
+
+
 def test_escape_suite_has_at_least_thirty_attempts() -> None:
     """The issue asks for at least 30 attempts; the table and the named tests hold 41."""
     named = [n for n in globals() if n.startswith("test_") and n != "test_attempt_is_blocked"]
@@ -452,12 +731,41 @@ def test_escape_suite_has_at_least_thirty_attempts() -> None:
 UNCONFINED = [
     "read /etc/passwd",
     "read the working tree",
+    "read an SSH key",
+    "find the host's secret in any /proc/*/environ",
     "inherit the host's environment",
     "reach a 127.0.0.1 service",
+    "reach the host's root through /proc/*/root",
+    "32-bit system call (int 0x80) opens an internet socket",
+    "io_uring",
+    "move_mount and fsmount",
+    "execute a static binary from the workspace",
+    "bind and listen on a unix socket (the relay's second wall)",
 ]
+"""Attempts that succeed unconfined for any user: each detector above can fire."""
+AS_ROOT = [
+    "inject terminal input (TIOCSTI)",
+    "userfaultfd",
+    "perf_event_open",
+    "the new mount API (fsopen, open_tree)",
+    "clone3 into a new user namespace",
+    "write a host-wide kernel setting in /proc/sys",
+]
+"""Attempts that succeed unconfined as root (a privilege the sandbox never has)."""
 
 
-@pytest.mark.parametrize("name", UNCONFINED)
+@pytest.mark.parametrize(
+    "name",
+    [
+        *UNCONFINED,
+        *(
+            pytest.param(
+                n, marks=pytest.mark.skipif(os.geteuid() != 0, reason="succeeds as root only")
+            )
+            for n in AS_ROOT
+        ),
+    ],
+)
 def test_the_suite_sees_escapes_without_the_sandbox(
     name: str, tmp_path: Path, sandboxed: Callable[..., SandboxResult]
 ) -> None:
