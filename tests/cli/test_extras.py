@@ -14,8 +14,10 @@ every one of them also in another extra) are not features of callgate and are le
 
 from __future__ import annotations
 
+import concurrent.futures
 import importlib.metadata
 import json
+import os
 import re
 import subprocess
 import sys
@@ -142,15 +144,34 @@ def run_blocked(blocked: list[str], commands: list[list[str]], root: Path) -> li
     return results
 
 
+@pytest.fixture(scope="module")
+def outcomes(workspace: Path) -> dict[str, list[dict[str, Any]]]:
+    """Each extra's results, the interpreters run side by side (one per core at most)."""
+    jobs = {
+        extra: (
+            blocked_for(extra),
+            working_without(extra, workspace) + commands_for(extra, workspace),
+        )
+        for extra in FEATURES
+    }
+    workers = max(1, min(len(jobs), os.cpu_count() or 1))
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        futures = {
+            extra: pool.submit(run_blocked, blocked, commands, workspace)
+            for extra, (blocked, commands) in jobs.items()
+        }
+        return {extra: future.result() for extra, future in futures.items()}
+
+
 @pytest.mark.parametrize("extra", FEATURES)
-def test_the_command_works_without_each_extra(extra: str, workspace: Path) -> None:
+def test_the_command_works_without_each_extra(
+    extra: str, workspace: Path, outcomes: dict[str, list[dict[str, Any]]]
+) -> None:
     """With ``extra``'s packages missing: ``import callgate``, ``version``, ``--help`` and
     commands that need no extra succeed, and each command that needs ``extra`` exits 2
     with its install line."""
-    blocked = blocked_for(extra)
     working = working_without(extra, workspace)
-    commands = commands_for(extra, workspace)
-    imported, version, helped, *rest = run_blocked(blocked, working + commands, workspace)
+    imported, version, helped, *rest = outcomes[extra]
     assert imported["code"] == 0, imported.get("crash")
     assert (version["code"], version["out"].strip()) == (0, __version__), version
     assert helped["code"] == 0, helped
