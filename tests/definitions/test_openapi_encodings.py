@@ -520,3 +520,62 @@ def test_an_operation_left_out_is_listed_with_its_json_pointer() -> None:
     reason = api.skipped["POST /v1/things/{id}"]
     assert "#/paths/~1v1~1things~1{id}/post/parameters/1" in reason
     assert "matrix" in reason
+
+
+ARRAYS: dict[str, Any] = {
+    "openapi": "3.0.3",
+    "info": {"title": "arrays", "version": "1"},
+    "paths": {
+        "/items/{ids}": {
+            "get": {
+                "operationId": "getItems",
+                "parameters": [
+                    {
+                        "name": "ids",
+                        "in": "path",
+                        "required": True,
+                        "schema": {"type": "array", "items": {"type": "string"}},
+                    },
+                    {
+                        "name": "X-Tags",
+                        "in": "header",
+                        "schema": {"type": "array", "items": {"type": "string"}},
+                    },
+                ],
+            }
+        }
+    },
+}
+
+
+def test_array_path_and_header_values_are_written_simple_style(service: str) -> None:
+    """A path array is ``a,b`` with each part percent-encoded (``/`` too); a header array
+    is ``a,b``."""
+    api = import_openapi(ARRAYS, api="arr", base_url=service)
+    SEEN.clear()
+    obs = _call(api, "getItems", {"ids": ["a/1", "b"], "X-Tags": ["x", "y"]})
+    assert obs.status is Status.OK, obs.content
+    assert SEEN[0]["path"] == "/items/a/1,b"  # the service decodes %2F; the raw path kept it
+
+
+@pytest.mark.parametrize(
+    ("arguments", "field"),
+    [
+        ({"ids": [".."]}, "ids"),
+        ({"ids": []}, "ids"),
+        ({"ids": ["a"], "X-Tags": ["ok", "x\r\nX-Admin: yes"]}, "X-Tags"),
+    ],
+)
+def test_an_array_cannot_smuggle_a_dot_segment_or_a_header(
+    service: str, arguments: dict[str, Any], field: str
+) -> None:
+    """Checked as written: a path array ``[".."]`` is the segment ``..``, an empty one is
+    empty; a line break inside a header array would add a header. Refused at the semantic
+    stage, nothing sent."""
+    api = import_openapi(ARRAYS, api="arr", base_url=service)
+    SEEN.clear()
+    obs = _call(api, "getItems", arguments)
+    assert obs.status is Status.REJECTED, obs.content
+    assert obs.stage == "semantic"
+    assert field in obs.content
+    assert SEEN == []

@@ -56,7 +56,7 @@ from callgate.openapi.http import (
     Credential,
     handler,
 )
-from callgate.openapi.operations import DEFAULT_MAX_FILE_BYTES, operations
+from callgate.openapi.operations import DEFAULT_MAX_FILE_BYTES, OPENAPI_FORMATS, operations
 from callgate.openapi.servers import base_url as resolve_base_url
 from callgate.openapi.servers import network_host
 from callgate.tools import Registry, ToolSpec, schema_spec
@@ -214,7 +214,7 @@ def import_openapi(
                 op.schema,
                 call,
                 dialect=op.dialect,
-                formats=formats,
+                formats={**OPENAPI_FORMATS, **(formats or {})},
                 taken=taken,
                 effects=list(op.effects),
                 risk=op.risk,

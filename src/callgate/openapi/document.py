@@ -304,11 +304,34 @@ def with_definitions(document: Mapping[str, Any], schema: dict[str, Any]) -> dic
                 if key not in components:
                     raise Skip(f"its schema refers to {ref[:80]}, which is not in the document")
                 defs[key] = copy.deepcopy(components[key])
+                _anchor_recursion(defs[key], _COMPONENT + escape(key))
                 pending.append(defs[key])
     out: dict[str, Any] = _rewrite_refs(schema)
     if defs:
         out["$defs"] = {k: _rewrite_refs(v) for k, v in defs.items()}
     return out
+
+
+def _anchor_recursion(component: Any, ref: str) -> None:
+    """A component marked ``$recursiveAnchor: true`` (JSON Schema 2019-09, which OpenAI's
+    3.1 document uses) refers to itself with ``$recursiveRef: "#"``; copied under
+    ``$defs`` that ``#`` would mean the tool's whole schema, so each becomes a ``$ref`` to
+    the component (the same schema: the component is its own outermost anchor)."""
+    if not isinstance(component, dict) or component.get("$recursiveAnchor") is not True:
+        return
+    del component["$recursiveAnchor"]
+    stack: list[Any] = [component]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if node.get("$recursiveRef") == "#":
+                del node["$recursiveRef"]
+                node["$ref"] = ref
+            stack.extend(
+                v for k, v in node.items() if k not in ("example", "examples", "enum", "const")
+            )
+        elif isinstance(node, list):
+            stack.extend(node)
 
 
 def schema_values(schema: Any, limit: int | None = None) -> int:

@@ -161,6 +161,21 @@ def _quoted(name: str) -> str:
     return name.replace("\r", "%0D").replace("\n", "%0A").replace('"', "%22")
 
 
+def _texts(value: Any) -> Iterable[str]:
+    """Every key and scalar inside ``value`` as it is written (the raw text, not JSON's
+    escaped form: a line break in a nested value is still a line break in a header)."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            yield from (str(k) for k in node)
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+        else:
+            yield text(node)
+
+
 def _keys(value: Any) -> Iterable[str]:
     """Every object key inside ``value``, at any depth."""
     stack = [value]
@@ -185,8 +200,8 @@ def request_check(
     - a spread object's key that names another parameter or field of the request.
     """
     args = operation.arguments
-    paths = [a.name for a in args if a.location == "path"]
-    headers = [a.name for a in args if a.location in ("header", "cookie")]
+    paths = [a for a in args if a.location == "path"]
+    headers = [a for a in args if a.location in ("header", "cookie")]
     keyed = [
         a
         for a in args
@@ -199,17 +214,17 @@ def request_check(
 
     def check(values: BaseModel) -> None:
         dumped = values.model_dump(by_alias=True)
-        for name in paths:
-            written = str(dumped.get(name, ""))
+        for arg in paths:
+            written = path_text(arg, dumped.get(arg.name, ""), quote=True)
             if written in ("", ".", ".."):
                 raise ArgumentError(
-                    name, f"a path segment cannot be {written!r}: give the identifier itself"
+                    arg.name, f"a path segment cannot be {written!r}: give the identifier itself"
                 )
-        for name in headers:
-            value = dumped.get(name)
-            if value is not None and not set(text(value)) <= _HEADER_TEXT:
+        for arg in headers:
+            value = dumped.get(arg.name)
+            if value is not None and not all(set(t) <= _HEADER_TEXT for t in _texts(value)):
                 raise ArgumentError(
-                    name,
+                    arg.name,
                     "this value goes into an HTTP header, which holds visible ASCII "
                     "characters only (no line breaks, no accents)",
                 )

@@ -18,10 +18,12 @@ Pure functions of the document: no request is made here.
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from callgate.definitions.formats import FormatCheck
 from callgate.definitions.names import tool_name
 from callgate.openapi.document import (
     MAX_OPERATION_VALUES,
@@ -38,10 +40,50 @@ from callgate.openapi.document import (
     with_definitions,
 )
 
-__all__ = ["DEFAULT_MAX_FILE_BYTES", "operations"]
+__all__ = ["DEFAULT_MAX_FILE_BYTES", "OPENAPI_FORMATS", "operations"]
 
 DEFAULT_MAX_FILE_BYTES = 1_000_000
 """The largest file one argument may carry (its base64 text is a third longer)."""
+
+
+def _decimal(value: Any) -> bool:
+    """A fixed-point decimal: a JSON number, or text such as ``-12.50``."""
+    return not isinstance(value, str) or _DECIMAL.fullmatch(value) is not None
+
+
+def _whole(value: Any) -> bool:
+    """Whole seconds since the epoch: an integral number."""
+    return not isinstance(value, int | float) or isinstance(value, bool) or value == int(value)
+
+
+def _range(low: int, high: int) -> Any:
+    def check(value: Any) -> bool:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return True
+        return low <= value <= high
+
+    return check
+
+
+_DECIMAL = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?", re.ASCII)
+OPENAPI_FORMATS: Mapping[str, FormatCheck | None] = {
+    "decimal": _decimal,
+    "decimal128": _decimal,
+    "unix-time": _whole,
+    "unixtime": _whole,
+    "int8": _range(-(2**7), 2**7 - 1),
+    "int16": _range(-(2**15), 2**15 - 1),
+    "uint8": _range(0, 2**8 - 1),
+    "uint16": _range(0, 2**16 - 1),
+    "uint32": _range(0, 2**32 - 1),
+    "uint64": _range(0, 2**64 - 1),
+    "commonmark": None,
+    "html": None,
+}
+"""Formats of the OpenAPI Format Registry (and the spellings ``unix-time``/``unixtime``
+that Stripe and OpenAI use) that `import_openapi` checks on top of callgate's own
+(`callgate.definitions.formats`): ``decimal`` text, whole epoch seconds, integer ranges;
+``commonmark`` and ``html`` are text, which the type says. ``formats=`` overrides them."""
 
 _METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 _READS = frozenset({"get", "head", "options"})
@@ -366,7 +408,7 @@ def _parameter(
 def _choose(content: Mapping[str, Any]) -> str | None:
     """The body media type callgate writes, JSON first, then forms, then raw bytes or text."""
     kinds = [str(m) for m in content]
-    for test in (_is_json, _is(FORM), _is(MULTIPART), _is(OCTETS), _is(TEXT)):
+    for test in (_is_json, _is(FORM), _is(MULTIPART), _is(OCTETS), _is("*/*"), _is(TEXT)):
         found = next((m for m in kinds if test(m)), None)
         if found is not None:
             return found
@@ -387,13 +429,13 @@ def _body(
         kinds = ", ".join(sorted(str(m)[:60] for m in content)) or "none"
         raise Skip(
             f"its request body is {kinds}, which callgate does not write (it writes JSON, "
-            f"{FORM}, {MULTIPART}, {OCTETS} and {TEXT})",
+            f"{FORM}, {MULTIPART}, {OCTETS} or */* and {TEXT})",
             "requestBody/content",
         )
     at = f"requestBody/content/{escape(chosen)}"
     entry = content[chosen] if isinstance(content[chosen], Mapping) else {}
     media = chosen.split(";")[0].strip().lower()
-    media = "application/json" if _is_json(media) else media
+    media = "application/json" if _is_json(media) else OCTETS if media == "*/*" else media
     body_schema = copy.deepcopy(entry.get("schema") or {})
     resolved = _at(document, body_schema, at + "/schema")
     plain = (
