@@ -17,6 +17,20 @@ An operator who already collects traces sees callgate's decisions in them:
   ``invoke_agent callgate`` span around each stretch of the loop (a run, a
   resumption), which the tool spans belong to.
 
+Every span carries the GenAI conventions' required attributes:
+``gen_ai.operation.name`` on all; ``gen_ai.provider.name`` on ``chat`` and
+``invoke_agent``, named from the model object that answered (`provider_name`:
+the scripted model is ``callgate.scripted``, never the format it speaks);
+``gen_ai.agent.name`` on ``invoke_agent`` and on every tool span, the name of
+the agent that made the call (a framework adapter names the framework's agent
+through `agent_scope`; outside any agent, ``callgate``).
+
+One execution, one ``execute_tool`` span: when a framework traces its own tool
+executions (PydanticAI's instrumentation), callgate finds that span current
+when the call reaches the gate and enriches it with its attributes instead of
+nesting a second ``execute_tool`` span under it (GenAI back ends would count
+the execution twice).
+
 Arguments, results and effects (which are written from argument values) are
 put on spans only when the deployer asks (``Telemetry(capture_content=True)``),
 and then redacted by the gate's `Redactor` (secret fields, trusted-context values
@@ -36,8 +50,10 @@ and callgate skips building their attributes.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from callgate.calls import Observation, Stage, Status
@@ -55,7 +71,14 @@ except ImportError:  # pragma: no cover - exercised in a subprocess by the tests
     _otel_context = None  # type: ignore[assignment]
     _otel_trace = None  # type: ignore[assignment]
 
-__all__ = ["Telemetry", "ToolSpan", "traced_agent", "traced_chat"]
+__all__ = [
+    "Telemetry",
+    "ToolSpan",
+    "agent_scope",
+    "provider_name",
+    "traced_agent",
+    "traced_chat",
+]
 
 _log = logging.getLogger("callgate")
 
@@ -99,6 +122,68 @@ _PROVIDERS = {
     "gemini": "gcp.gemini",
 }
 """``gen_ai.provider.name`` by the provider format a model speaks (others: the format's name)."""
+_CLIENT_PROVIDERS = {
+    "callgate.llms.openai_model": "openai",
+    "callgate.llms.anthropic_model": "anthropic",
+    "callgate.llms.local": "llama.cpp",
+    "callgate.llms.scripted": "callgate.scripted",
+}
+"""``gen_ai.provider.name`` of callgate's own model clients, by the module defining them."""
+_DEFAULT_AGENT = "callgate"
+"""``gen_ai.agent.name`` of a call made outside any named agent."""
+_AGENT: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "callgate_agent_name", default=None
+)
+"""The name of the agent whose call is being made (`agent_scope`)."""
+
+
+def provider_name(model: object) -> str:
+    """``gen_ai.provider.name`` of a model object: its own ``provider`` attribute when it
+    has one (a string), callgate's clients by what they talk to (the scripted model is
+    ``callgate.scripted``), else the model's class name; never guessed from the format."""
+    own = getattr(model, "provider", None)
+    if isinstance(own, str) and own:
+        return own
+    for kind in type(model).__mro__:
+        known = _CLIENT_PROVIDERS.get(kind.__module__)
+        if known is not None:
+            return known
+    return type(model).__name__
+
+
+@contextlib.contextmanager
+def agent_scope(name: str | None) -> Iterator[None]:
+    """Within the block, tool spans name ``name`` as ``gen_ai.agent.name`` (the framework
+    agent making the calls); a ``None`` or empty name leaves the current one."""
+    if not name:
+        yield
+        return
+    token = _AGENT.set(bounded(name, _MAX_NAME_CHARS))
+    try:
+        yield
+    finally:
+        _AGENT.reset(token)
+
+
+def _agent_name() -> str:
+    return _AGENT.get() or _DEFAULT_AGENT
+
+
+def _framework_tool_span(tool: str | None = None) -> Any | None:
+    """The current span when it is another instrumentation's ``execute_tool`` span (of
+    ``tool``, when given) that callgate has not enriched yet; else None."""
+    if _otel_trace is None:
+        return None
+    span = _otel_trace.get_current_span()
+    attributes = getattr(span, "attributes", None)
+    if not span.is_recording() or not isinstance(attributes, Mapping):
+        return None
+    if attributes.get(OPERATION) != "execute_tool" or CALL_ID in attributes:
+        return None
+    if tool is not None and attributes.get(TOOL_NAME) not in (None, tool):
+        return None
+    return span
+
 
 _MAX_NAME_CHARS = 128
 """The longest tool name or call id of a refused call a span carries."""
@@ -168,17 +253,30 @@ class Telemetry:
         if self.tracer is None:
             return None
         name = item.spec.name
-        span = self.tracer.start_span(f"execute_tool {name}", kind=_otel_trace.SpanKind.INTERNAL)
-        token = _otel_context.attach(_otel_trace.set_span_in_context(span))
+        enclosing = _framework_tool_span()
+        if enclosing is not None:  # the framework's own span of this execution: enrich it
+            span, token, owned = enclosing, None, False
+        else:
+            span = self.tracer.start_span(
+                f"execute_tool {name}", kind=_otel_trace.SpanKind.INTERNAL
+            )
+            token = _otel_context.attach(_otel_trace.set_span_in_context(span))
+            owned = True
         if span.is_recording():
             record = item.record
             attributes: dict[str, Any] = {
                 OPERATION: "execute_tool",
                 TOOL_NAME: name,
                 TOOL_TYPE: "function",
+                AGENT_NAME: _agent_name(),
                 RUN_ID: item.run_id,
                 **_hostile_attributes(item, _DEFAULT_REDACTOR, self),
             }
+            if not owned:  # the framework's span keeps its own agent name and call id
+                framework = getattr(span, "attributes", {})
+                for kept in (AGENT_NAME, TOOL_CALL_ID):
+                    if kept in framework:
+                        attributes.pop(kept, None)
             if item.spec.description:
                 attributes[TOOL_DESCRIPTION] = bounded(item.spec.description, 500)
             if item.spec.version:
@@ -190,7 +288,7 @@ class Telemetry:
                 if record.approval_id:
                     attributes[APPROVAL_ID] = record.approval_id
             span.set_attributes(attributes)
-        return ToolSpan(self, span, token, item)
+        return ToolSpan(self, span, token, item, owned=owned)
 
     def decided(
         self,
@@ -207,12 +305,14 @@ class Telemetry:
             return
         start = int(started * 1e9)
         secrets = tuple(secrets)
+        observations = list(observations)
         for obs in observations:
             # A refused call's name and id are the model's text, unchecked: bounded and
             # redacted like any text callgate stores.
             tool = redactor.text(bounded(obs.tool, _MAX_NAME_CHARS), secrets)
             call_id = redactor.text(bounded(obs.call_id, _MAX_NAME_CHARS), secrets)
-            span = self.tracer.start_span(
+            enclosing = _framework_tool_span(obs.tool) if len(observations) == 1 else None
+            span = enclosing or self.tracer.start_span(
                 f"execute_tool {tool}",
                 kind=_otel_trace.SpanKind.INTERNAL,
                 start_time=start,
@@ -223,10 +323,16 @@ class Telemetry:
                     TOOL_NAME: tool,
                     TOOL_CALL_ID: call_id,
                     TOOL_TYPE: "function",
+                    AGENT_NAME: _agent_name(),
                     RUN_ID: run_id,
                     CALL_ID: call_id,
                     ATTEMPTS: obs.attempts,
                 }
+                if enclosing is not None:  # the framework's span keeps its own
+                    framework = getattr(span, "attributes", {})
+                    for kept in (AGENT_NAME, TOOL_CALL_ID, TOOL_NAME):
+                        if kept in framework:
+                            attributes.pop(kept, None)
                 if obs.tool_version:
                     attributes[TOOL_VERSION] = obs.tool_version
                 decision = _decision(obs)
@@ -243,7 +349,8 @@ class Telemetry:
                     )
                 span.set_attributes(attributes)
                 _settle(span, obs)
-            span.end()
+            if enclosing is None:  # the framework ends its own span
+                span.end()
 
     # -- the agent loop --------------------------------------------------------------
 
@@ -258,18 +365,26 @@ class Telemetry:
 class ToolSpan:
     """The span of one executing call: the current span until `finish` or `fail`."""
 
-    __slots__ = ("item", "span", "telemetry", "token")
+    __slots__ = ("item", "owned", "span", "telemetry", "token")
 
-    def __init__(self, telemetry: Telemetry, span: Any, token: Any, item: Admitted) -> None:
+    def __init__(
+        self, telemetry: Telemetry, span: Any, token: Any, item: Admitted, *, owned: bool = True
+    ) -> None:
         self.telemetry = telemetry
         self.span = span
         self.token = token
         self.item = item
+        self.owned = owned
+        """False when the span is the framework's own (enriched, never ended, by callgate)."""
+
+    def _release(self) -> None:
+        if self.token is not None:
+            _otel_context.detach(self.token)
 
     def finish(self, obs: Observation, redactor: Redactor, secrets: Iterable[str] = ()) -> None:
         """End the span with the call's observation: its status, stage and attempts."""
         span = self.span
-        _otel_context.detach(self.token)
+        self._release()
         if span.is_recording():
             telemetry = self.telemetry
             attributes: dict[str, Any] = {
@@ -287,19 +402,21 @@ class ToolSpan:
                 )
             span.set_attributes(attributes)
             _settle(span, obs)
-        span.end()
+        if self.owned:
+            span.end()
 
     def fail(self, exc: BaseException) -> None:
         """End the span of a call interrupted while it ran (cancelled, interpreter exit):
         its outcome is unknown, as the ledger records it."""
         span = self.span
-        _otel_context.detach(self.token)
+        self._release()
         if span.is_recording():
             span.set_attributes(
                 {STATUS: Status.UNKNOWN.value, STAGE: Stage.EXECUTE.value, ERROR_TYPE: "cancelled"}
             )
             span.set_status(_otel_trace.Status(_otel_trace.StatusCode.ERROR, type(exc).__name__))
-        span.end()
+        if self.owned:
+            span.end()
 
 
 def _hostile_attributes(
@@ -383,10 +500,13 @@ async def traced_chat(
     format: str,
     run_id: str,
     step: int,
+    provider: str | None = None,
 ) -> _R:
     """Await ``complete()`` (one model call) inside a ``chat {model}`` span: the request
     model, provider, run and step; the response model and token usage when it answers;
-    ``error.type`` when it raises or is cancelled (a time budget)."""
+    ``error.type`` when it raises or is cancelled (a time budget). ``provider``: the
+    model's `provider_name` (without it, named from the format, which says only how the
+    model speaks)."""
     if telemetry is None or telemetry.tracer is None:
         return await complete()
     span, token = telemetry._start(
@@ -395,7 +515,7 @@ async def traced_chat(
         {
             OPERATION: "chat",
             REQUEST_MODEL: model,
-            PROVIDER: _PROVIDERS.get(format, format),
+            PROVIDER: provider or _PROVIDERS.get(format, format),
             RUN_ID: run_id,
             CONVERSATION: run_id,
             STEP: step,
@@ -430,32 +550,41 @@ async def traced_agent(
     *,
     model: str,
     run_id: str,
+    provider: str = "_OTHER",
+    agent: str | None = None,
 ) -> _R:
     """Await ``drive()`` (a stretch of the agent loop: a run, or a resumption) inside an
-    ``invoke_agent callgate`` span, the parent of its chat and tool spans; the reason
-    the stretch ended (``callgate.agent.reason``) when the result has one."""
+    ``invoke_agent {agent}`` span, the parent of its chat and tool spans; the reason
+    the stretch ended (``callgate.agent.reason``) when the result has one. ``provider``:
+    the model's `provider_name`; ``agent``: the agent's name (default ``callgate``), also
+    given to the tool spans of the stretch."""
+    name = bounded(agent, _MAX_NAME_CHARS) if agent else _DEFAULT_AGENT
     if telemetry is None or telemetry.tracer is None:
         return await drive()
     span, token = telemetry._start(
-        "invoke_agent callgate",
+        f"invoke_agent {name}",
         _otel_trace.SpanKind.INTERNAL,
         {
             OPERATION: "invoke_agent",
-            AGENT_NAME: "callgate",
+            AGENT_NAME: name,
+            PROVIDER: provider,
             REQUEST_MODEL: model,
             RUN_ID: run_id,
             CONVERSATION: run_id,
         },
     )
+    scope = _AGENT.set(name)
     try:
         result = await drive()
     except BaseException as exc:
+        _AGENT.reset(scope)
         _otel_context.detach(token)
         if span.is_recording():
             span.set_attribute(ERROR_TYPE, type(exc).__name__)
             span.set_status(_otel_trace.Status(_otel_trace.StatusCode.ERROR, type(exc).__name__))
         span.end()
         raise
+    _AGENT.reset(scope)
     _otel_context.detach(token)
     if span.is_recording():
         reason = getattr(result, "reason", None)

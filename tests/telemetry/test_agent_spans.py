@@ -78,7 +78,7 @@ def test_a_run_is_one_trace_of_agent_chat_and_tool_spans(spans: Spans) -> None:
         "gen_ai.operation.name": "chat",
         "gen_ai.request.model": model.name,
         "gen_ai.response.model": model.name,
-        "gen_ai.provider.name": "openai",
+        "gen_ai.provider.name": "callgate.scripted",
         "gen_ai.usage.input_tokens": 11,
         "gen_ai.usage.output_tokens": 3,
         "callgate.run.id": result.run_id,

@@ -128,6 +128,7 @@ def test_a_granted_call_is_one_execute_tool_span_with_the_conventions_attributes
         "gen_ai.tool.name": "get_order",
         "gen_ai.tool.call.id": "c1",
         "gen_ai.tool.type": "function",
+        "gen_ai.agent.name": "callgate",
         "gen_ai.tool.description": "Look up an order.",
         "callgate.run.id": "run-1",
         "callgate.call.id": "c1",

@@ -57,7 +57,7 @@ from callgate.llms.base import Model, ModelRequest, ModelResponse
 from callgate.llms.formats import Format, get_format
 from callgate.providers.base import Extraction
 from callgate.sync_loop import run_sync
-from callgate.telemetry import traced_agent, traced_chat
+from callgate.telemetry import provider_name, traced_agent, traced_chat
 
 __all__ = ["Agent", "AgentResult", "Budgets", "StopReason"]
 
@@ -198,7 +198,13 @@ class Agent:
         state.planning = self.plan_first if plan_first is None else plan_first
         drive = functools.partial(self._drive, state, None)
         telemetry = self.gate.telemetry
-        return await traced_agent(telemetry, drive, model=self.model.name, run_id=state.run.id)
+        return await traced_agent(
+            telemetry,
+            drive,
+            model=self.model.name,
+            run_id=state.run.id,
+            provider=provider_name(self.model),
+        )
 
     def resume(self, result: AgentResult) -> AgentResult:
         """Continue a paused run once its approvals are decided; see `aresume`."""
@@ -220,7 +226,13 @@ class Agent:
             )
         drive = functools.partial(self._drive, state, state.held)
         telemetry = self.gate.telemetry
-        return await traced_agent(telemetry, drive, model=self.model.name, run_id=state.run.id)
+        return await traced_agent(
+            telemetry,
+            drive,
+            model=self.model.name,
+            run_id=state.run.id,
+            provider=provider_name(self.model),
+        )
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -301,6 +313,7 @@ class Agent:
             self.gate.telemetry,
             functools.partial(self.model.complete, request),
             model=self.model.name,
+            provider=provider_name(self.model),
             format=self.format.name,
             run_id=state.run.id,
             step=state.steps,
@@ -364,6 +377,7 @@ class Agent:
                 self.gate.telemetry,
                 functools.partial(self.model.complete, request),
                 model=self.model.name,
+                provider=provider_name(self.model),
                 format=self.format.name,
                 run_id=state.run.id,
                 step=step,

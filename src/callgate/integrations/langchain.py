@@ -64,6 +64,7 @@ from callgate.calls import Observation, Status
 from callgate.errors import DefinitionError, ToolFailure
 from callgate.gate import Run
 from callgate.integrations.common import Contracts, contract_for, submit_one, submit_one_sync
+from callgate.telemetry import agent_scope
 from callgate.tools import Registry
 
 __all__ = ["GatedTool", "gate_tools", "registry"]
@@ -205,6 +206,14 @@ def _mark_started() -> None:
         current.started = True
 
 
+def _agent_of(config: RunnableConfig | None) -> str | None:
+    """The LangChain agent making the call, as its config's metadata names it
+    (``lc_agent_name``, set by ``create_agent(name=...)``), for the tool span."""
+    metadata = (config or {}).get("metadata") or {}
+    name = metadata.get("lc_agent_name") if isinstance(metadata, Mapping) else None
+    return name if isinstance(name, str) else None
+
+
 def _content(output: Any) -> Any:
     """What the tool returned, out of the ``ToolMessage`` LangChain wraps a tool call's
     output in."""
@@ -244,7 +253,8 @@ class GatedTool(BaseTool):
         arguments, invocation = self._split(call_id, arguments, config)
         token = _CALL.set(invocation)
         try:
-            observation = submit_one_sync(self.callgate_run, call_id, self.name, arguments)
+            with agent_scope(_agent_of(config)):
+                observation = submit_one_sync(self.callgate_run, call_id, self.name, arguments)
         finally:
             _CALL.reset(token)
         return self._answer(call_id, observation)
@@ -257,7 +267,8 @@ class GatedTool(BaseTool):
         arguments, invocation = self._split(call_id, arguments, config)
         token = _CALL.set(invocation)
         try:
-            observation = await submit_one(self.callgate_run, call_id, self.name, arguments)
+            with agent_scope(_agent_of(config)):
+                observation = await submit_one(self.callgate_run, call_id, self.name, arguments)
         finally:
             _CALL.reset(token)
         return self._answer(call_id, observation)

@@ -50,6 +50,7 @@ from callgate.integrations.common import (
     frozen_arguments,
     submit_one,
 )
+from callgate.telemetry import agent_scope
 from callgate.tools import Registry
 
 __all__ = ["gate_agent", "gate_tool", "registry"]
@@ -194,7 +195,8 @@ def gate_tool(tool: FunctionTool, run: Run) -> FunctionTool:
         token = _CONTEXT.set(context)
         chosen = _TOOL.set(tool)
         try:
-            observation = await submit_one(run, context.tool_call_id, name, arguments)
+            with agent_scope(getattr(getattr(context, "agent", None), "name", None)):
+                observation = await submit_one(run, context.tool_call_id, name, arguments)
         finally:
             _TOOL.reset(chosen)
             _CONTEXT.reset(token)

@@ -65,6 +65,7 @@ from callgate.calls import Status
 from callgate.errors import DefinitionError, ToolFailure
 from callgate.gate import Run
 from callgate.integrations.common import Contracts, contract_for, submit_one
+from callgate.telemetry import agent_scope
 from callgate.tools import Registry
 
 __all__ = ["GatedToolset", "registry"]
@@ -227,7 +228,8 @@ class GatedToolset(WrapperToolset[Any]):
         token = _CALL.set((self.wrapped, ctx, tool))
         try:
             arguments = _as_json(source, tool_args)
-            observation = await submit_one(run, ctx.tool_call_id or "", original, arguments)
+            with agent_scope(getattr(ctx.agent, "name", None)):
+                observation = await submit_one(run, ctx.tool_call_id or "", original, arguments)
         finally:
             _CALL.reset(token)
         if observation.status is Status.PENDING and self.pause and not ctx.tool_call_approved:
