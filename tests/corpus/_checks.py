@@ -42,7 +42,16 @@ from typing import Any, TypeVar
 import jsonschema
 from pydantic import TypeAdapter, ValidationError
 
-from callgate import Authority, DefinitionError, Gate, Registry, Status, ToolCall, ToolSpec
+from callgate import (
+    Authority,
+    DefinitionError,
+    Gate,
+    MemoryLedger,
+    Registry,
+    Status,
+    ToolCall,
+    ToolSpec,
+)
 from callgate.calls import Stage
 from callgate.providers import anthropic, gemini, mcp, openai_chat, openai_responses, text
 
@@ -340,7 +349,7 @@ def call_failures(registry: Registry, *, batch: int = 50) -> CallTally:
     """
     tally = CallTally()
     inert = Registry([_inert(spec) for spec in registry])
-    gate = Gate(inert)
+    gate = Gate(inert, ledger=MemoryLedger())
     pending: list[tuple[ToolCall, str]] = []
 
     def flush() -> None:

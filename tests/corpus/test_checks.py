@@ -8,9 +8,16 @@ from typing import Any
 import jsonschema
 import pytest
 
-from callgate import DefinitionError, Registry
+from callgate import DefinitionError, Gate, MemoryLedger, Registry
 
-from ._checks import call_failures, export_failures, refusal_reason, register
+from ._checks import (
+    _inert,
+    call_failures,
+    check_expected_call,
+    export_failures,
+    refusal_reason,
+    register,
+)
 from ._generate import NoInstance, instance
 from ._report import SourceReport
 
@@ -154,3 +161,24 @@ def test_register_counts_refusals_by_reason_and_crashes_apart() -> None:
     assert refusal_reason(DefinitionError("name 'a' bad")) == refusal_reason(
         DefinitionError("name 'b' bad")
     )
+
+
+def test_the_checks_never_fall_back_to_the_default_sqlite_ledger(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A gate given no ledger writes ./callgate.db; the corpus gates are given memory ones
+    (``python -m tests.corpus`` runs outside pytest's fixtures, from the repository root)."""
+    import callgate.gate
+
+    def refuse() -> None:
+        raise AssertionError("a corpus gate fell back to the default SQLite ledger")
+
+    monkeypatch.setattr(callgate.gate, "default_ledger", refuse)
+    registry = _registry([])
+    assert call_failures(registry).failures == []
+    spec = registry.get("refund")
+    assert spec is not None
+    report = SourceReport(source="t")
+    gate = Gate(Registry([_inert(spec)]), ledger=MemoryLedger())
+    check_expected_call(gate, "refund", spec.input_schema, {"order": "o-1"}, report, "t")
+    assert report.checked == {"expected call: valid, accepted": 1}

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from callgate import Gate, Registry
+from callgate import Gate, MemoryLedger, Registry
 
 from .._checks import check_expected_call, check_registry, crash_text, register, timed
 from .._report import SourceReport
@@ -83,7 +83,7 @@ class _Tools:
 
 def _expected_calls(data: list[dict[str, Any]], tools: _Tools, report: SourceReport) -> None:
     """Replay every ``function_call`` turn against the definition its row offered."""
-    gates = {id(r): Gate(r) for r in tools.registries}
+    gates = {id(r): Gate(r, ledger=MemoryLedger()) for r in tools.registries}
     for index, row in enumerate(data):
         offered = {
             d.get("name"): d for d in json.loads(row.get("tools") or "[]") if isinstance(d, dict)

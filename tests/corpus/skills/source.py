@@ -16,7 +16,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from callgate import Authority, DefinitionError, Gate, Registry, Status, ToolCall
+from callgate import Authority, DefinitionError, Gate, MemoryLedger, Registry, Status, ToolCall
 from callgate.skills import SkillLimits, SkillSet, load_skills
 
 from .._checks import check_registry, crash_text, refusal_reason, timed
@@ -37,7 +37,7 @@ def _folders(root: Path, full: bool) -> list[Path]:
 
 def _read_everything(skills: SkillSet, report: SourceReport) -> None:
     """Every skill's instructions and every file, read through a gate: each must be ok."""
-    gate = Gate(Registry(skills.tools))
+    gate = Gate(Registry(skills.tools), ledger=MemoryLedger())
     run = gate.run(authority=Authority(principal="corpus", grants=["read:skill:*"]))
     calls = []
     for name, skill in skills.skills.items():

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from callgate import Gate, Registry
+from callgate import Gate, MemoryLedger, Registry
 
 from .._checks import check_expected_call, check_registry, crash_text, register, timed
 from .._report import SourceReport
@@ -53,7 +53,7 @@ def run(full: bool) -> SourceReport:
                 if local is not None:
                     schemas[name] = function["parameters"]
             check_registry(registry, report)
-            gate = Gate(registry)
+            gate = Gate(registry, ledger=MemoryLedger())
             seen: set[str] = set()
             for action in data["actions"][domain]:
                 key = json.dumps([action["name"], action["kwargs"]], sort_keys=True)
