@@ -201,14 +201,27 @@ def _strict_problem(parameters: Mapping[str, Any]) -> str | None:
     return None
 
 
+_SUBSCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
+_SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SUBSCHEMAS = ("items", "additionalProperties", "not", "contains")
+
+
 def _nodes(node: Any) -> Iterator[dict[str, Any]]:
-    if isinstance(node, dict):
-        yield node
-        for value in node.values():
-            yield from _nodes(value)
-    elif isinstance(node, list):
-        for value in node:
-            yield from _nodes(value)
+    """Every schema in ``node`` by its keywords (a property named ``properties`` or
+    ``type`` is a name, not a keyword)."""
+    if not isinstance(node, dict):
+        return
+    yield node
+    for key in _SUBSCHEMA_MAPS:
+        if isinstance(node.get(key), dict):
+            for sub in node[key].values():
+                yield from _nodes(sub)
+    for key in _SUBSCHEMA_LISTS:
+        if isinstance(node.get(key), list):
+            for sub in node[key]:
+                yield from _nodes(sub)
+    for key in _SUBSCHEMAS:
+        yield from _nodes(node.get(key))
 
 
 def _name_problem(name: str, pattern: re.Pattern[str], provider: str) -> str | None:

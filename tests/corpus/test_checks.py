@@ -182,3 +182,19 @@ def test_the_checks_never_fall_back_to_the_default_sqlite_ledger(
     gate = Gate(Registry([_inert(spec)]), ledger=MemoryLedger())
     check_expected_call(gate, "refund", spec.input_schema, {"order": "o-1"}, report, "t")
     assert report.checked == {"expected call: valid, accepted": 1}
+
+
+def test_strict_rules_read_property_names_as_names() -> None:
+    """A property named ``properties`` is not an object schema the strict rules apply to."""
+    registry = Registry()
+    registry.add_schema_tool(
+        "describe",
+        "Describe a thing.",
+        {
+            "type": "object",
+            "properties": {"properties": {"type": "string"}, "required": {"type": "boolean"}},
+            "required": ["properties", "required"],
+        },
+        lambda **arguments: "ok",
+    )
+    assert export_failures(registry) == []
