@@ -738,7 +738,6 @@ UNCONFINED = [
     "reach the host's root through /proc/*/root",
     "32-bit system call (int 0x80) opens an internet socket",
     "io_uring",
-    "move_mount and fsmount",
     "execute a static binary from the workspace",
     "bind and listen on a unix socket (the relay's second wall)",
 ]
@@ -748,6 +747,7 @@ AS_ROOT = [
     "userfaultfd",
     "perf_event_open",
     "the new mount API (fsopen, open_tree)",
+    "move_mount and fsmount",
     "clone3 into a new user namespace",
     "write a host-wide kernel setting in /proc/sys",
 ]

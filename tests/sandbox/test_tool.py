@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from callgate import Authority, DefinitionError, Gate, MemoryLedger, Registry, Status, ToolCall
@@ -174,6 +174,7 @@ def test_a_flood_of_calls_is_cut_at_the_bound() -> None:
     assert "Limits.max_calls" in obs.result["violation"]
 
 
+@settings(suppress_health_check=[HealthCheck.too_slow])  # a shared machine under load
 @given(st.binary(max_size=200))
 def test_parse_request_raises_only_protocol_violations(body: bytes) -> None:
     """Arbitrary bytes from the sandbox are either a well-formed call or a ProtocolViolation."""
@@ -192,6 +193,7 @@ json_values = st.recursive(
 )
 
 
+@settings(suppress_health_check=[HealthCheck.too_slow])  # a shared machine under load
 @given(
     st.dictionaries(
         st.sampled_from(["op", "id", "tool", "arguments", "extra"]), json_values, max_size=5

@@ -236,7 +236,10 @@ def _probe(python: str, read_only: tuple[str, ...], uid: int | None) -> str | No
             "(apt-get install bubblewrap); run_python refuses to run code without it"
         )
     if not os.access(python, os.X_OK):
-        return f"the sandbox interpreter {python!r} does not exist or is not executable"
+        return (
+            f"the sandbox interpreter {python!r} does not exist or is not executable (by "
+            "this user); run_python refuses to run code without it"
+        )
     command = [
         bwrap,
         "--unshare-user",
