@@ -22,9 +22,77 @@ from typing import NamedTuple
 
 from callgate.errors import DefinitionError
 
-__all__ = ["Effect", "Grant", "Grants", "star_match"]
+__all__ = ["Effect", "Grant", "Grants", "normal_name", "star_match"]
 
 _GRANT = re.compile(r"^(?P<pattern>[^<>=\s]+?)(?:<=(?P<bound>-?\d+(?:\.\d+)?))?$")
+
+
+_URL = re.compile(r"(?i)(?<![A-Za-z0-9+.\-])(?:https?|wss?|s?ftps?|ssh|git|s3|gs)://[^/\\?#]*")
+"""A URL of a network scheme and its host: the path after the host is resolved, the host
+kept (``files://srv/..`` is no URL: a path of two leading slashes)."""
+_DOT = frozenset({".", "%2e"})
+_DOT_DOT = frozenset({"..", ".%2e", "%2e.", "%2e%2e"})
+
+
+def normal_name(name: str) -> str:
+    """An effect name with the path in it resolved: ``.`` and empty segments dropped, each
+    ``..`` taking the segment before it away (never above the root of an absolute path).
+
+    A grant or a rule over a path prefix (``write:files:/srv/shared/*``) is matched on the
+    path a call reaches, not on the text the model wrote: ``/srv/shared/../../etc/x`` is
+    ``/etc/x``, which the grant does not cover, and a relative value that climbs out of
+    its prefix keeps its leading ``..`` (``shared/../../x`` is ``../x``). The path is the
+    text after the last ``:`` before the first ``/``; in a URL (``https://host/...``, and
+    the other network schemes of `_URL`)
+    it is what follows the host, up to ``?`` or ``#``, with ``\\`` read as ``/`` and
+    ``%2e`` as ``.`` (as browsers and WHATWG URL parsers read them), and the host is
+    never changed. Symbolic links are not resolved: an effect is text (the policy
+    predicate ``under`` resolves them).
+    """
+    slash = name.find("/")
+    if slash < 0:
+        return name
+    url = _URL.search(name)
+    if url is not None and url.start() < slash:
+        start = url.end()
+        end = min(
+            (i for i in (name.find("?", start), name.find("#", start)) if i >= 0), default=len(name)
+        )
+        path = name[start:end]
+        if not path:
+            return name
+        return name[:start] + _resolved(path.replace("\\", "/"), url=True) + name[end:]
+    start = name.rfind(":", 0, slash) + 1
+    path = name[start:]
+    if "//" not in path and "." not in path:
+        return name
+    return name[:start] + _resolved(path, url=False)
+
+
+def _resolved(path: str, *, url: bool) -> str:
+    """``path`` with its dot segments and empty segments resolved (see `normal_name`)."""
+    absolute = path.startswith("/")
+    segments = path.split("/")
+    last = segments[-1].lower() if url else segments[-1]
+    trailing = len(segments) > 1 and (last in ("", ".", "..") or (url and last in _DOT | _DOT_DOT))
+    kept: list[str] = []
+    for segment in segments:
+        key = segment.lower() if url else segment
+        if segment == "" or key == "." or (url and key in _DOT):
+            continue
+        if key == ".." or (url and key in _DOT_DOT):
+            if kept and kept[-1] != "..":
+                kept.pop()
+            elif not absolute:
+                kept.append("..")
+            continue
+        kept.append(segment)
+    text = "/".join(kept)
+    if absolute:
+        text = "/" + text
+    if trailing and kept:
+        text += "/"
+    return text or "."
 
 
 class Effect(NamedTuple):

@@ -7,6 +7,7 @@ of characters) and its quantity (a bound covers 0 up to the bound).
 
 from __future__ import annotations
 
+import posixpath
 import re
 from pathlib import Path
 
@@ -14,9 +15,21 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from callgate import Authority, DefinitionError, Gate, Registry, Stage, Status, ToolCall
-from callgate.definitions.templates import Template
-from callgate.effects import Effect, Grant, Grants
+from callgate import (
+    Authority,
+    DefinitionError,
+    Gate,
+    MemoryLedger,
+    Policy,
+    Registry,
+    Stage,
+    Status,
+    ToolCall,
+    allow,
+    deny,
+)
+from callgate.definitions.templates import EffectTemplate, Template
+from callgate.effects import Effect, Grant, Grants, normal_name
 from callgate.ledger import SQLiteLedger
 
 QUANTITIES = st.none() | st.floats(allow_nan=False, allow_infinity=False, width=32)
@@ -338,3 +351,96 @@ def test_a_key_of_plain_values_is_the_text_earlier_versions_used(x: str, y: str)
     template = _template("order:{x}-{y}", "x", "y")
     assert template.key({"x": x, "y": y}) == f"order:{x}-{y}"
     assert _template("{x}", "x").key({"x": f"{x}-{y}"}) == f"{x}-{y}"
+
+
+# -- grants over paths match the path a call reaches (issue 28) ---------------------------
+
+
+def _files(written: list[str], policy: Policy | None = None) -> Gate:
+    registry = Registry()
+
+    @registry.tool(effects="write:files:{path}")
+    def write_file(path: str, text: str) -> str:
+        """Write a file."""
+        written.append(path)
+        return "written"
+
+    return Gate(registry, ledger=MemoryLedger(), policy=policy or Policy([allow("*")]))
+
+
+@pytest.mark.parametrize(
+    ("path", "runs"),
+    [
+        ("/srv/shared/../../etc/cron.d/x", False),
+        ("/srv/shared/../shared2/x", False),
+        ("/srv/shared/./../../../../etc/passwd", False),
+        ("/srv/shared/a/../../x", False),
+        ("/srv/shared/a/../b", True),
+        ("/srv//shared/./x", True),
+        ("/srv/shared/x", True),
+    ],
+)
+def test_a_grant_over_a_path_covers_only_paths_that_stay_inside(path: str, runs: bool) -> None:
+    """``write:files:/srv/shared/*`` ran for ``/srv/shared/../../etc/cron.d/x``: the grant
+    matched the text, not the path. It now matches the resolved path; a value that leaves
+    the prefix is refused at policy, and the handler never runs."""
+    written: list[str] = []
+    run = _files(written).run(
+        authority=Authority(principal="p", grants=["write:files:/srv/shared/*"])
+    )
+    [obs] = run.submit([ToolCall(id="c", name="write_file", arguments={"path": path, "text": "x"})])
+    assert (obs.status is Status.OK) is runs, obs
+    assert written == ([path] if runs else [])
+    if not runs:
+        assert obs.stage is Stage.POLICY
+
+
+def test_a_deny_rule_over_a_path_is_not_evaded_by_dot_segments() -> None:
+    """``deny(effect="write:files:/etc/*")`` refuses ``/srv/../etc/passwd`` and
+    ``//etc/passwd`` under a grant of every file."""
+    written: list[str] = []
+    gate = _files(written, Policy([deny("*", effect="write:files:/etc/*"), allow("*")]))
+    run = gate.run(authority=Authority(principal="p", grants=["write:files:*"]))
+    for i, path in enumerate(["/srv/../etc/passwd", "//etc/passwd", "/srv/./../etc/x"]):
+        [obs] = run.submit(
+            [ToolCall(id=f"c{i}", name="write_file", arguments={"path": path, "text": "x"})]
+        )
+        assert obs.status is Status.REJECTED, (path, obs)
+    assert written == []
+
+
+@pytest.mark.parametrize(
+    ("name", "normal"),
+    [
+        ("write:files:shared/../../x", "write:files:../x"),  # a relative climb is kept
+        (
+            "network:https://evil.example/../trusted.example/x",
+            "network:https://evil.example/trusted.example/x",
+        ),
+        ("network:https://h/a/%2e%2E/b?q=../x#../y", "network:https://h/b?q=../x#../y"),
+        ("network:https://h/a\\..\\b", "network:https://h/b"),
+        ("write:files://srv/../etc/passwd", "write:files:/etc/passwd"),  # no URL: a path
+        ("disclose:ana@shop.example", "disclose:ana@shop.example"),
+        ("write:files:/srv/shared/", "write:files:/srv/shared/"),
+    ],
+)
+def test_an_effect_name_is_resolved_as_the_path_or_url_it_names(name: str, normal: str) -> None:
+    """Relative paths keep the ``..`` that leaves them; in a URL only the path after the
+    host is resolved (``%2e`` and ``\\`` read as browsers read them), never the host,
+    the query or the fragment."""
+    assert normal_name(name) == normal
+
+
+SEGMENTS = st.sampled_from(["srv", "shared", "etc", "x", "..", ".", "", "shared2"])
+
+
+@given(st.lists(SEGMENTS, min_size=1, max_size=8), st.sampled_from(["x", "y.txt"]))
+def test_a_path_grant_never_covers_a_path_outside_its_prefix(parts: list[str], last: str) -> None:
+    """Over paths of ``..``, ``.``, empty and plain segments, ``write:files:/srv/shared/*``
+    covers the path exactly when Python's ``posixpath.normpath`` puts it inside
+    ``/srv/shared/``."""
+    path = "/" + "/".join([*parts, last])
+    template = EffectTemplate("write:files:{path}", tool="t", parameters=["path"])
+    effect = template.expand({"path": path})
+    inside = posixpath.normpath("/" + path.lstrip("/")).startswith("/srv/shared/")
+    assert Grant("write:files:/srv/shared/*").covers(effect) is inside, (path, effect)

@@ -16,7 +16,7 @@ import string
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from callgate.effects import Effect
+from callgate.effects import Effect, normal_name
 from callgate.errors import DefinitionError
 
 __all__ = ["EffectTemplate", "Template"]
@@ -162,7 +162,7 @@ class EffectTemplate:
                 quantity = float(_plain(values[self.quantity_field]))
             except (TypeError, ValueError, OverflowError):
                 quantity = None
-        return Effect(self.name.expand(values), quantity)
+        return Effect(normal_name(self.name.expand(values)), quantity)
 
     def __repr__(self) -> str:
         return f"EffectTemplate({self.text!r})"
