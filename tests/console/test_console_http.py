@@ -123,7 +123,13 @@ def test_approving_records_the_signed_in_principal_and_the_reason(
     csrf = sign_in(client)
     response = client.post(
         "/approval/decide",
-        data={"csrf": csrf, "id": scenario.refund_approval, "decision": "approve", "reason": "ok"},
+        data={
+            "csrf": csrf,
+            "id": scenario.refund_approval,
+            "decision": "approve",
+            "confirm": "yes",
+            "reason": "ok",
+        },
     )
     assert response.status_code == 303
     assert response.headers["location"].endswith("done=approved")
@@ -144,7 +150,13 @@ def test_an_approval_is_decided_once(client: TestClient, scenario: cs.Scenario) 
     """A second decision (another person, or the same form sent twice) is refused with who decided
     first, and changes nothing."""
     csrf = sign_in(client)
-    form = {"csrf": csrf, "id": scenario.refund_approval, "decision": "approve", "reason": ""}
+    form = {
+        "csrf": csrf,
+        "id": scenario.refund_approval,
+        "decision": "approve",
+        "confirm": "yes",
+        "reason": "",
+    }
     assert client.post("/approval/decide", data=form).status_code == 303
     other = TestClient(client.app, follow_redirects=False)
     second = other.post(
@@ -206,12 +218,14 @@ def test_an_unknown_or_expired_request_is_not_decided(
         )
         csrf = sign_in(client)
         missing = client.post(
-            "/approval/decide", data={"csrf": csrf, "id": "apr_nope", "decision": "approve"}
+            "/approval/decide",
+            data={"csrf": csrf, "id": "apr_nope", "decision": "approve", "confirm": "yes"},
         )
         assert missing.status_code == 404
         time.sleep(0.1)
         expired = client.post(
-            "/approval/decide", data={"csrf": csrf, "id": obs.approval_id, "decision": "approve"}
+            "/approval/decide",
+            data={"csrf": csrf, "id": obs.approval_id, "decision": "approve", "confirm": "yes"},
         )
         assert expired.status_code == 409
         assert "expired" in expired.text
@@ -249,7 +263,7 @@ def test_a_forged_form_decides_nothing(
     """A form without this session's token, or sent from another site, is refused (403) and the
     request stays pending, although the session cookie came along."""
     own = sign_in(client)
-    data = {"id": scenario.refund_approval, "decision": "approve"}
+    data = {"id": scenario.refund_approval, "decision": "approve", "confirm": "yes"}
     if csrf is not None:
         data["csrf"] = own if csrf == "own" else csrf
     response = client.post("/approval/decide", data=data, headers=headers)
@@ -265,7 +279,7 @@ def test_another_sessions_token_is_refused(
     other = TestClient(client.app, follow_redirects=False)
     omars = sign_in(other, "omar", "tok-omar-9876543210abcdef")
     sign_in(client)
-    data = {"csrf": omars, "id": scenario.refund_approval, "decision": "approve"}
+    data = {"csrf": omars, "id": scenario.refund_approval, "decision": "approve", "confirm": "yes"}
     assert client.post("/approval/decide", data=data).status_code == 403
     assert _still_pending(ledger, scenario.refund_approval)
 
@@ -275,7 +289,7 @@ def test_basic_auth_needs_the_token_but_bearer_does_not(
 ) -> None:
     """Browsers send Basic credentials by themselves, so a Basic form needs its CSRF token; a
     Bearer header is never ambient, so a script decides without one."""
-    data = {"id": scenario.refund_approval, "decision": "approve"}
+    data = {"id": scenario.refund_approval, "decision": "approve", "confirm": "yes"}
     basic = client.post("/approval/decide", data=data, headers=_basic("maria", cs.TOKEN))
     assert basic.status_code == 403
     assert _still_pending(ledger, scenario.refund_approval)
@@ -297,12 +311,18 @@ def test_an_oversized_or_non_form_body_is_refused(
         "csrf": csrf,
         "id": scenario.refund_approval,
         "decision": "approve",
+        "confirm": "yes",
         "reason": "x" * 9000,
     }
     assert client.post("/approval/decide", data=big).status_code == 400
     as_json = client.post(
         "/approval/decide",
-        json={"csrf": csrf, "id": scenario.refund_approval, "decision": "approve"},
+        json={
+            "csrf": csrf,
+            "id": scenario.refund_approval,
+            "decision": "approve",
+            "confirm": "yes",
+        },
     )
     assert as_json.status_code == 400
     assert _still_pending(ledger, scenario.refund_approval)
@@ -439,7 +459,7 @@ def test_without_auth_everyone_is_the_local_principal(
     client = TestClient(create_app(ledger, auth=NoAuth("dev"), key=KEY), follow_redirects=False)
     page = client.get("/approvals").text
     assert "no authentication" in page
-    data = {"id": scenario.refund_approval, "decision": "approve"}
+    data = {"id": scenario.refund_approval, "decision": "approve", "confirm": "yes"}
     assert client.post("/approval/decide", data=data).status_code == 403
     data["csrf"] = csrf_of(page)
     assert client.post("/approval/decide", data=data).status_code == 303
@@ -517,7 +537,12 @@ def test_deciding_on_other_ledgers(
         )
         csrf = sign_in(client)
         assert scenario.email_approval in client.get("/approvals").text
-        data = {"csrf": csrf, "id": scenario.refund_approval, "decision": "approve"}
+        data = {
+            "csrf": csrf,
+            "id": scenario.refund_approval,
+            "decision": "approve",
+            "confirm": "yes",
+        }
         assert client.post("/approval/decide", data=data).status_code == 303
         assert client.post("/approval/decide", data=data).status_code == 409
         [obs] = scenario.run.resume()

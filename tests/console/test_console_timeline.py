@@ -43,7 +43,7 @@ def test_an_unknown_outcome_and_its_reconciliation_appear_in_order(
     page = client.get("/run", params={"id": run.id}).text
     titles = re.findall(r'<div class="title">([^<]*)</div>', page)
     assert titles == ["admitted", "attempt 1 started", "outcome unknown", "outcome ok (reconciled)"]
-    assert 'class="event reconciliation"' in page
+    assert 'class="event reconciliation' in page
     assert "ops-lead" in page
     assert "provider shows charge ch_42" in page
     call = client.get("/call", params={"run": run.id, "id": "p1"}).text
@@ -58,7 +58,7 @@ def test_two_reviewers_at_once_decide_one_approval_once(
     maria = TestClient(client.app, follow_redirects=False)
     omar = TestClient(client.app, follow_redirects=False)
     forms = [
-        (maria, {"csrf": sign_in(maria), "decision": "approve"}),
+        (maria, {"csrf": sign_in(maria), "decision": "approve", "confirm": "yes"}),
         (omar, {"csrf": sign_in(omar, "omar", "tok-omar-9876543210abcdef"), "decision": "deny"}),
     ]
     start = threading.Barrier(2)

@@ -177,6 +177,19 @@ def create_app(
 
     # -- pages ---------------------------------------------------------------------------
 
+    def approval_states(calls: Sequence[Any]) -> dict[str, str]:
+        """The current state of the approval of each call still recorded ``pending``: a
+        decided call is shown decided at once, not when its run resumes."""
+        store = ledger.approvals()
+        now = time.time()
+        found: dict[str, str] = {}
+        for c in calls:
+            if c.state.value == "pending" and c.approval_id and c.approval_id not in found:
+                r = store.get(c.approval_id)
+                if r is not None:
+                    found[c.approval_id] = r.state(now).value
+        return found
+
     def inbox(request: Request, principal: Principal) -> Response:
         store = ledger.approvals()
         now = time.time()
@@ -187,11 +200,16 @@ def create_app(
         items = []
         for r in pending:
             records = ledger.records(run_id=r.run_id, call_id=r.call_id)
+            findings = views.provenance_findings(records)
+            run_calls = list(ledger.calls(run_id=r.run_id))
             items.append(
                 {
                     "request": r,
                     "fields": views.approval_fields(r),
-                    "findings": views.provenance_findings(records),
+                    "findings": findings,
+                    "confirm": views.confirmation_reasons(r, findings),
+                    "user": views.user_request(ledger.records(run_id=r.run_id)),
+                    "place": views.place_in_run(run_calls, r.call_id, approval_states(run_calls)),
                 }
             )
         return page(
@@ -216,6 +234,7 @@ def create_app(
                 "the pending ones",
             )
         records = ledger.records(run_id=r.run_id, call_id=r.call_id)
+        findings = views.provenance_findings(records)
         return page(
             request,
             "approval.html",
@@ -223,7 +242,8 @@ def create_app(
             request_=r,
             state=r.state().value,
             parts=views.approval_fields(r),
-            findings=views.provenance_findings(records),
+            findings=findings,
+            confirm=views.confirmation_reasons(r, findings),
             events=views.timeline([x for x in records if x.kind.startswith("approval.")]),
             done=_done(request.query_params.get("done", ""), r, principal),
         )
@@ -236,7 +256,8 @@ def create_app(
             "runs.html",
             principal,
             evaluation=measured,
-            runs=views.runs(calls),
+            runs=views.runs(calls, approval_states(calls)),
+            legend=views.STATES,
             funnel=views.funnel(calls) if calls else None,
             shown_calls=len(calls),
             limit=RUNS_SHOWN,
@@ -263,6 +284,8 @@ def create_app(
             run_id=run_id,
             events=views.timeline(records, check.first_bad_seq),
             calls=calls,
+            shown=approval_states(calls),
+            legend=views.STATES,
             funnel=views.funnel(calls) if calls else None,
             check=check,
         )
@@ -371,7 +394,8 @@ def create_app(
 
         def apply() -> Response:
             store = ledger.approvals()
-            if store.get(approval_id) is None:
+            found = store.get(approval_id)
+            if found is None:
                 return problem(
                     request,
                     principal,
@@ -379,6 +403,20 @@ def create_app(
                     "No such approval",
                     f"no approval request has the id {approval_id[:80]!r}; nothing was decided",
                 )
+            if decision == "approve" and form.get("confirm") != "yes":
+                records = ledger.records(run_id=found.run_id, call_id=found.call_id)
+                reasons = views.confirmation_reasons(found, views.provenance_findings(records))
+                if reasons:
+                    return problem(
+                        request,
+                        principal,
+                        400,
+                        "Confirm first",
+                        "this approval needs an explicit confirmation ("
+                        + "; ".join(reasons)
+                        + "): go back, read the arguments, tick the confirmation box and "
+                        "approve again. Nothing was decided",
+                    )
             try:
                 store.decide(
                     approval_id,

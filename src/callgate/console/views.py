@@ -16,6 +16,7 @@ from callgate.approvals import ApprovalRequest
 from callgate.ledger.base import AuditRecord, CallRecord, CallState, audit_hash, audit_json
 
 __all__ = [
+    "STATES",
     "Evaluation",
     "Event",
     "Funnel",
@@ -24,14 +25,44 @@ __all__ = [
     "RateRow",
     "RunSummary",
     "approval_fields",
+    "confirmation_reasons",
     "funnel",
+    "place_in_run",
     "provenance_findings",
     "runs",
+    "shown_state",
     "split_preview",
     "timeline",
+    "user_request",
 ]
 
 _NOTE = " [provenance: "
+
+STATES: tuple[tuple[str, str], ...] = (
+    ("ok", "ran; its outcome is known"),
+    ("error", "failed before any effect (nothing happened)"),
+    ("unknown", "may have happened: never retried blindly"),
+    ("rejected", "stopped before running (parse, schema, policy...)"),
+    ("pending", "waiting for a person"),
+    ("approved", "a person approved it; it runs when the run resumes"),
+    ("denied", "a person denied it"),
+    ("expired", "its approval expired undecided"),
+)
+"""The states a call is shown in, each with its own colour (the legend says what each means)."""
+_HIGH_RISK = ("spend:", "disclose:")
+"""Effects whose approval asks the person to confirm (money out, data out)."""
+
+
+def shown_state(call: CallRecord, approvals: Mapping[str, str]) -> str:
+    """The state a call is shown in: its ledger state, except that a call waiting for an
+    approval already decided shows that decision (``approved``, ``denied``, ``expired``),
+    not ``pending``, until the run resumes and records the outcome."""
+    state = call.state.value
+    if call.state is CallState.PENDING and call.approval_id:
+        decided = approvals.get(call.approval_id)
+        if decided is not None and decided != "pending":
+            return decided
+    return state
 
 
 def split_preview(preview: str) -> tuple[str, str]:
@@ -54,16 +85,21 @@ class RunSummary:
     pending: int
 
 
-def runs(calls: Iterable[CallRecord]) -> list[RunSummary]:
-    """The runs these calls belong to, the most recently active first."""
+def runs(
+    calls: Iterable[CallRecord], approvals: Mapping[str, str] | None = None
+) -> list[RunSummary]:
+    """The runs these calls belong to, the most recently active first; ``approvals`` (the
+    state of each approval by id) shows a decided call as decided (`shown_state`)."""
     grouped: dict[str, list[CallRecord]] = {}
     for c in calls:
         grouped.setdefault(c.run_id, []).append(c)
     found = []
+    decided = approvals or {}
     for run_id, items in grouped.items():
         counts = {s.value: 0 for s in CallState}
         for c in items:
-            counts[c.state.value] = counts.get(c.state.value, 0) + 1
+            shown = shown_state(c, decided)
+            counts[shown] = counts.get(shown, 0) + 1
         found.append(
             RunSummary(
                 run_id=run_id,
@@ -99,6 +135,9 @@ class Event:
     """At or after the first record the chain check found broken."""
     edited: bool = False
     """Its content does not match its own hash (checked on every page, not cached)."""
+    status: str = ""
+    """An outcome's status or an approval's decision (``ok``, ``error``, ``unknown``,
+    ``denied``...): the colour of its row."""
 
 
 _SECURITY_PREFIXES = ("security.", "provenance.", "approval.forged", "idempotency.forged")
@@ -268,9 +307,80 @@ def timeline(records: Sequence[AuditRecord], first_bad_seq: int | None = None) -
                 data=json.dumps(r.data, indent=2, ensure_ascii=False, sort_keys=True, default=str),
                 suspect=first_bad_seq is not None and r.seq >= first_bad_seq,
                 edited=not _own_hash_holds(r),
+                status=_status_of(r.kind),
             )
         )
     return events
+
+
+_STATUS_OF_KIND = {
+    "call.rejected": "rejected",
+    "call.pending": "pending",
+    "approval.requested": "pending",
+    "approval.approved": "approved",
+    "approval.denied": "denied",
+    "approval.expired": "expired",
+}
+
+
+def _status_of(kind: str) -> str:
+    """The status a record's row is coloured by (empty: none)."""
+    if kind.startswith("attempt.") and kind != "attempt.started":
+        status = kind[len("attempt.") :]
+        return status if status in ("ok", "error", "unknown") else ""
+    return _STATUS_OF_KIND.get(kind, "")
+
+
+def confirmation_reasons(
+    request: ApprovalRequest, findings: Sequence[Mapping[str, Any]]
+) -> list[str]:
+    """Why approving ``request`` needs a second, explicit confirmation (empty: it does
+    not): values only untrusted text vouches for (provenance), or money or data going out."""
+    reasons = []
+    _, note = split_preview(request.preview)
+    if findings or note:
+        names = sorted({str(f.get("argument", "")) for f in findings} - {""})
+        reasons.append(
+            "provenance: "
+            + (", ".join(names) + " " if names else "")
+            + "comes only from untrusted text (a tool's output, a fetched page)"
+        )
+    risky = [e for e in request.effects if e.startswith(_HIGH_RISK)]
+    if risky:
+        reasons.append("high risk: " + ", ".join(risky))
+    return reasons
+
+
+def user_request(records: Iterable[AuditRecord]) -> str:
+    """What the user asked, as the run's start recorded it (empty: not recorded)."""
+    for r in records:
+        if r.kind == "agent.started" and isinstance(r.data, Mapping):
+            return _text(r.data.get("user"))
+    return ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Place:
+    """Where a call stands in its run: its position and the run's calls around it."""
+
+    index: int
+    """1-based position of the call among the run's calls."""
+    total: int
+    calls: tuple[tuple[str, str, str, bool], ...]
+    """``(call id, tool, shown state, is this call)``, in the order they were proposed."""
+
+
+def place_in_run(calls: Iterable[CallRecord], call_id: str, approvals: Mapping[str, str]) -> Place:
+    """The call's place among its run's calls (in the order they were proposed)."""
+    ordered = sorted(calls, key=lambda c: c.created_at)
+    index = next((i for i, c in enumerate(ordered, 1) if c.call_id == call_id), 0)
+    return Place(
+        index=index,
+        total=len(ordered),
+        calls=tuple(
+            (c.call_id, c.tool, shown_state(c, approvals), c.call_id == call_id) for c in ordered
+        ),
+    )
 
 
 def provenance_findings(records: Iterable[AuditRecord]) -> list[dict[str, Any]]:
