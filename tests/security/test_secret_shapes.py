@@ -6,6 +6,8 @@ One unique canary per shape, each put through a real run over a SQLite ledger:
   its `ToolFailure`, a preview quotes, and an unexpected exception quotes;
 * an effect templated on a secret field (``spend:card:{card_number}``), on a call that
   runs, one the policy refuses and one that waits for a person;
+* a provenance finding about a secret sink field (the value no trusted input vouches
+  for, quoted by the finding, the approval's preview and the model's details);
 * trusted-context secrets that are not text: a `SecretStr`, `bytes`, an `int`, and a
   value inside a nested model in the context;
 * secrets the handler transforms before it prints them: ``repr``, percent-encoding,
@@ -80,6 +82,7 @@ JWT = (
 JSON_PASSWORD = "jsonPassw0rd-7c1e9a"
 JSON_SECRET = "jsonSecr3t-2f6b8d"
 CLIENT_SECRET = "clientSecr3t-5a0e4c"
+FINDING = "finding-canary-7e3a@payee.example"
 
 TEXT_CANARIES = [
     NESTED_FAILURE,
@@ -101,6 +104,7 @@ TEXT_CANARIES = [
     JSON_PASSWORD,
     JSON_SECRET,
     CLIENT_SECRET,
+    FINDING,
 ]
 
 
@@ -201,6 +205,11 @@ def _registry() -> Registry:
         """Waits for a person; its effect is templated on its secret field."""
         return "charged"
 
+    @registry.tool(effects="spend:card", secret_fields=["payee"], sinks=["payee"])
+    def pay_to(payee: str) -> str:
+        """Pays a payee no trusted input named: the finding quotes the secret value."""
+        return "paid"
+
     @registry.tool(effects="read:ctx")
     def use_context(n: int, ctx: CallContext) -> str:
         """Fails quoting the context's non-text secrets in their text forms."""
@@ -243,6 +252,7 @@ CALLS = [
     ("use_context", {"n": 1}),
     ("vault", {"pin": FIELD_TRANSFORMED}),
     ("credentials", {"n": 1}),
+    ("pay_to", {"payee": FINDING}),
 ]
 
 
@@ -309,6 +319,7 @@ def test_the_run_reached_every_place(played: _Run) -> None:
         "use_context": "error",
         "vault": "ok",
         "credentials": "error",
+        "pay_to": "pending",
     }
     assert played.spans, "no span was recorded"
 
