@@ -36,7 +36,8 @@ def test_a_decided_call_shows_decided_on_runs_and_run_before_the_run_resumes(
     assert client.post("/approval/decide", data=approve).status_code == 303
     assert client.post("/approval/decide", data=deny).status_code == 303
     runs = client.get("/runs").text
-    assert "approved 1" in runs and "denied 1" in runs
+    assert "approved 1" in runs
+    assert "denied 1" in runs
     assert "pending " not in re.sub(r"<dl class=\"legend\".*?</dl>", "", runs, flags=re.S)
     run = client.get("/run", params={"id": scenario.run.id}).text
     table = run.split('<table class="list" id="calls">')[1].split("</table>")[0]
@@ -89,12 +90,15 @@ def test_a_flagged_approval_needs_an_explicit_confirmation(
     form = {"csrf": csrf, "id": scenario.email_approval, "decision": "approve"}
     refused = client.post("/approval/decide", data=form)
     assert refused.status_code == 400
-    assert "Confirm first" in refused.text and "Nothing was decided" in refused.text
+    assert "Confirm first" in refused.text
+    assert "Nothing was decided" in refused.text
     stored = ledger.approvals().get(scenario.email_approval)
-    assert stored is not None and stored.status is ApprovalStatus.PENDING
+    assert stored is not None
+    assert stored.status is ApprovalStatus.PENDING
     assert client.post("/approval/decide", data={**form, "confirm": "yes"}).status_code == 303
     stored = ledger.approvals().get(scenario.email_approval)
-    assert stored is not None and stored.status is ApprovalStatus.APPROVED
+    assert stored is not None
+    assert stored.status is ApprovalStatus.APPROVED
 
 
 def test_the_inbox_card_shows_the_users_request_and_the_calls_place(
