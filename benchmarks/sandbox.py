@@ -126,6 +126,9 @@ ABLATIONS: dict[str, tuple[tuple[str, int], ...]] = {
 }
 
 
+AS_PID_1 = "with --as-pid-1 (no reaper)"
+
+
 async def ablate(runs: int) -> None:
     """Start to first instruction of the sandbox's bubblewrap command running
     ``python -c`` (no guest), whole and without each group of options in turn."""
@@ -133,7 +136,7 @@ async def ablate(runs: int) -> None:
     program = filter_program()
     prefix, drop = unprivileged(_uid(config))
 
-    async def once(removed: tuple[tuple[str, int], ...]) -> float:
+    async def once(removed: tuple[tuple[str, int], ...], added: tuple[str, ...] = ()) -> float:
         guest = os.memfd_create("guest", 0)
         bpf = os.memfd_create("bpf", 0)
         os.write(bpf, program or b"")
@@ -150,7 +153,7 @@ async def ablate(runs: int) -> None:
                 continue
             kept.append(argv[i])
             i += 1
-        command = [*prefix, *kept, "--", config.python, "-I", "-S", "-c", FIRST]
+        command = [*prefix, *kept, *added, "--", config.python, "-I", "-S", "-c", FIRST]
         try:
             return await _first(command, pass_fds=(guest, bpf), **drop)
         finally:
@@ -158,15 +161,18 @@ async def ablate(runs: int) -> None:
             os.close(bpf)
 
     variants = {"whole command": (), **ABLATIONS}
-    found: dict[str, list[float]] = {name: [] for name in variants}
+    found: dict[str, list[float]] = {name: [] for name in [*variants, AS_PID_1]}
     for _ in range(runs):
         for name, removed in variants.items():
             found[name].append(await once(removed))
+        # the guest as the namespace's init, without bubblewrap's reaper (what the sandbox
+        # did before its lifetime was bound to the call): the reaper's cost
+        found[AS_PID_1].append(await once((), ("--as-pid-1",)))
     whole = statistics.median(found["whole command"])
     print(f"the sandbox's bubblewrap options, one group removed at a time ({runs} runs each):")
     for name, values in found.items():
         median = statistics.median(values)
-        label = name if name == "whole command" else f"without {name}"
+        label = name if name in ("whole command", AS_PID_1) else f"without {name}"
         print(f"  {label:38s} median {median:6.1f} ms  ({whole - median:+5.1f} ms)")
 
 
