@@ -9,7 +9,9 @@ validated, authorized under the run's authority, approved and recorded.
 calling no tools). Where bubblewrap or user namespaces are missing the tools
 refuse to run code (`unavailable_reason` says why); ``mode="unsafe_subprocess"``
 is for development only. Network egress, where a deployer allows it, is one
-gated connection at a time (`network_tool`: the effect ``network:<host>``).
+gated connection at a time (`network_tool`: the effect ``network:<host>``), relayed
+by the host: the code holds one end of a socketpair, never a socket of the host's
+network.
 """
 
 from callgate.sandbox.config import Limits, Mode, SandboxConfig

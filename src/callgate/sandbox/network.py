@@ -10,9 +10,11 @@ port)`` call through the same run, so the connection is the effect
 sink (a host that appears only in untrusted data is escalated or denied, like
 any tainted destination). Admitted, the host resolves the name, refuses
 private, loopback and link-local addresses unless ``allow_private``, connects,
-and hands the connected socket itself to the sandbox (``SCM_RIGHTS`` over the
-bridge socket). The code can use that one connection and nothing else: it
-still cannot create a socket of its own.
+and keeps the connection: the runner hands the code one end of a new socketpair
+(``SCM_RIGHTS`` over the bridge socket) and relays bytes between the other end
+and the connection (`callgate.sandbox.runner`). The code can use that one
+connection and nothing else: it holds no socket of the host's network, so it
+cannot re-aim or listen on it, and it still cannot create a socket of its own.
 """
 
 from __future__ import annotations

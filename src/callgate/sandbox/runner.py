@@ -3,11 +3,12 @@
 `run_code` starts the guest (under bubblewrap, or as a plain child process
 in the development mode), sends it the code, the limits and the tools it may
 call, answers each call it makes through ``answer`` (the gate), keeps at most
-``Limits.output_bytes`` of stdout and of stderr, and at the wall-clock
-deadline kills the sandbox: bubblewrap dies, its children die with it
-(``--die-with-parent``), and the end of the PID namespace's first process
-ends every process left in it. Whatever happens, nothing it started outlives
-the call.
+``Limits.output_bytes`` of stdout and of stderr, relays the connections the
+gate admitted (`_Relay`: the code holds one end of a socketpair, never a host
+socket), and at return, at the wall-clock deadline and at a protocol
+violation kills the sandbox's PID-namespace init (its host pid reported by
+bubblewrap's ``--json-status-fd``), which ends every process in the namespace.
+Whatever happens, nothing it started outlives the call.
 """
 
 from __future__ import annotations
