@@ -414,16 +414,20 @@ def _without_values(text: str, secrets: Collection[str]) -> str:
     for secret in secrets:
         if len(secret) < 4:
             continue
-        for form in secret_forms(secret):
-            lowered = form.lower()
-            if folded and len(lowered) == len(form):
-                haystack, needle = folded, lowered
-            else:
-                haystack, needle = text, form
-            at = haystack.find(needle)
+        if folded:
+            lowered, exact = _needles(secret)
+            for needle in lowered:
+                at = folded.find(needle)
+                while at >= 0:
+                    spans.append((at, at + len(needle)))
+                    at = folded.find(needle, at + 1)
+        else:
+            exact = secret_forms(secret)
+        for needle in exact:
+            at = text.find(needle)
             while at >= 0:
                 spans.append((at, at + len(needle)))
-                at = haystack.find(needle, at + 1)
+                at = text.find(needle, at + 1)
     if not spans:
         return text
     spans.sort()
@@ -509,6 +513,21 @@ def secret_forms(secret: str) -> tuple[str, ...]:
     forms.update(dict.fromkeys(escaped))
     forms.update(dict.fromkeys(e for e in encoded if len(e) >= _MIN_ENCODED))
     return tuple(f for f in forms if len(f) >= 4)
+
+
+@functools.lru_cache(maxsize=4096)
+def _needles(secret: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The forms of ``secret`` to look for in a lower-cased text (each form lower-cased,
+    once), and those whose lower case has another length, to look for as they are."""
+    lowered: dict[str, None] = {}
+    exact: list[str] = []
+    for form in secret_forms(secret):
+        low = form.lower()
+        if len(low) == len(form):
+            lowered[low] = None
+        else:
+            exact.append(form)
+    return tuple(lowered), tuple(exact)
 
 
 CONTEXT_SECRET_CHARS = 8
