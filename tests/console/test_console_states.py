@@ -115,3 +115,28 @@ def test_the_inbox_card_shows_the_users_request_and_the_calls_place(
     assert "call 3 of 4 in its run" in place
     assert _state_cells(place) == ["ok", "rejected", "pending", "pending"]
     assert '<span class="step this">refund' in place
+
+
+def test_a_rule_written_as_a_lambda_is_named_by_its_text(ledger: SQLiteLedger) -> None:
+    """A call decided by ``allow(..., when=lambda ...)`` shows the lambda's text as the rule
+    that decided (on /run), never ``<lambda>``."""
+    from callgate import Authority, Gate, Policy, Registry, ToolCall, allow
+    from callgate.console import NoAuth, create_app
+
+    tools = Registry()
+
+    @tools.tool(effects="read:orders", risk="read")
+    def lookup(order_id: str) -> str:
+        """Look up an order."""
+        return "shipped"
+
+    policy = Policy([allow("lookup", when=lambda a: a["order_id"].startswith("o-"))])
+    run = Gate(tools, policy=policy, ledger=ledger).run(
+        authority=Authority(principal="p", grants=["read:orders"])
+    )
+    run.submit([ToolCall(id="c1", name="lookup", arguments={"order_id": "o-1"})])
+    [call] = ledger.calls(run_id=run.id)
+    assert call.decided_by == "allow lookup when lambda a: a['order_id'].startswith('o-')"
+    page = TestClient(create_app(ledger, auth=NoAuth("maria"))).get("/run", params={"id": run.id}).text
+    assert "&lt;lambda&gt;" not in page
+    assert "when lambda a: a[&#39;order_id&#39;].startswith(&#39;o-&#39;)" in page

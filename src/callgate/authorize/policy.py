@@ -176,7 +176,7 @@ class Rule:
             if self.effect:
                 desc += f" effect {self.effect}"
             if self.when is not None:
-                desc += " when " + getattr(self.when, "__name__", "predicate")
+                desc += " when " + _predicate_name(self.when)
             object.__setattr__(self, "name", desc)
 
     def matches(self, spec: ToolSpec, values: Mapping[str, Any], effects: Sequence[Effect]) -> bool:
@@ -193,6 +193,32 @@ class Rule:
         """A stable text of the rule for the policy version."""
         when = getattr(self.when, "__qualname__", "predicate") if self.when else ""
         return f"{self.action.value}|{self.tool}|{self.effect or ''}|{when}|{self.name}"
+
+
+def _predicate_name(when: Callable[..., Any]) -> str:
+    """A predicate's name for a rule's name: a lambda by its own text (``lambda a:
+    a['amount'] <= 50``, read from its source file), never ``<lambda>``."""
+    name = str(getattr(when, "__name__", "predicate"))
+    code = getattr(when, "__code__", None)
+    if name != "<lambda>" or code is None:
+        return name
+    import ast
+    import linecache
+
+    where = f"lambda at {os.path.basename(code.co_filename)}:{code.co_firstlineno}"
+    try:
+        tree = ast.parse("".join(linecache.getlines(code.co_filename)))
+    except (SyntaxError, ValueError):
+        return where
+    found = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Lambda) and node.lineno == code.co_firstlineno
+    ]
+    if len(found) != 1:  # none, or several on one line: which one is not certain
+        return where
+    text = " ".join(ast.unparse(found[0]).split())
+    return text if len(text) <= 120 else text[:119] + "…"
 
 
 def _rule(action: Action) -> Callable[..., Rule]:
