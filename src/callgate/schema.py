@@ -582,25 +582,30 @@ def _located(node: Any, path: str) -> Iterator[tuple[str, JSON]]:
 
 
 def inline_refs(schema: JSON) -> JSON:
-    """The schema with every local ``$ref`` replaced by its definition (no recursion allowed)."""
-    defs = schema.get("$defs", {})
-    defs = defs if isinstance(defs, Mapping) else {}
+    """The schema with every local ``$ref`` replaced by its definition (no recursion allowed).
+
+    Definitions are read under ``$defs`` and under draft-07's ``definitions``.
+    """
+    maps = {key: schema.get(key) for key in ("$defs", "definitions")}
+    defs = {f"#/{k}/": v for k, v in maps.items() if isinstance(v, Mapping)}
 
     def resolve(node: Mapping[str, Any], seen: tuple[str, ...]) -> JSON:
         ref = node.get("$ref")
-        if isinstance(ref, str) and ref.startswith("#/$defs/"):
-            name = pointer_name(ref.removeprefix("#/$defs/"))
-            if name in seen:
+        prefix = next((p for p in defs if isinstance(ref, str) and ref.startswith(p)), None)
+        if isinstance(ref, str) and prefix is not None:
+            name = pointer_name(ref.removeprefix(prefix))
+            if ref in seen:
                 raise DefinitionError(
                     f"schema type {name!r} is recursive; this format cannot express recursion"
                 )
-            target = defs.get(name)
+            target = defs[prefix].get(name)
             if not isinstance(target, Mapping):
                 raise DefinitionError(f"the schema refers to {ref!r}, which it does not define")
             merged = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
-            return resolve(merged, (*seen, name))
+            return resolve(merged, (*seen, ref))
         out = map_subschemas(node, lambda sub: resolve(sub, seen))
         out.pop("$defs", None)
+        out.pop("definitions", None)
         return out
 
     return resolve(schema, ())

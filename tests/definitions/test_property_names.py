@@ -40,7 +40,7 @@ from callgate.grammar import tool_grammar
 from callgate.lint import lint
 from callgate.providers import anthropic, gemini, openai_chat, openai_responses
 from callgate.providers import mcp as mcp_export
-from callgate.schema import inline_refs, strict_schema
+from callgate.schema import inline_refs, strict_schema, subschemas
 from grammar.support import accepts, written
 
 pytestmark = pytest.mark.timeout(120)
@@ -182,6 +182,11 @@ def _check_everywhere(spec: ToolSpec, wire_names: list[str], arguments: dict[str
         assert list(properties) == list(spec.input_schema["properties"]), export
         for name in wire_names:
             assert name in properties, (export, name)
+    [declaration] = gemini.tool_definitions([spec])
+    refs = [w for w, n in subschemas(declaration["parameters"]) if isinstance(n.get("$ref"), str)]
+    assert refs == [], "Gemini takes no references: each must be inlined"
+    untyped = [n for n, p in declaration["parameters"]["properties"].items() if "type" not in p]
+    assert untyped == [], "a reference dropped instead of inlined leaves a property untyped"
     [chat] = openai_chat.tool_definitions([spec])
     [claude] = anthropic.tool_definitions([spec])
     for exported in (chat["function"]["parameters"], claude["input_schema"]):
@@ -287,7 +292,9 @@ def test_a_parameter_pydantic_reserves_is_a_definition_error_that_says_what_to_d
 # -- tools defined by a JSON Schema ----------------------------------------------------
 
 
-SHAPES = ("string", "date", "ref", "nested", "array", "nullable")
+SHAPES = ("string", "date", "ref", "oldref", "nested", "array", "nullable")
+"""How a property is typed: ``ref`` refers to ``$defs`` and ``oldref`` to ``definitions``
+(draft-07's word, still read), each under the property's own name."""
 
 
 def _escape(name: str) -> str:
@@ -299,6 +306,8 @@ def _property(name: str, shape: str, wire_names: list[str]) -> dict[str, Any]:
         return {"type": "string", "format": "date"}
     if shape == "ref":
         return {"$ref": f"#/$defs/{_escape(name)}"}
+    if shape == "oldref":
+        return {"$ref": f"#/definitions/{_escape(name)}"}
     if shape == "nested":
         return {
             "type": "object",
@@ -316,7 +325,7 @@ def _property(name: str, shape: str, wire_names: list[str]) -> dict[str, Any]:
 def _value(shape: str, wire_names: list[str], i: int) -> Any:
     if shape == "date":
         return "2026-02-28"
-    if shape == "ref":
+    if shape in ("ref", "oldref"):
         return {"at": f"v-{i}"}
     if shape == "nested":
         return {n: f"w-{j}" for j, n in enumerate(wire_names)}
@@ -327,21 +336,12 @@ def _value(shape: str, wire_names: list[str], i: int) -> Any:
 
 def _invalid(shape: str) -> Any:
     """A value the property's own schema refuses."""
-    return {"date": "2026-02-30", "ref": {"at": 5}, "nested": {}, "array": [""]}.get(shape, 7)
+    refused = {"date": "2026-02-30", "ref": {"at": 5}, "oldref": {"at": 5}, "nested": {}}
+    return {**refused, "array": [""]}.get(shape, 7)
 
 
 def schema_with(wire_names: list[str], shapes: list[str]) -> dict[str, Any]:
     """An arguments schema with one property per name, of the shape drawn for it."""
-    defs = {
-        name: {
-            "type": "object",
-            "properties": {"at": {"type": "string"}},
-            "required": ["at"],
-            "additionalProperties": False,
-        }
-        for name, shape in zip(wire_names, shapes, strict=True)
-        if shape == "ref"
-    }
     schema: dict[str, Any] = {
         "type": "object",
         "properties": {
@@ -349,8 +349,19 @@ def schema_with(wire_names: list[str], shapes: list[str]) -> dict[str, Any]:
         },
         "required": list(wire_names),
     }
-    if defs:
-        schema["$defs"] = defs
+    for key, shape in (("$defs", "ref"), ("definitions", "oldref")):
+        defs = {
+            name: {
+                "type": "object",
+                "properties": {"at": {"type": "string"}},
+                "required": ["at"],
+                "additionalProperties": False,
+            }
+            for name, drawn in zip(wire_names, shapes, strict=True)
+            if drawn == shape
+        }
+        if defs:
+            schema[key] = defs
     return schema
 
 
@@ -469,10 +480,11 @@ def openapi_document(wire_names: list[str], shapes: list[str]) -> dict[str, Any]
     """A GET taking each name as a query parameter and a POST taking each as a body
     property (references to components of the same name included)."""
     body = schema_with(wire_names, shapes)
-    components = body.pop("$defs", {})
+    components = {**body.pop("$defs", {}), **body.pop("definitions", {})}
     for prop in body["properties"].values():
         if "$ref" in prop:
-            prop["$ref"] = prop["$ref"].replace("#/$defs/", "#/components/schemas/")
+            name = prop["$ref"].rsplit("/", 1)[-1]
+            prop["$ref"] = f"#/components/schemas/{name}"
     ok = {"200": {"description": "what the service received"}}
     return {
         "openapi": "3.1.0",
@@ -560,6 +572,22 @@ def test_an_imported_mcp_tool_takes_any_property_name(drawn: tuple[list[str], li
     arguments = {
         n: _value(s, wire_names, i) for i, (n, s) in enumerate(zip(wire_names, shapes, strict=True))
     }
+    _submit(spec, arguments)
+    assert received == [arguments]
+    _check_everywhere(spec, wire_names, arguments)
+
+
+@pytest.mark.parametrize("shape", [s for s in SHAPES if s != "nested"])
+def test_every_name_at_once_in_each_shape(shape: str) -> None:
+    """All the names together, each as a property of one shape (and as a definition under
+    ``$defs`` or ``definitions``): hypothesis draws a few at a time, this takes every one
+    (nested objects of every name in every name are left to hypothesis: 17,000 fields)."""
+    wire_names = list(NAMES)
+    shapes = [shape] * len(wire_names)
+    schema = schema_with(wire_names, shapes)
+    received: list[dict[str, Any]] = []
+    spec = Registry().add_schema_tool("echo", "d", schema, lambda **given: received.append(given))
+    arguments = {n: _value(shape, wire_names, i) for i, n in enumerate(wire_names)}
     _submit(spec, arguments)
     assert received == [arguments]
     _check_everywhere(spec, wire_names, arguments)

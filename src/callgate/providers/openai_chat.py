@@ -34,7 +34,7 @@ from callgate.providers.base import (
     unreadable,
 )
 from callgate.render import bounded
-from callgate.schema import strict_obstacle, strict_schema
+from callgate.schema import map_subschemas, strict_obstacle, strict_schema
 from callgate.tools import ToolSpec
 
 __all__ = ["StreamAssembler", "extract", "render", "strict_parameters", "tool_definitions"]
@@ -289,7 +289,6 @@ _NOT_IN_STRICT = frozenset(
 _STRICT_FORMATS = frozenset(
     {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
 )
-_DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})
 
 
 def strict_parameters(spec: ToolSpec) -> tuple[dict[str, Any], bool]:
@@ -321,17 +320,16 @@ def _drop_unsupported(node: Any, defs: dict[str, Any]) -> Any:
     if isinstance(ref, str) and len(node) > 1 and ref.removeprefix("#/$defs/") in defs:
         node = {**defs[ref.removeprefix("#/$defs/")], **node}
         del node["$ref"]
-    out: dict[str, Any] = {}
-    for key, value in node.items():
-        if key in ("properties", "$defs") and isinstance(value, dict):
-            out[key] = {name: _drop_unsupported(sub, defs) for name, sub in value.items()}
-        elif key in _DATA_KEYWORDS:
-            out[key] = value
-        elif key in _NOT_IN_STRICT or (key == "format" and value not in _STRICT_FORMATS):
-            continue
-        else:
-            out[key] = _drop_unsupported(value, defs)
-    return out
+    kept = {
+        key: value
+        for key, value in node.items()
+        if key not in _NOT_IN_STRICT
+        and not (key == "format" and (not isinstance(value, str) or value not in _STRICT_FORMATS))
+    }
+    # Only the places that hold schemas are entered: the keys of "properties" or
+    # "definitions" are names (a definition named "format" is not the keyword), and data
+    # ("default", "enum", "const", "examples") is kept as it is.
+    return map_subschemas(kept, lambda sub: _drop_unsupported(sub, defs))
 
 
 def tool_definitions(tools: Tools) -> list[dict[str, Any]]:
