@@ -132,6 +132,10 @@ def list_requests(
         if as_json:
             print_json([_as_dict(r, now) for r in requests])
             return
+        out = console()
+        if out.width < _WIDE:
+            _print_stacked(out, requests, now)
+            return
         table = Table(title=f"{len(requests)} approval request(s)", title_justify="left")
         table.add_column("id", no_wrap=True)
         for column in ("status", "principal", "preview", "effects", "expires (UTC)", "note"):
@@ -147,7 +151,33 @@ def list_requests(
                 cell(_expiry(r, now)),
                 cell(note),
             )
-        console().print(table)
+        out.print(table)
+
+
+_WIDE = 120
+"""Below this many columns, `approvals list` prints one block per request, not a table."""
+
+
+def _print_stacked(out: Any, requests: list[ApprovalRequest], now: float) -> None:
+    """One block per request, for a narrow terminal: the id whole on its own line with the
+    status and principal, then the preview, effects, expiry and note, each wrapped."""
+    out.print(cell(f"{len(requests)} approval request(s)"))
+    for r in requests:
+        preview, note = _split(r.preview)
+        head = cell(r.id)
+        head.append("  ")
+        head.append_text(_styled(r.state(now)))
+        head.append("  " + plain(r.principal))
+        out.print(head, overflow="fold")
+        body = Table.grid(padding=(0, 1))
+        body.add_column(style="bold", no_wrap=True)
+        body.add_column(overflow="fold")
+        body.add_row("  preview", cell(preview))
+        body.add_row("  effects", cell(", ".join(map(str, r.effects))))
+        body.add_row("  expires", cell(_expiry(r, now)))
+        if note:
+            body.add_row("  note", cell(note))
+        out.print(body)
 
 
 @app.command()
