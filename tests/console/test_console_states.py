@@ -137,6 +137,8 @@ def test_a_rule_written_as_a_lambda_is_named_by_its_text(ledger: SQLiteLedger) -
     run.submit([ToolCall(id="c1", name="lookup", arguments={"order_id": "o-1"})])
     [call] = ledger.calls(run_id=run.id)
     assert call.decided_by == "allow lookup when lambda a: a['order_id'].startswith('o-')"
-    page = TestClient(create_app(ledger, auth=NoAuth("maria"))).get("/run", params={"id": run.id}).text
+    page = (
+        TestClient(create_app(ledger, auth=NoAuth("maria"))).get("/run", params={"id": run.id}).text
+    )
     assert "&lt;lambda&gt;" not in page
     assert "when lambda a: a[&#39;order_id&#39;].startswith(&#39;o-&#39;)" in page
