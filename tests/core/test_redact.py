@@ -1,7 +1,7 @@
 """`callgate.redact.Redactor`: secret values, secret fields and the patterns of your own.
 
 The default credential patterns are held to Python's ``re`` in
-tests/security/test_redact.py; here: the secret values a call carries (longest
+tests/core/test_redact_defaults.py; here: the secret values a call carries (longest
 first, overlapping, too short to redact), secret fields in arguments, and
 patterns given to ``Redactor(...)``, which run on RE2 but must replace exactly
 what Python's ``re.sub`` over them would.
