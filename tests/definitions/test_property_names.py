@@ -591,3 +591,34 @@ def test_every_name_at_once_in_each_shape(shape: str) -> None:
     _submit(spec, arguments)
     assert received == [arguments]
     _check_everywhere(spec, wire_names, arguments)
+
+
+def test_typeddict_and_dataclass_fields_take_keyword_names() -> None:
+    """A TypedDict's or a dataclass's fields named ``type``, ``fields``, ``choices``, ``ref``
+    (pydantic-core's own words for a schema's parts) validate and export by those names."""
+    import dataclasses
+
+    from typing_extensions import TypedDict
+
+    Typed = TypedDict(  # noqa: UP013 - the names are not identifiers of a class body
+        "Typed",
+        {"type": str, "fields": str, "choices": str, "ref": str, "schema": str, "metadata": str},
+    )
+
+    @dataclasses.dataclass
+    class Plain:
+        type: str
+        fields: str
+        choices: str
+        ref: str
+
+    def both(typed: Any, plain: Any) -> dict[str, Any]:
+        return {"typed": dict(typed), "plain": dataclasses.asdict(plain)}
+
+    both.__annotations__ = {"typed": Typed, "plain": Plain, "return": dict[str, Any]}
+    spec = tool(both)
+    typed = {k: f"t-{k}" for k in ("type", "fields", "choices", "ref", "schema", "metadata")}
+    plain = {k: f"p-{k}" for k in ("type", "fields", "choices", "ref")}
+    obs = _submit(spec, {"typed": typed, "plain": plain})
+    assert obs.result == {"typed": typed, "plain": plain}
+    _check_everywhere(spec, ["typed", "plain"], {"typed": typed, "plain": plain})

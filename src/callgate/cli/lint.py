@@ -2,10 +2,11 @@
 
 TARGET is ``module:attribute`` naming a `Registry`; a JSON file of function
 definitions (a list, or ``{"tools": [...]}``, in any provider's shape),
-linted as schema tools, a definition callgate cannot enforce being a CG100
-error; or an OpenAPI document (a ``.yaml``/``.yml``/``.json`` path or an
-``http(s)`` URL) whose operations are linted as the tools
-`callgate.openapi` would make of them.
+linted as schema tools; or an OpenAPI document (a ``.yaml``/``.yml``/``.json``
+path or an ``http(s)`` URL) whose operations are linted as the tools
+`callgate.openapi` would make of them. Each definition or operation left out
+is a CG100 error with its reason (the rest are linted), and a target that
+yields no tool is one more: never "0 tools, 0 findings".
 
 Each finding is printed as ``tool: location: RULE severity: message (fix:
 ...)``, then each tool's estimated definition length in tokens. Exit codes:

@@ -3,8 +3,10 @@
 From the lecture notes' design rules for schemas (§2.2.4), the parts a
 program can check:
 
-- CG100 a definition callgate cannot enforce as written (read from a file of
-  function definitions; `callgate.lint.sources`): the refusal's reason;
+- CG100 a definition left out (read from a file of function definitions or
+  an OpenAPI document; `callgate.lint.sources`): the reason, whether its
+  schema cannot be enforced as written, its name is defined twice, or it is
+  not a definition at all; and a source that yields no tool;
 - CG101 free-form objects where a typed schema is possible (rule 6): an
   object (at any depth) with no declared properties, or open to extra fields;
 - CG102 finite choice sets not enumerated (rule 2): a string whose
@@ -369,7 +371,7 @@ PerTool = Callable[[ToolSpec, Budgets], Iterator[Finding]]
 PerRegistry = Callable[[Sequence[ToolSpec], Budgets], Iterator[Finding]]
 
 RULES: Mapping[str, tuple[str, PerTool | None, PerRegistry | None]] = {
-    "CG100": ("cannot be enforced", None, None),  # raised while reading definitions
+    "CG100": ("definition left out", None, None),  # raised while reading definitions
     "CG101": ("free-form object", free_form_objects, None),
     "CG102": ("finite choices not enumerated", unenumerated_choices, None),
     "CG103": ("decorative description", decorative_descriptions, None),
