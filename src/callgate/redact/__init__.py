@@ -167,8 +167,10 @@ class Redactor:
                 (self.text(k, secrets) if isinstance(k, str) else k): self.value(v, secrets)
                 for k, v in node.items()
             }
-        if isinstance(node, list | tuple):
-            return type(node)(self.value(v, secrets) for v in node)
+        if isinstance(node, list):
+            return [self.value(v, secrets) for v in node]
+        if isinstance(node, tuple):  # a plain tuple (a named one's fields are kept as a tuple)
+            return tuple(self.value(v, secrets) for v in node)
         return node
 
     def withheld_rejection(
