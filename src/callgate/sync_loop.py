@@ -4,8 +4,10 @@ A sync ``submit`` of an async tool, or of a batch, needs an event loop. A
 new loop per call (``anyio.run``) costs about a hundred microseconds and
 breaks tools that keep loop-bound clients between calls; this module keeps
 one loop per thread instead, closed when the interpreter exits. A thread that
-already runs a loop (a sync ``submit`` called from async code) hands the
-work to a helper thread, which has its own.
+already runs a loop (a sync ``submit`` or ``Agent.run`` called from async
+code, a notebook's cell) hands the work to a helper thread of its own, the
+same one every time, so its calls too share one loop. A helper, and its loop,
+end when the thread it serves ends.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import contextlib
 import contextvars
 import os
 import threading
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -27,7 +30,6 @@ T = TypeVar("T")
 _local = threading.local()
 _loops: list[asyncio.AbstractEventLoop] = []
 _lock = threading.Lock()
-_helpers: concurrent.futures.ThreadPoolExecutor | None = None
 
 
 def run_sync(fn: Callable[[], Awaitable[T]]) -> T:
@@ -42,7 +44,7 @@ def run_sync(fn: Callable[[], Awaitable[T]]) -> T:
             return run_sync(fn)
 
         # The caller's context variables (a trace's current span among them) go along.
-        return _helper_threads().submit(contextvars.copy_context().run, in_helper).result()
+        return _helper().submit(contextvars.copy_context().run, in_helper).result()
     loop: asyncio.AbstractEventLoop | None = getattr(_local, "loop", None)
     if loop is None or _local.pid != os.getpid():
         # A forked child must not share its parent's loop (and its selector).
@@ -67,14 +69,45 @@ async def _awaited(fn: Callable[[], Awaitable[T]]) -> T:
     return await fn()
 
 
-def _helper_threads() -> concurrent.futures.ThreadPoolExecutor:
-    global _helpers
+class _Owner:
+    """Held by the thread a helper serves: when that thread ends, this is freed and the
+    helper retires (`_retire`)."""
+
+
+def _helper() -> concurrent.futures.ThreadPoolExecutor:
+    """This thread's helper: one thread, the same for every call made from here, so that
+    every call runs on one loop. A shared pool handed each call to whichever helper was
+    idle, and a loop-bound client then met another loop on the next call."""
+    helper: concurrent.futures.ThreadPoolExecutor | None = getattr(_local, "helper", None)
+    if helper is None or _local.helper_pid != os.getpid():
+        helper = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="callgate-loop"
+        )
+        owner = _Owner()
+        # Not at exit: the loops are closed then by `_close_all`, and the pool refuses work.
+        weakref.finalize(owner, _retire, helper).atexit = False
+        _local.helper, _local.helper_owner, _local.helper_pid = helper, owner, os.getpid()
+    return helper
+
+
+def _retire(helper: concurrent.futures.ThreadPoolExecutor) -> None:
+    """The served thread ended: close the helper's loop in the helper, then end it."""
+    with contextlib.suppress(RuntimeError):  # the interpreter is shutting down
+        helper.submit(_close_own_loop)
+    helper.shutdown(wait=False)
+
+
+def _close_own_loop() -> None:
+    loop: asyncio.AbstractEventLoop | None = getattr(_local, "loop", None)
+    if loop is None or _local.pid != os.getpid():
+        return
+    _local.loop = None
     with _lock:
-        if _helpers is None:
-            _helpers = concurrent.futures.ThreadPoolExecutor(
-                max_workers=8, thread_name_prefix="callgate-loop"
-            )
-        return _helpers
+        if loop in _loops:
+            _loops.remove(loop)
+    with contextlib.suppress(RuntimeError):
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    loop.close()
 
 
 @atexit.register

@@ -112,6 +112,52 @@ def test_a_caller_inside_a_running_loop_is_served_by_a_helper_thread() -> None:
     assert inner is not outer
 
 
+def test_a_caller_inside_a_running_loop_keeps_one_helper_loop() -> None:
+    """Sync calls made from async code (a notebook's cell, a handler on a loop) all run on
+    one helper loop for that calling thread, so a loop-bound client (an SDK's connection
+    pool) keeps working between them. A shared pool handed successive calls to whichever
+    helper was idle: after two concurrent callers, one caller's calls alternated loops."""
+    barrier = threading.Barrier(2, timeout=10)
+
+    async def both_at_once() -> None:
+        await asyncio.to_thread(barrier.wait)
+
+    def from_a_running_loop(fn: Callable[[], T]) -> T:
+        async def main() -> T:
+            return fn()
+
+        return _in_new_thread(lambda: asyncio.run(main()))
+
+    # Two loop threads call at the same time: two helpers exist afterwards.
+    first = threading.Thread(target=from_a_running_loop, args=(lambda: run_sync(both_at_once),))
+    first.start()
+    from_a_running_loop(lambda: run_sync(both_at_once))
+    first.join(30)
+
+    loops = from_a_running_loop(lambda: [run_sync(_current_loop) for _ in range(8)])
+    assert len(set(map(id, loops))) == 1
+
+
+def test_a_helper_and_its_loop_end_with_the_thread_they_serve() -> None:
+    """When a thread that ran a loop and made sync calls ends, its helper thread closes
+    its loop and ends too: short-lived threads leave no loops (nor their file
+    descriptors) behind."""
+    import gc
+
+    async def here() -> tuple[asyncio.AbstractEventLoop, threading.Thread]:
+        return asyncio.get_running_loop(), threading.current_thread()
+
+    async def main() -> tuple[asyncio.AbstractEventLoop, threading.Thread]:
+        return run_sync(here)
+
+    loop, helper = _in_new_thread(lambda: asyncio.run(main()))
+    assert helper.name.startswith("callgate-loop")
+    gc.collect()
+    helper.join(30)
+    assert not helper.is_alive()
+    assert loop.is_closed()
+
+
 def test_an_interrupt_outside_the_task_cancels_it_and_the_loop_goes_on() -> None:
     """A KeyboardInterrupt while the task waits cancels it (its finally runs); the next
     call on the same thread runs normally."""
