@@ -38,7 +38,7 @@ from callgate import (
 )
 from callgate.grammar import tool_grammar
 from callgate.lint import lint
-from callgate.providers import anthropic, gemini, openai_chat, openai_responses
+from callgate.providers import anthropic, gemini, openai_chat, openai_responses, text
 from callgate.providers import mcp as mcp_export
 from callgate.schema import inline_refs, strict_schema, subschemas
 from grammar.support import accepts, written
@@ -169,6 +169,8 @@ def _exported_properties(spec: ToolSpec) -> Iterator[tuple[str, Mapping[str, Any
     yield "gemini", declaration["parameters"]["properties"]
     [mcp_tool] = mcp_export.tool_definitions([spec])
     yield "mcp", mcp_tool["inputSchema"]["properties"]
+    [template] = text.tool_definitions([spec])
+    yield "text (chat templates)", template["function"]["parameters"]["properties"]
     yield "strict", strict_schema(spec.input_schema)["properties"]
     yield "inlined", inline_refs(spec.input_schema)["properties"]
     call = tool_grammar([spec]).json_schema()
@@ -514,7 +516,7 @@ def openapi_document(wire_names: list[str], shapes: list[str]) -> dict[str, Any]
 
 
 @settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(drawn=named_shapes)
 def test_an_openapi_operation_takes_any_parameter_or_body_property_name(
@@ -545,7 +547,7 @@ def test_an_openapi_operation_takes_any_parameter_or_body_property_name(
 # -- MCP: a server's tool whose input schema uses the names ----------------------------
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(named_shapes)
 def test_an_imported_mcp_tool_takes_any_property_name(drawn: tuple[list[str], list[str]]) -> None:
     """`callgate.mcp.import_tools_sync` on a real (in-process) MCP server whose tool's

@@ -79,7 +79,7 @@ def test_a_removed_or_replaced_tool_frees_its_name() -> None:
 names = st.text(alphabet="ab._ -/", min_size=1, max_size=6)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(st.lists(names, min_size=1, max_size=10))
 def test_every_name_given_leads_back_to_exactly_one_tool(given_names: list[str]) -> None:
     """Whatever names are given, in whatever order and with repeats: each registered tool
