@@ -228,72 +228,121 @@ def _name_problem(name: str, pattern: re.Pattern[str], provider: str) -> str | N
     return None if pattern.match(name) else f"name {name!r} breaks {provider}'s name rule"
 
 
-def definition_failures(spec: ToolSpec) -> list[str]:
-    """Every way ``spec``'s exports break a provider's shape (empty when none)."""
-    problems: list[str | None] = []
-
+def _openai_chat(spec: ToolSpec, meta: Callable[[Any], str | None]) -> list[str | None]:
     [chat] = openai_chat.tool_definitions([spec])
-    problems.append(_sdk_problem("openai_chat", chat))
-    problems.append(_name_problem(chat["function"]["name"], OPENAI_NAME, "OpenAI"))
-    problems.append(_metaschema_problem(chat["function"]["parameters"]))
-    if chat["function"]["strict"]:
-        problems.append(_strict_problem(chat["function"]["parameters"]))
-    problems = [f"openai_chat: {p}" if p else None for p in problems]
+    function = chat["function"]
+    return [
+        _sdk_problem("openai_chat", chat),
+        _name_problem(function["name"], OPENAI_NAME, "OpenAI"),
+        meta(function["parameters"]),
+        _strict_problem(function["parameters"]) if function["strict"] else None,
+    ]
 
+
+def _openai_responses(spec: ToolSpec, meta: Callable[[Any], str | None]) -> list[str | None]:
     [responses] = openai_responses.tool_definitions([spec])
-    for problem in (
+    return [
         _sdk_problem("openai_responses", responses),
-        _metaschema_problem(responses["parameters"]),
+        meta(responses["parameters"]),
         _strict_problem(responses["parameters"]) if responses["strict"] else None,
-    ):
-        problems.append(f"openai_responses: {problem}" if problem else None)
+    ]
 
+
+def _anthropic(spec: ToolSpec, meta: Callable[[Any], str | None]) -> list[str | None]:
     [claude] = anthropic.tool_definitions([spec])
-    for problem in (
+    return [
         _sdk_problem("anthropic", claude),
         _name_problem(claude["name"], ANTHROPIC_NAME, "Anthropic"),
-        _metaschema_problem(claude["input_schema"]),
-    ):
-        problems.append(f"anthropic: {problem}" if problem else None)
+        meta(claude["input_schema"]),
+    ]
 
+
+def _gemini(spec: ToolSpec, meta: Callable[[Any], str | None]) -> list[str | None]:
     [declaration] = gemini.tool_definitions([spec])
-    name_problem = _name_problem(declaration["name"], GEMINI_NAME, "Gemini")
-    problems.append(f"gemini: {name_problem}" if name_problem else None)
+    problems = [_name_problem(declaration["name"], GEMINI_NAME, "Gemini")]
     if "parameters" in declaration:
         error = jsonschema.exceptions.best_match(_GEMINI.iter_errors(declaration["parameters"]))
         if error is not None:
-            problems.append(
-                f"gemini: not a Gemini Schema: {error.message[:160]} at {list(error.path)}"
-            )
+            problems.append(f"not a Gemini Schema: {error.message[:160]} at {list(error.path)}")
+    return problems
 
-    [mcp_tool] = mcp.tool_definitions([spec])
+
+def _mcp(spec: ToolSpec, meta: Callable[[Any], str | None]) -> list[str | None]:
     from mcp_types import Tool as McpTool
 
+    [mcp_tool] = mcp.tool_definitions([spec])
+    problems: list[str | None] = []
     try:
         McpTool.model_validate(mcp_tool)
     except ValidationError as exc:
-        problems.append(f"mcp: SDK Tool refuses it: {exc.errors()[0]['msg']}")
-    for problem in (
-        _name_problem(mcp_tool["name"], MCP_NAME, "MCP"),
-        _metaschema_problem(mcp_tool["inputSchema"]),
-    ):
-        problems.append(f"mcp: {problem}" if problem else None)
+        problems.append(f"SDK Tool refuses it: {exc.errors()[0]['msg']}")
+    problems += [_name_problem(mcp_tool["name"], MCP_NAME, "MCP"), meta(mcp_tool["inputSchema"])]
+    return problems
 
+
+def _text(spec: ToolSpec, meta: Callable[[Any], str | None]) -> list[str | None]:
     [open_model] = text.tool_definitions([spec])
-    problem = _metaschema_problem(open_model["function"]["parameters"])
-    problems.append(f"text: {problem}" if problem else None)
-    return [p for p in problems if p]
+    return [meta(open_model["function"]["parameters"])]
 
 
-def export_failures(registry: Registry) -> list[str]:
-    """``"<tool>: <format>: <problem>"`` for every export that breaks its provider's shape."""
+FORMATS: dict[str, Callable[[ToolSpec, Callable[[Any], str | None]], list[str | None]]] = {
+    "openai_chat": _openai_chat,
+    "openai_responses": _openai_responses,
+    "anthropic": _anthropic,
+    "gemini": _gemini,
+    "mcp": _mcp,
+    "text": _text,
+}
+"""Each provider format's check of one tool's export: the problems found (None: fine)."""
+
+
+def _cached_metaschema() -> Callable[[Any], str | None]:
+    """`_metaschema_problem` remembering its answers: most formats export one schema."""
+    answers: dict[str, str | None] = {}
+
+    def check(schema: Any) -> str | None:
+        key = json.dumps(schema, sort_keys=True, default=str)
+        if key not in answers:
+            answers[key] = _metaschema_problem(schema)
+        return answers[key]
+
+    return check
+
+
+def definition_failures(spec: ToolSpec, refused: Counter[str] | None = None) -> list[str]:
+    """Every way ``spec``'s exports break a provider's shape, ``"<format>: <problem>"``.
+
+    Each format is checked on its own. A format whose export raises `DefinitionError`
+    (a schema it cannot express, said with a reason) is counted in ``refused`` as
+    ``export refused: <format>: <reason>`` when ``refused`` is given, else it is a
+    problem like any other; any other exception from an export is always a problem.
+    """
+    meta = _cached_metaschema()
+    problems: list[str] = []
+    for name, check in FORMATS.items():
+        try:
+            found = check(spec, meta)
+        except DefinitionError as exc:
+            if refused is None:
+                found = [f"export raised DefinitionError: {str(exc)[:200]}"]
+            else:
+                refused[f"export refused: {name}: {refusal_reason(exc)}"] += 1
+                found = []
+        except Exception as exc:  # an export that crashes is a finding
+            found = [f"export raised {type(exc).__name__}: {str(exc)[:200]}"]
+        problems += [f"{name}: {p}" for p in found if p]
+    return problems
+
+
+def export_failures(registry: Registry, refused: Counter[str] | None = None) -> list[str]:
+    """``"<tool>: <format>: <problem>"`` for every export that breaks its provider's shape.
+
+    ``refused``, when given, counts the exports a format declined with a reason
+    (`definition_failures`); without it those are failures too.
+    """
     failures = []
     for spec in registry:
-        try:
-            problems = definition_failures(spec)
-        except Exception as exc:  # an export that raises is a finding, named by tool
-            problems = [f"export raised {type(exc).__name__}: {str(exc)[:200]}"]
-        failures += [f"{spec.name}: {p}" for p in problems]
+        failures += [f"{spec.name}: {p}" for p in definition_failures(spec, refused)]
     return failures
 
 
@@ -514,7 +563,7 @@ def check_registry(registry: Registry, report: SourceReport) -> None:
     A check that itself crashes (a callgate bug) is a crash, not a failed check.
     """
     try:
-        report.checks_failed += export_failures(registry)
+        report.checks_failed += export_failures(registry, report.checked)
     except Exception as exc:
         report.crashes.append(f"export check: {crash_text(exc)}")
     try:

@@ -14,6 +14,7 @@ from ._checks import (
     _inert,
     call_failures,
     check_expected_call,
+    check_registry,
     export_failures,
     refusal_reason,
     register,
@@ -198,3 +199,30 @@ def test_strict_rules_read_property_names_as_names() -> None:
         lambda **arguments: "ok",
     )
     assert export_failures(registry) == []
+
+
+def test_an_export_a_format_declines_with_a_reason_is_counted_not_failed() -> None:
+    """A recursive schema Gemini's subset cannot express: Gemini's export raises a
+    DefinitionError; check_registry counts it under ``checked``, the other formats pass."""
+    registry = Registry()
+    registry.add_schema_tool(
+        "walk",
+        "Walk a tree.",
+        {
+            "type": "object",
+            "$defs": {
+                "Node": {
+                    "type": "object",
+                    "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/Node"}}},
+                }
+            },
+            "properties": {"root": {"$ref": "#/$defs/Node"}},
+        },
+        lambda **arguments: "ok",
+    )
+    assert [f.split(": ")[1] for f in export_failures(registry)] == ["gemini"]
+    report = SourceReport(source="t")
+    check_registry(registry, report)
+    assert report.checks_failed == []
+    [refusal] = [k for k in report.checked if k.startswith("export refused")]
+    assert refusal.startswith("export refused: gemini: DefinitionError: ")
