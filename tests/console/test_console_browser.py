@@ -124,6 +124,9 @@ def test_a_person_approves_from_the_inbox_and_the_resumed_run_completes(
         _keep(tmp_path / "console-inbox.png")
 
         card.find_element(By.NAME, "reason").send_keys("damage confirmed on the photo")
+        card.find_element(By.CSS_SELECTOR, "button.approve").click()  # not confirmed yet
+        assert "/approvals" in browser.current_url  # the browser asks for the confirmation
+        card.find_element(By.NAME, "confirm").click()
         card.find_element(By.CSS_SELECTOR, "button.approve").click()
         WebDriverWait(browser, 15).until(lambda d: "done=approved" in d.current_url)
         assert browser.find_element(By.ID, "state").text == "approved"
@@ -159,3 +162,111 @@ def test_a_person_approves_from_the_inbox_and_the_resumed_run_completes(
         _keep(tmp_path / "console-timeline.png")
     console_ledger.close()
     assert (tmp_path / "console-inbox.png").stat().st_size > 10_000
+
+
+def _outcomes_run(ledger: SQLiteLedger) -> str:
+    """A run whose calls end in each outcome: ok, error (ToolFailure), unknown (the handler
+    crashed), rejected (schema); its id."""
+    from callgate import Authority, Gate, OutcomeUnknown, Policy, Registry, ToolCall, allow
+    from callgate.errors import ToolFailure
+
+    tools = Registry()
+
+    @tools.tool(effects="read:orders", risk="read")
+    def lookup(order_id: str) -> str:
+        """Look up an order."""
+        return f"order {order_id}: shipped"
+
+    @tools.tool(effects="write:orders")
+    def cancel(order_id: str) -> str:
+        """Cancel an order."""
+        raise ToolFailure(f"order {order_id} has shipped; it cannot be cancelled")
+
+    @tools.tool(effects="write:orders")
+    def charge(order_id: str) -> str:
+        """Charge the card."""
+        raise OutcomeUnknown("the payment processor did not answer")
+
+    policy = Policy([allow("lookup"), allow("cancel"), allow("charge")])
+    run = Gate(tools, policy=policy, ledger=ledger).run(
+        authority=Authority(principal="support-bot", grants=["read:orders", "write:orders"])
+    )
+    run.submit(
+        [
+            ToolCall(id="o_ok", name="lookup", arguments={"order_id": "o-1"}),
+            ToolCall(id="o_error", name="cancel", arguments={"order_id": "o-1"}),
+            ToolCall(id="o_unknown", name="charge", arguments={"order_id": "o-1"}),
+            ToolCall(id="o_rejected", name="lookup", arguments={"order": 5}),
+        ]
+    )
+    return run.id
+
+
+def test_each_state_is_screenshotted_and_looks_distinct(browser: Any, tmp_path: Path) -> None:
+    """Screenshots of each state into tmp_path: the inbox (pending, the flagged email's
+    confirmation), the approved and the denied request, /runs and /run showing them
+    decided before any resume, and a run with each outcome (ok, error, unknown, rejected),
+    each in its own colour with the legend."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.wait import WebDriverWait
+
+    db = tmp_path / "calls.db"
+    ledger = SQLiteLedger(db)
+    scenario = cs.play(ledger)
+    outcomes = _outcomes_run(ledger)
+    app = create_app(ledger, auth=TokenAuth(Credentials({"maria": cs.TOKEN})))
+
+    def colour(element: Any) -> str:
+        return str(element.value_of_css_property("background-color"))
+
+    with cs.serving(app) as base:
+        browser.get(base + "/login")
+        browser.find_element(By.ID, "name").send_keys("maria")
+        browser.find_element(By.ID, "token").send_keys(cs.TOKEN)
+        browser.find_element(By.ID, "sign-in").click()
+        WebDriverWait(browser, 15).until(lambda d: d.current_url == base + "/approvals")
+        email = browser.find_element(By.ID, scenario.email_approval)
+        assert "confirm this exact call" in email.text
+        assert "Please refund order o-1" in email.text  # the user's request
+        _screenshot(browser, tmp_path / "state-pending.png")
+
+        card = browser.find_element(By.ID, scenario.refund_approval)
+        card.find_element(By.NAME, "confirm").click()
+        card.find_element(By.CSS_SELECTOR, "button.approve").click()
+        WebDriverWait(browser, 15).until(lambda d: "done=approved" in d.current_url)
+        assert browser.find_element(By.ID, "state").text == "approved"
+        _screenshot(browser, tmp_path / "state-approved.png")
+
+        browser.get(base + "/approvals")
+        card = browser.find_element(By.ID, scenario.email_approval)
+        card.find_element(By.NAME, "reason").send_keys("the address came from a web page")
+        card.find_element(By.CSS_SELECTOR, "button.deny").click()
+        WebDriverWait(browser, 15).until(lambda d: "done=denied" in d.current_url)
+        assert browser.find_element(By.ID, "state").text == "denied"
+        _screenshot(browser, tmp_path / "state-denied.png")
+
+        browser.get(f"{base}/run?id={scenario.run.id}")
+        shown = browser.find_elements(By.CSS_SELECTOR, "#calls span.state")
+        assert [e.text for e in shown] == ["ok", "rejected", "approved", "denied"]
+        _screenshot(browser, tmp_path / "state-decided-run.png")
+        browser.get(base + "/runs")
+        _screenshot(browser, tmp_path / "state-runs.png")
+
+        browser.get(f"{base}/run?id={outcomes}")
+        cells = browser.find_elements(By.CSS_SELECTOR, "#calls span.state")
+        assert [e.text for e in cells] == ["ok", "error", "unknown", "rejected"]
+        assert len({colour(e) for e in cells}) == 4
+        legend = browser.find_elements(By.CSS_SELECTOR, "#legend span.state")
+        assert len({colour(e) for e in legend}) == len(legend)
+        rows = {
+            kind: browser.find_element(By.CSS_SELECTOR, f"li.event[data-kind='attempt.{kind}']")
+            for kind in ("ok", "error", "unknown")
+        }
+        borders = {k: e.value_of_css_property("border-left-color") for k, e in rows.items()}
+        assert len(set(borders.values())) == 3, borders
+        _screenshot(browser, tmp_path / "state-outcomes.png")
+    ledger.close()
+    for name in ("pending", "approved", "denied", "decided-run", "runs", "outcomes"):
+        shot = tmp_path / f"state-{name}.png"
+        assert shot.stat().st_size > 10_000
+        _keep(shot)

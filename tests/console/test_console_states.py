@@ -43,6 +43,7 @@ def test_a_decided_call_shows_decided_on_runs_and_run_before_the_run_resumes(
     table = run.split('<table class="list" id="calls">')[1].split("</table>")[0]
     assert _state_cells(table) == ["ok", "rejected", "approved", "denied"]
     assert "runs when the run resumes" in table
+    assert "the model is told when the run resumes" in table
 
 
 def test_each_state_has_its_own_colour_and_the_legend_names_them(
@@ -86,7 +87,7 @@ def test_a_flagged_approval_needs_an_explicit_confirmation(
     for approval_id in (scenario.email_approval, scenario.refund_approval):
         assert f'id="confirm-{approval_id}"' in inbox
     email = inbox.split(f'id="confirm-{scenario.email_approval}"')[1].split("</div>")[0]
-    assert "provenance: to comes only from untrusted text" in email
+    assert "provenance: &#39;to&#39; comes only from untrusted text" in email
     form = {"csrf": csrf, "id": scenario.email_approval, "decision": "approve"}
     refused = client.post("/approval/decide", data=form)
     assert refused.status_code == 400

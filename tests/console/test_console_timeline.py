@@ -101,7 +101,7 @@ def test_the_gate_of_the_shop_records_model_turns_first(
     sign_in(client)
     page = client.get("/run", params={"id": scenario.run.id}).text
     titles = re.findall(r'<div class="title">([^<]*)</div>', page)
-    assert titles[:3] == ["run started", "model turn 1", "admitted"]
+    assert titles.index("run started") < titles.index("model turn 1") < titles.index("admitted")
     assert titles.index("model turn 2") < titles.index("rejected at stage schema")
 
 

@@ -342,7 +342,7 @@ def confirmation_reasons(
         names = sorted({str(f.get("argument", "")) for f in findings} - {""})
         reasons.append(
             "provenance: "
-            + (", ".join(names) + " " if names else "")
+            + (", ".join(repr(n) for n in names) + " " if names else "a value ")
             + "comes only from untrusted text (a tool's output, a fetched page)"
         )
     risky = [e for e in request.effects if e.startswith(_HIGH_RISK)]
