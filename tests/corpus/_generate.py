@@ -254,6 +254,8 @@ def _string(node: Mapping[str, Any]) -> str:
     fmt = node.get("format")
     if isinstance(pattern, str):
         text = _from_pattern(pattern)
+        if len(text) < low:
+            text = _from_pattern(pattern, stretch=min(low, 64))
     elif isinstance(fmt, str) and fmt in _FORMATS:
         text = _FORMATS[fmt]
     elif isinstance(node.get("default"), str):
@@ -311,26 +313,27 @@ def _number(node: Mapping[str, Any], *, integer: bool) -> int | float:
 # -- strings from regular expressions -------------------------------------------------
 
 
-def _from_pattern(pattern: str) -> str:
-    """A string that ``re.search(pattern, ...)`` finds (built from the parse tree)."""
+def _from_pattern(pattern: str, stretch: int = 0) -> str:
+    """A string that ``re.search(pattern, ...)`` finds (built from the parse tree); with
+    ``stretch``, every repetition repeats up to that many times (for a ``minLength``)."""
     try:
         tree = sre_parse.parse(pattern)
     except (re.error, OverflowError, RecursionError) as exc:
         raise NoInstance(f"pattern {pattern!r} is not a Python regular expression") from exc
     groups: dict[int, str] = {}
-    return _emit(tree, groups, 0)
+    return _emit(tree, groups, 0, stretch)
 
 
-def _emit(tree: Any, groups: dict[int, str], depth: int) -> str:
+def _emit(tree: Any, groups: dict[int, str], depth: int, stretch: int) -> str:
     if depth > 50:
         raise NoInstance("pattern nested too deep")
     out = []
     for op, arg in tree:
-        out.append(_emit_one(op, arg, groups, depth))
+        out.append(_emit_one(op, arg, groups, depth, stretch))
     return "".join(out)
 
 
-def _emit_one(op: Any, arg: Any, groups: dict[int, str], depth: int) -> str:
+def _emit_one(op: Any, arg: Any, groups: dict[int, str], depth: int, stretch: int) -> str:
     c = sre_constants
     if op is c.LITERAL:
         return chr(arg)
@@ -343,19 +346,21 @@ def _emit_one(op: Any, arg: Any, groups: dict[int, str], depth: int) -> str:
     if op in (c.MAX_REPEAT, c.MIN_REPEAT, getattr(c, "POSSESSIVE_REPEAT", None)):
         low, _high, sub = arg
         count = low if low > 0 else (1 if _high and _high > 0 else 0)
+        if stretch:
+            count = max(count, min(_high, stretch))
         if count > 1000:
             raise NoInstance("pattern repeats too often")
-        return "".join(_emit(sub, groups, depth + 1) for _ in range(count))
+        return "".join(_emit(sub, groups, depth + 1, stretch) for _ in range(count))
     if op is c.SUBPATTERN:
         group, _add, _del, sub = arg
-        text = _emit(sub, groups, depth + 1)
+        text = _emit(sub, groups, depth + 1, stretch)
         if group is not None:
             groups[group] = text
         return text
     if op is getattr(c, "ATOMIC_GROUP", None):
-        return _emit(arg, groups, depth + 1)
+        return _emit(arg, groups, depth + 1, stretch)
     if op is c.BRANCH:
-        return _emit(arg[1][0], groups, depth + 1)
+        return _emit(arg[1][0], groups, depth + 1, stretch)
     if op is c.GROUPREF:
         return groups.get(arg, "")
     if op is c.AT:

@@ -33,6 +33,10 @@ SCHEMAS: list[dict[str, Any]] = [
         "properties": {"s": {"type": "string", "pattern": r"^[A-Z]{2}-\d{3}(x|y)?$"}},
     },
     {"type": "object", "properties": {"s": {"type": "string", "minLength": 12, "maxLength": 12}}},
+    {
+        "type": "object",
+        "properties": {"s": {"type": "string", "pattern": "^[a-z]+$", "minLength": 5}},
+    },
     {"type": "object", "properties": {"e": {"type": "string", "format": "email"}}},
     {"type": "object", "properties": {"d": {"type": "string", "format": "date-time"}}},
     {"type": "object", "properties": {"k": {"enum": ["b", "a"]}, "c": {"const": 7}}},
