@@ -11,6 +11,7 @@ The lab (`callgate.eval.lab`) runs every task through the same sync ``Agent.run`
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -144,4 +145,20 @@ def test_every_lab_run_reaches_the_model_with_one_sdk_client(
     )  # fmt: skip
     assert [r.reason for r in runs] == ["answered"] * 4
     assert len(server.requests) == 4
+    assert len(set(server.connections)) == 1
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai_chat"])
+def test_sync_runs_from_async_code_share_one_model(provider: str, server: RecordedServer) -> None:
+    """``Agent.run`` called where an event loop already runs (a notebook cell, async
+    code): three runs with one model object all answer, over one connection (the work
+    goes to the calling thread's own helper, the same each time)."""
+    make, call, answer, _ = PROVIDERS[provider]
+    server.queue = [(200, payload(name)) for name in (call, answer) * 3]
+    agent = Agent(make(server.url), shop_gate(Shop()))
+
+    async def cell() -> list[StopReason]:
+        return [agent.run("Where is o-1?", authority=authority()).reason for _ in range(3)]
+
+    assert asyncio.run(cell()) == [StopReason.ANSWERED] * 3
     assert len(set(server.connections)) == 1
