@@ -336,3 +336,105 @@ def _sdk_state(agent: Agent[Any], state: Any) -> Any:
         return await Runner.run(agent, state, run_config=CONFIG)
 
     return anyio.run(go)
+
+
+class _Streaming(Stub):
+    """The stub, streamed: each turn's items in one ``response.completed`` event."""
+
+    async def stream_response(
+        self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
+    ) -> Any:  # type: ignore[override]
+        from openai.types.responses import Response, ResponseCompletedEvent
+
+        response = Response(
+            id="resp",
+            created_at=0,
+            model="stub",
+            object="response",
+            output=self.turns.pop(0),
+            parallel_tool_calls=True,
+            tool_choice="auto",
+            tools=[],
+        )
+        yield ResponseCompletedEvent(
+            type="response.completed", response=response, sequence_number=0
+        )
+
+
+def test_a_streamed_run_is_gated(tmp_path: Path) -> None:
+    """``Runner.run_streamed``: ungated the model's close_account runs; gated it is refused
+    (never granted) and recorded, and the refund above the bound waits."""
+
+    async def stream(agent: Agent[Any]) -> None:
+        result = Runner.run_streamed(agent, "go", run_config=CONFIG)
+        async for _ in result.stream_events():
+            pass
+
+    turns = [
+        [
+            call("close_account", '{"customer": "a@b.example"}', "s1"),
+            call("refund", REFUND_80, "s2"),
+        ],
+        [reply("done")],
+    ]
+    shop = Shop()
+    tools = [function_tool(f, failure_error_function=None) for f in shop.functions().values()]
+    anyio.run(stream, Agent(name="s", model=_Streaming(*[list(t) for t in turns]), tools=tools))
+    assert shop.runs == {"close_account": 1, "refund": 1}
+    shop = Shop()
+    tools = [function_tool(f, failure_error_function=None) for f in shop.functions().values()]
+    gate = Gate(openai_agents.registry(tools, CONTRACTS), policy=POLICY, ledger=ledger(tmp_path))
+    run = gate.run(authority=AUTHORITY, run_id="run-stream")
+    agent = Agent(name="s", model=_Streaming(*[list(t) for t in turns]), tools=tools)
+    anyio.run(stream, openai_agents.gate_agent(agent, run))
+    assert shop.runs == {}
+    assert states(gate.ledger, run.id) == {"close_account": ["rejected"], "refund": ["pending"]}
+
+
+def _mcp_server(shop: Shop) -> Any:
+    """An MCP server (the SDK's interface, in process) offering ``wipe``."""
+    from agents.mcp import MCPServer
+    from mcp.types import CallToolResult, TextContent
+    from mcp.types import Tool as McpTool
+
+    class Server(MCPServer):
+        @property
+        def name(self) -> str:
+            return "ops"
+
+        async def connect(self) -> None:
+            return None
+
+        async def cleanup(self) -> None:
+            return None
+
+        async def list_tools(self, run_context: Any = None, agent: Any = None) -> list[Any]:
+            schema = {"type": "object", "properties": {"table": {"type": "string"}}}
+            return [McpTool(name="wipe", description="Wipe a table.", inputSchema=schema)]
+
+        async def call_tool(self, tool_name: str, arguments: Any, meta: Any = None) -> Any:
+            shop.ran("wipe")
+            return CallToolResult(content=[TextContent(type="text", text="wiped")])
+
+        async def list_prompts(self) -> Any:
+            raise NotImplementedError
+
+        async def get_prompt(self, name: str, arguments: Any = None) -> Any:
+            raise NotImplementedError
+
+    return Server()
+
+
+def test_an_mcp_servers_tool_runs_ungated_and_the_agent_is_refused_gated() -> None:
+    """The SDK lists an MCP server's tools and calls them itself (ungated, ``wipe`` runs);
+    gate_agent refuses an agent with MCP servers, naming the way through callgate."""
+    shop = Shop()
+    model = Stub([call("wipe", '{"table": "customers"}', "m1")], [reply("done")])
+    agent = Agent(name="ops", model=model, mcp_servers=[_mcp_server(shop)])
+    assert _sdk(agent, "wipe").final_output == "done"
+    assert shop.runs == {"wipe": 1}
+    help_tool = _help_tool(shop)
+    run = Gate(openai_agents.registry([help_tool], {}), policy=HELP_ONLY).run(authority=AUTHORITY)
+    agent = Agent(name="ops", tools=[help_tool], mcp_servers=[_mcp_server(shop)])
+    with pytest.raises(DefinitionError, match=r"MCP servers.*callgate mcp proxy"):
+        openai_agents.gate_agent(agent, run)
