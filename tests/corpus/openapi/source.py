@@ -16,6 +16,7 @@ no-ops.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import re
 import tempfile
@@ -214,7 +215,8 @@ def _add_renamed(registry: Registry, result: OpenAPIImport, file: str) -> list[T
     added = []
     for spec in result.tools:
         if spec.name in taken:
-            spec = dataclasses.replace(spec, name=f"{prefix}_{spec.name}"[:64])
+            tag = hashlib.sha256(f"{file}/{spec.name}".encode()).hexdigest()[:8]
+            spec = dataclasses.replace(spec, name=f"{prefix}_{tag}_{spec.name}"[:64])
         registry.add(spec)
         taken.add(spec.name)
         added.append(spec)
