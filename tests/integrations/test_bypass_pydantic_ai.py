@@ -214,3 +214,43 @@ def _model(script: Script) -> Any:
     from pydantic_ai.models.function import FunctionModel
 
     return FunctionModel(script)
+
+
+def test_pydantic_ais_own_deferred_approval_does_not_release_a_call(tmp_path: Path) -> None:
+    """A tool PydanticAI defers for approval (``requires_approval=True``): ungated, the
+    application's ``DeferredToolResults(approvals={id: True})`` runs it; gated, the same
+    flag only submits the call again, and callgate's policy (a refund above the bound waits
+    for a person in callgate) keeps it from running."""
+    from pydantic_ai import DeferredToolResults
+
+    for gated in (False, True):
+        shop = Shop()
+        functions = shop.functions()
+        tools = FunctionToolset([Tool(functions["refund"], requires_approval=True)])
+        script = Script([call("refund", REFUND_80, "r1")], [TextPart("done")], [TextPart("done")])
+        if gated:
+            gate = Gate(
+                registry(tools, {"refund": CONTRACTS["refund"]}),
+                policy=POLICY,
+                ledger=ledger(tmp_path),
+            )
+            run = gate.run(authority=AUTHORITY, run_id="run-deferred")
+            used: Any = GatedToolset(tools, run=run, pause=False)
+        else:
+            used = tools
+        agent: Agent[None, Any] = Agent(
+            _model(script), toolsets=[used], output_type=[str, DeferredToolRequests]
+        )
+        paused = run_agent(agent, "refund 80")
+        assert isinstance(paused.output, DeferredToolRequests)
+        assert shop.runs == {}
+        run_agent(
+            agent,
+            message_history=paused.all_messages(),
+            deferred_tool_results=DeferredToolResults(approvals={"r1": True}),
+        )
+        if not gated:
+            assert shop.runs == {"refund": 1}
+            continue
+        assert shop.runs == {}
+        assert states(gate.ledger, run.id) == {"refund": ["pending"]}
