@@ -55,10 +55,26 @@ async def _record(request: Request) -> Response:
     return JSONResponse({"ok": True})
 
 
+async def _relative(request: Request) -> Response:
+    """A document whose only server is relative (``/v9``): it lives where the document is."""
+    document = {
+        "openapi": "3.1.0",
+        "info": {"title": "rel", "version": "1"},
+        "servers": [{"url": "/v9"}],
+        "paths": {"/ping": {"get": {"operationId": "ping"}}},
+    }
+    return JSONResponse(document)
+
+
 @pytest.fixture(scope="module")
 def service() -> Iterator[str]:
     """A service that records every request it receives and answers ``{"ok": true}``."""
-    app = Starlette(routes=[Route("/{rest:path}", _record, methods=["GET", "POST", "PUT"])])
+    app = Starlette(
+        routes=[
+            Route("/docs/relative.json", _relative),
+            Route("/{rest:path}", _record, methods=["GET", "POST", "PUT"]),
+        ]
+    )
     with serving(app, what="recording service") as url:
         yield url
 
@@ -579,3 +595,22 @@ def test_an_array_cannot_smuggle_a_dot_segment_or_a_header(
     assert obs.stage == "semantic"
     assert field in obs.content
     assert SEEN == []
+
+
+def test_a_relative_server_is_resolved_against_the_documents_url(
+    service: str, tmp_path: Any
+) -> None:
+    """``servers: [{url: /v9}]`` read from ``http://host/docs/relative.json`` means
+    ``http://host/v9``; read from a file, it names no host and ``base_url`` is required."""
+    api = import_openapi(service + "/docs/relative.json", api="rel")
+    assert api.base_url == service + "/v9"
+    SEEN.clear()
+    assert _call(api, "ping", {}).status is Status.OK
+    assert SEEN[0]["path"] == "/v9/ping"
+    local = tmp_path / "relative.json"
+    local.write_text(
+        '{"openapi": "3.1.0", "info": {"title": "r", "version": "1"}, '
+        '"servers": [{"url": "/v9"}], "paths": {}}'
+    )
+    with pytest.raises(DefinitionError, match=r"relative.*--base-url"):
+        import_openapi(local, api="rel")
