@@ -90,8 +90,15 @@ def _counted(document: Any) -> int:
 _POINTER = re.compile(r" \(at #/[^)]*\)$")
 
 
+_FORMAT = re.compile(r"format \"([^\"]{1,60})\" \(at [^)]*\) is not one callgate checks")
+
+
 def _reason(text: str) -> str:
-    """A short stable phrase for an operation left out (the pointer and names blanked)."""
+    """A short stable phrase for an operation left out (the pointer and names blanked; an
+    unknown format keeps its name: which formats the corpus meets is worth reading)."""
+    unknown = _FORMAT.search(text)
+    if unknown is not None:
+        return f"left out: format {unknown.group(1)!r} is not one callgate checks"
     return refusal_reason(DefinitionError(_POINTER.sub("", text))).replace(
         "DefinitionError: ", "left out: ", 1
     )
