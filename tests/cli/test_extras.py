@@ -117,6 +117,13 @@ def commands_for(extra: str, root: Path) -> list[list[str]]:
     return table.get(extra, [])
 
 
+def _child_env(root: Path) -> dict[str, str]:
+    """A small environment for the child: ``root`` first on its path, then the parent's
+    own ``PYTHONPATH`` (the callgate under test), and ``HOME`` in the scratch directory."""
+    path = [str(root), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {"PATH": "/usr/bin:/bin", "PYTHONPATH": os.pathsep.join(path), "HOME": str(root)}
+
+
 def working_without(extra: str, root: Path) -> list[list[str]]:
     """Commands that need no extra: they must work whichever one is missing."""
     db = str(root / "ledger.db")
@@ -135,7 +142,7 @@ def run_blocked(blocked: list[str], commands: list[list[str]], root: Path) -> li
         capture_output=True,
         text=True,
         timeout=120,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root), "HOME": str(root)},
+        env=_child_env(root),
     )
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.splitlines()[-1])
@@ -189,3 +196,51 @@ def test_the_cli_names_the_extra_of_each_package() -> None:
     top-level packages it brings (so a missing one is named with the right extra)."""
     for extra in FEATURES:
         assert set(blocked_for(extra)) <= set(EXTRAS.get(extra, ())), extra
+
+
+@pytest.mark.integration
+def test_the_console_serves_without_the_eval_extra(workspace: Path) -> None:
+    """``callgate console`` with numpy, scipy and matplotlib missing starts, serves the runs
+    page (without the evaluation funnel) and stops on SIGINT (it died on start with
+    ``ModuleNotFoundError: numpy``)."""
+    import signal
+    import socket
+    import time
+
+    import httpx
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    db = str(workspace / "ledger.db")
+    spec = {
+        "blocked": blocked_for("eval"),
+        "commands": [["console", "--db", db, "--no-auth", "--port", str(port)]],
+    }
+    proc = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("blocked_cli.py")), json.dumps(spec)],
+        cwd=workspace,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_child_env(workspace),
+    )
+    try:
+        # No deadline of our own: pytest's timeout ends a console that never answers.
+        while True:
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None, proc.communicate()
+                time.sleep(0.05)
+        runs = httpx.get(f"http://127.0.0.1:{port}/runs")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    assert out.strip(), err[-2000:]
+    assert runs.status_code == 200, runs.text[:500]
+    report = json.loads(out.splitlines()[-1])
+    assert report["loaded_blocked"] == []
+    served = report["results"][-1]
+    assert (served["code"], served["crash"]) == (0, None), served
