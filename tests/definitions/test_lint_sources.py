@@ -108,6 +108,7 @@ def test_a_document_whose_operations_were_all_left_out_fails_and_says_why(
     code, report = _lint(tmp_path, document, name="api.yaml")
     assert code == 1
     assert report["tokens"] == {}
+    assert report["left_out"] == 2
     refused = [f for f in report["findings"] if f["rule"] == "CG100"]
     assert {f["tool"] for f in refused} == {"POST /items", "PUT /items", None}
     assert all(f["severity"] == "error" for f in refused)
