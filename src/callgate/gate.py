@@ -8,6 +8,7 @@ what the model sent.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import logging
 import time
@@ -33,7 +34,7 @@ from callgate.ledger import default_ledger
 from callgate.ledger.base import CallState, Ledger, LedgerError
 from callgate.recovery import RecoveryReport, recover
 from callgate.redact import DEFAULT_SECRET_PATTERNS, Redactor, redactor_for
-from callgate.resume import rebuild
+from callgate.resume import Fact, exposed_fact, intent_fact, rebuild, restore, trusted_fact
 from callgate.run_state import RunState
 from callgate.schedule import (
     Batch,
@@ -49,6 +50,12 @@ from callgate.tools import CallContext, Registry
 _log = logging.getLogger("callgate")
 
 __all__ = ["Gate", "Run", "running_run"]
+
+_caller: contextvars.ContextVar[Run | None] = contextvars.ContextVar(
+    "callgate_caller", default=None
+)
+"""The run whose handler is executing in this context: a run started there (a nested run)
+inherits its intents and exposure (`Gate.run`)."""
 
 _running: dict[tuple[str, str], Run] = {}
 """(run id, call name) → the run executing that call, for handlers that take a `CallContext`
@@ -227,16 +234,26 @@ class Gate:
         ``intent`` narrows what the run may do once it has read untrusted content
         (`callgate.authorize.intent`); `Run.narrow` adds one later.
         """
+        run = self._start(authority, run_id or "run_" + uuid.uuid4().hex[:20])
+        facts: list[Fact] = []
+        caller = _caller.get()
+        if caller is not None:  # started inside a handler: the caller's bounds come along
+            for inherited in caller.intents:
+                run.state.intents = (*run.state.intents, inherited)
+                facts.append(intent_fact(inherited))
+            for source in caller.exposed_by:
+                run.provenance.add_untrusted("", source)
+                facts.append(exposed_fact(source, ""))
+        facts += run._given(trusted, trusted_values, intent)
+        if run_id is not None or facts:
+            run._record(facts)
+        return run
+
+    def _start(self, authority: Authority, run_id: str) -> Run:
         if not isinstance(authority, Authority):
             raise DefinitionError(f"run() needs an Authority, got {type(authority).__name__}")
         self._check_open()
-        if isinstance(trusted, str):
-            trusted = [trusted]
-        run = Run(self, authority, run_id or "run_" + uuid.uuid4().hex[:20])
-        run.provenance = TrustIndex(trusted, trusted_values)
-        if intent is not None:
-            run.narrow(intent)
-        return run
+        return Run(self, authority, run_id)
 
     def resume_run(
         self,
@@ -250,18 +267,17 @@ class Gate:
         """Rebuild from the ledger a run that stopped waiting for approvals (another
         process, a restart); then ``run.resume()`` submits the calls decided since.
 
-        The run gets back its pending calls (without asking the model again) and
-        its evidence (the ``ok`` outcomes, for preconditions); ``trusted`` and
-        ``trusted_values`` are given again, as to `run`. See `callgate.resume`.
+        The run gets back its pending calls (without asking the model again), its
+        evidence (the ``ok`` outcomes, for preconditions), and everything the journal
+        holds of it: its intents, trusted text, values and records, and what it had
+        read (exposure). ``trusted``, ``trusted_values`` and ``intent`` add to those
+        (an intent given here narrows the run further; none can widen it). Only the
+        principal and trusted scope that opened the run may resume it. See
+        `callgate.resume`.
         """
-
-        run = self.run(
-            authority=authority,
-            run_id=run_id,
-            trusted=trusted,
-            trusted_values=trusted_values,
-            intent=intent,
-        )
+        run = self._start(authority, run_id)
+        run._record(run._given(trusted, trusted_values, intent))
+        restore(run.state, self.ledger.run_facts(run_id))
         rebuild(self, run.state)
         return run
 
@@ -330,12 +346,14 @@ class Run:
         return self.state.names
 
     def trust(self, text: str) -> None:
-        """Add trusted text to the run, e.g. the user's next message."""
-        self.provenance.add_trusted_text(text)
+        """Add trusted text to the run, e.g. the user's next message (recorded in the
+        journal, so a resumed run trusts it too)."""
+        self._record(self._given([text], (), None))
 
     def trust_value(self, value: Any, kind: str | None = None) -> None:
         """Vouch for one value (optionally of a kind, such as ``"file"``)."""
         self.provenance.add_trusted_value(value, kind)
+        self._record([trusted_fact(values=[(value, kind)])])
 
     def trust_record(
         self, record: Mapping[str, Any], kinds: Mapping[str, str] | None = None
@@ -344,11 +362,15 @@ class Run:
         its values are trusted (of the kinds ``kinds`` gives by field path) and kept together,
         so that a request naming the payee by name names its IBAN (``named_targets``)."""
         self.provenance.add_trusted_record(record, kinds)
+        self._record([trusted_fact(records=[(record, kinds)])])
 
     def untrusted(self, text: str, *, source: str) -> None:
         """Record untrusted text the run read by another way than a tool call (a document
-        put into the prompt): the run counts as exposed from now on (intent checks)."""
+        put into the prompt): the run counts as exposed from now on (intent checks), here
+        and in a resumed run (the journal records it)."""
         self.provenance.add_untrusted(text, source)
+        scrubbed = self.gate.redactor.text(text, self.state.context_secrets)
+        self._record([exposed_fact(source, scrubbed)])
 
     def narrow(self, intent: Intent) -> None:
         """Narrow the run to ``intent`` as well: after untrusted content, a call must be
@@ -356,6 +378,49 @@ class Run:
         if not isinstance(intent, Intent):
             raise DefinitionError(f"narrow() takes an Intent, got {type(intent).__name__}")
         self.state.intents = (*self.state.intents, intent)
+        self._record([intent_fact(intent)])
+
+    def _given(
+        self, trusted: Iterable[str], trusted_values: Iterable[Any], intent: Intent | None
+    ) -> list[Fact]:
+        """Take trusted text, values and an intent given by the application into the run;
+        the journal records that say so."""
+        if isinstance(trusted, str):
+            trusted = [trusted]
+        texts, values = list(trusted), list(trusted_values)
+        facts: list[Fact] = []
+        for text in texts:
+            self.provenance.add_trusted_text(text)
+        for value in values:
+            self.provenance.add_trusted_value(value)
+        if texts or values:
+            scrub = self.gate.redactor.text
+            secrets = self.state.context_secrets
+            facts.append(
+                trusted_fact(
+                    texts=[scrub(t, secrets) for t in texts], values=[(v, None) for v in values]
+                )
+            )
+        if intent is not None:
+            if not isinstance(intent, Intent):
+                raise DefinitionError(f"narrow() takes an Intent, got {type(intent).__name__}")
+            self.state.intents = (*self.state.intents, intent)
+            facts.append(intent_fact(intent))
+        return facts
+
+    def _record(self, facts: Sequence[Fact]) -> None:
+        """Write the run's facts to the journal under its owner (`Ledger.record_run`); a
+        run id another principal or scope opened is refused."""
+        owner = self.authority.recorded_as
+        other = self.gate.ledger.record_run(self.id, owner=owner, facts=facts)
+        if other is not None:
+            raise LedgerError(
+                f"run id {self.id!r} belongs to {other!r}, not {owner!r}: a run id is scoped "
+                "to the principal and trusted scope that opened it (as idempotency keys are), "
+                "so one user's run never answers another's calls: resume it under the "
+                "authority it ran with, or give each user's run its own id (omit run_id "
+                "for a fresh one)"
+            )
 
     @property
     def intents(self) -> tuple[Intent, ...]:
@@ -395,9 +460,13 @@ class Run:
             elif work.admitted:  # one call, run here, in this thread
                 gate = self.gate
                 item = work.admitted[0]
-                done = [
-                    execute_sync(item, gate.ledger, self.evidence, gate.redactor, gate.settings)
-                ]
+                token = _caller.set(self)
+                try:
+                    done = [
+                        execute_sync(item, gate.ledger, self.evidence, gate.redactor, gate.settings)
+                    ]
+                finally:
+                    _caller.reset(token)
             else:
                 done = []
         finally:
@@ -618,7 +687,13 @@ class Run:
 
     async def _execute(self, item: Admitted) -> Observation:
         gate = self.gate
-        return await execute_async(item, gate.ledger, self.evidence, gate.redactor, gate.settings)
+        token = _caller.set(self)  # this task's context: what its handler sees
+        try:
+            return await execute_async(
+                item, gate.ledger, self.evidence, gate.redactor, gate.settings
+            )
+        finally:
+            _caller.reset(token)
 
     def _skipped(self, item: Admitted, obs: Observation) -> None:
         """Record a call the scheduler settled without running it (it was recorded admitted)."""

@@ -17,23 +17,98 @@ which hold the canonical arguments of each call. `rebuild` (used by
   Pydantic model in the first process: preconditions that read it see a
   dict, not the model.
 
-The run's trusted text and values are not in the ledger; give them again.
+A run is the same run everywhere: what it trusts and what bounds it are journal
+records of the run (``run.*``, `callgate.ledger.base.Ledger.record_run`), written when
+the run is started and whenever `Run.narrow`, `Run.trust`, `Run.trust_value`,
+`Run.trust_record` or `Run.untrusted` adds to them. `restore` gives a rebuilt run
+every one of them back: its intents (a resume that passes another intent adds it, so
+it can only narrow), its trusted text, values and records, and its exposure.
 """
 
 from __future__ import annotations
 
 import json
 import typing
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
 
+from callgate.authorize.intent import Intent
 from callgate.calls import ToolCall
+from callgate.errors import DefinitionError
 from callgate.evidence import EvidenceItem
-from callgate.ledger.base import CallState, LedgerError
+from callgate.ledger.base import AuditRecord, CallState, LedgerError
 from callgate.run_state import GateParts, RunState
 
-__all__ = ["rebuild"]
+__all__ = [
+    "MAX_FACT_TEXT",
+    "Fact",
+    "exposed_fact",
+    "intent_fact",
+    "rebuild",
+    "restore",
+    "trusted_fact",
+]
+
+Fact = tuple[str, dict[str, Any]]
+"""A ``run.*`` record to write: its kind and data."""
+MAX_FACT_TEXT = 200_000
+"""Characters of one untrusted text kept in its ``run.exposed`` record (the exposure itself
+is kept whatever its length)."""
+
+
+def intent_fact(intent: Intent) -> Fact:
+    """The ``run.intent`` record of an intent the run was narrowed to."""
+    return ("run.intent", intent.as_record())
+
+
+def trusted_fact(
+    *,
+    texts: Iterable[str] = (),
+    values: Iterable[tuple[Any, str | None]] = (),
+    records: Iterable[tuple[Mapping[str, Any], Mapping[str, str] | None]] = (),
+) -> Fact:
+    """The ``run.trusted`` record of what the application vouched for. Text is stored as
+    the redactor leaves it: a credential it scrubs is not trusted after a resume (narrower,
+    never wider)."""
+    return (
+        "run.trusted",
+        {
+            "texts": list(texts),
+            "values": [[v, k] for v, k in values],
+            "records": [[dict(r), dict(k) if k else None] for r, k in records],
+        },
+    )
+
+
+def exposed_fact(source: str, text: str) -> Fact:
+    """The ``run.exposed`` record of untrusted text the run read (`Run.untrusted`)."""
+    return ("run.exposed", {"source": source, "text": text[:MAX_FACT_TEXT]})
+
+
+def restore(run: RunState, facts: Sequence[AuditRecord]) -> None:
+    """Give ``run`` back its recorded intents, trusted input and exposure, in order."""
+    for rec in facts:
+        d = rec.data
+        try:
+            if rec.kind == "run.intent":
+                run.intents = (*run.intents, Intent.from_record(d))
+            elif rec.kind == "run.trusted":
+                for text in d.get("texts") or ():
+                    run.provenance.add_trusted_text(str(text))
+                for value, kind in d.get("values") or ():
+                    run.provenance.add_trusted_value(value, kind)
+                for record, kinds in d.get("records") or ():
+                    run.provenance.add_trusted_record(record, kinds)
+            elif rec.kind == "run.exposed":
+                run.provenance.add_untrusted(str(d.get("text") or ""), str(d.get("source")))
+        except (TypeError, ValueError, DefinitionError) as exc:
+            raise LedgerError(
+                f"record {rec.seq} ({rec.kind}) of run {run.id!r} cannot be read back "
+                f"({type(exc).__name__}: {exc}); the run is not resumed without it: run "
+                "'callgate ledger verify'"
+            ) from exc
 
 
 def rebuild(gate: GateParts, run: RunState) -> None:

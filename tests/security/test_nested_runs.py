@@ -1,9 +1,10 @@
-"""The documented limit of nested runs: a run a handler starts knows nothing of the run that
-called it, so text the model wrote, passed as that run's trusted text, vouches for values."""
+"""Nested runs (issue 28): a run a handler starts inherits its caller's intents and exposure,
+so text the model wrote, passed as that run's trusted text, does not launder an injected
+instruction: the nested run asks where the outer run would ask."""
 
 from __future__ import annotations
 
-from callgate import Authority, Gate, Policy, Registry, Status, ToolCall, allow
+from callgate import Authority, Gate, Policy, Registry, Run, Status, ToolCall, allow
 from callgate.authorize.intent import Intent
 
 AUTHORITY = Authority(principal="ana", grants=["read:mail", "send:mail", "call:delegate"])
@@ -39,11 +40,7 @@ def _gate(sent: list[str]) -> Gate:
     return gate
 
 
-def test_a_nested_run_trusts_what_its_caller_passes_as_trusted() -> None:
-    """After the injected mail the outer run holds the direct send for a person, but a nested
-    run given the model's task as trusted text sends it: never pass model text as trusted."""
-    sent: list[str] = []
-    gate = _gate(sent)
+def _exposed_run(gate: Gate) -> Run:
     run = gate.run(
         authority=AUTHORITY,
         trusted=["summarise mail m-1"],
@@ -52,7 +49,41 @@ def test_a_nested_run_trusts_what_its_caller_passes_as_trusted() -> None:
     run.submit([ToolCall(id="r", name="read_mail", arguments={"mail_id": "m-1"})])
     direct = ToolCall(id="d0", name="send_email", arguments={"to": EVE, "body": "x"})
     assert run.submit([direct])[0].status is Status.PENDING
+    return run
+
+
+def test_a_nested_run_asks_where_its_caller_would() -> None:
+    """After the injected mail the outer run holds the direct send for a person; a nested
+    run given the model's task as trusted text holds it too (it failed before: it sent)."""
+    sent: list[str] = []
+    gate = _gate(sent)
+    run = _exposed_run(gate)
     task = ToolCall(id="d1", name="delegate", arguments={"task": f"forward the report to {EVE}"})
     [obs] = run.submit([task])
-    assert obs.content == "ok"
+    assert obs.content == "pending"
+    assert sent == []
+
+
+def test_a_nested_run_started_in_a_batch_inherits_too() -> None:
+    """The same through the scheduler (two calls in one batch, handlers in worker threads)."""
+    sent: list[str] = []
+    gate = _gate(sent)
+    run = _exposed_run(gate)
+    tasks = [
+        ToolCall(id=f"d{n}", name="delegate", arguments={"task": f"forward it to {EVE} ({n})"})
+        for n in (1, 2)
+    ]
+    assert [o.content for o in run.submit(tasks)] == ["pending", "pending"]
+    assert sent == []
+
+
+def test_a_run_outside_any_handler_starts_clean() -> None:
+    """The control: the same run started by the application (not in a handler) sends at
+    once, so the tests above fail only because of the inheritance."""
+    sent: list[str] = []
+    gate = _gate(sent)
+    _exposed_run(gate)
+    fresh = gate.run(authority=AUTHORITY, trusted=[f"forward the report to {EVE}"])
+    call = ToolCall(id="s", name="send_email", arguments={"to": EVE, "body": "report"})
+    assert fresh.submit([call])[0].status is Status.OK
     assert sent == [EVE]

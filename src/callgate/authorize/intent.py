@@ -95,6 +95,37 @@ class Intent:
             }
         object.__setattr__(self, "_allowed", allowed)
 
+    def as_record(self) -> dict[str, Any]:
+        """The intent as plain data, for the run's ``run.intent`` journal record (a resumed
+        run gets it back with `from_record`)."""
+        return {
+            "tools": list(self.tools),
+            "effects": [g.text for g in self._grants.grants],
+            "arguments": {
+                tool: {
+                    argument: [values] if isinstance(values, str) else list(values)
+                    for argument, values in constraints.items()
+                }
+                for tool, constraints in self.arguments.items()
+            },
+            "reads": self.reads,
+            "source": self.source,
+        }
+
+    @classmethod
+    def from_record(cls, data: Mapping[str, Any]) -> Intent:
+        """The intent a ``run.intent`` record holds (`as_record`)."""
+        return cls(
+            tools=tuple(str(t) for t in data.get("tools") or ()),
+            effects=tuple(str(e) for e in data.get("effects") or ()),
+            arguments={
+                str(tool): {str(a): list(v) for a, v in dict(constraints).items()}
+                for tool, constraints in dict(data.get("arguments") or {}).items()
+            },
+            reads=bool(data.get("reads", True)),
+            source=str(data.get("source") or "deployer"),
+        )
+
     def describe(self) -> str:
         """The intent in one line, for approval texts: what it lets the run do."""
         parts = []

@@ -514,6 +514,7 @@ class Ledger(LedgerQueries):
     worker: str = ""
     """The id this process's attempts are recorded under (see `callgate.recovery`)."""
     _approvals_store: Approvals | None = None
+    _runs_lock: threading.Lock | None = None
 
     @abc.abstractmethod
     def record_decision(self, record: CallRecord) -> None:
@@ -591,6 +592,58 @@ class Ledger(LedgerQueries):
         if not applied or settled is None:
             raise LedgerError(f"call {call_id!r} changed while it was being resolved; try again")
         return settled
+
+    def record_run(
+        self,
+        run_id: str,
+        *,
+        owner: str,
+        facts: Sequence[tuple[str, Mapping[str, Any]]] = (),
+    ) -> str | None:
+        """Claim ``run_id`` for ``owner`` (the principal and trusted scope a run records its
+        calls as) and append the run's ``facts`` (``run.intent``, ``run.trusted``,
+        ``run.exposed`` records: what the run trusts and has read), atomically.
+
+        A run id is scoped like an idempotency key: the first owner keeps it. When another
+        owner holds it (a ``run.opened`` record, or a call of the run decided for another
+        principal), nothing is written and that owner is returned; else None.
+        """
+        with self._run_lock():
+            found = self._run_owner(run_id)
+            if found is not None and found != owner:
+                return found
+            written: list[tuple[str, Mapping[str, Any]]] = list(facts)
+            if found is None:
+                written.insert(0, ("run.opened", {}))
+            for kind, data in written:
+                self._record_run_fact(kind, run_id, {**data, "actor": owner})
+        return None
+
+    def run_facts(self, run_id: str) -> Sequence[AuditRecord]:
+        """The ``run.*`` records of one run, oldest first (`record_run`); the SQL ledgers read
+        them from the journal itself, never from a row."""
+        return [r for r in self.records(run_id=run_id, call_id="") if r.kind.startswith("run.")]
+
+    def _run_owner(self, run_id: str) -> str | None:
+        """Who owns ``run_id``: the ``run.opened`` record's actor, else the principal of the
+        run's first call. The default reads the run's records; backends keep an index."""
+        for r in self.run_facts(run_id):
+            if r.kind == "run.opened":
+                return str(r.data.get("actor"))
+        first = self.calls(run_id=run_id)
+        return first[0].principal if first else None
+
+    def _record_run_fact(self, kind: str, run_id: str, data: Mapping[str, Any]) -> None:
+        """Append one ``run.*`` record (only `record_run` writes them)."""
+        raise NotImplementedError(f"{type(self).__name__} does not record runs")
+
+    def _run_lock(self) -> threading.Lock:
+        with _APPROVALS_LOCK:
+            lock: threading.Lock | None = getattr(self, "_runs_lock", None)
+            if lock is None:
+                lock = threading.Lock()
+                self._runs_lock = lock
+            return lock
 
     def approvals(self) -> Approvals:
         """Where this ledger keeps approval requests; a `Gate` given none uses this store.

@@ -41,6 +41,7 @@ from callgate.ledger.base import (
 __all__ = [
     "FORGED",
     "MIGRATED",
+    "RUN_FACT",
     "UNREADABLE",
     "Derived",
     "IndexState",
@@ -59,6 +60,9 @@ UNREADABLE = (TypeError, ValueError, KeyError, AttributeError)
 """What reading a record whose data was edited (wrong types, missing fields) raises."""
 FORGED = "approval.forged"
 """The record of an approval row found to differ from its records (and restored)."""
+RUN_FACT = "run."
+"""The prefix of a run's own records: ``run.opened`` (who owns the run id), ``run.intent``,
+``run.trusted``, ``run.exposed`` (`callgate.ledger.base.Ledger.record_run`)."""
 MIGRATED = "ledger.migrated"
 """The record that opens a migrated journal's state: the ``migrated.*`` records after it
 carry every row of the older ledger; state records before it are history only."""
@@ -84,6 +88,8 @@ def changes_state(kind: str) -> bool:
         return kind[5:] in {s.value for s in _DECISIONS}
     if kind.startswith("attempt."):
         return kind == "attempt.started" or kind[8:] in _OUTCOMES
+    if kind.startswith(RUN_FACT):
+        return True  # who owns a run, and what it trusts and has read (`Ledger.record_run`)
     return (
         kind in _APPROVAL_CHANGES
         or kind == MIGRATED

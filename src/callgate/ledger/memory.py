@@ -153,6 +153,18 @@ class MemoryLedger(Ledger):
         self._audit: list[AuditRecord] = []
         self._audited = 0
         self._chained = 0
+        self._owners: dict[str, str] = {}
+        """Run id → who owns it (`Ledger.record_run`)."""
+
+    def _run_owner(self, run_id: str) -> str | None:
+        with self._lock:
+            return self._owners.get(run_id)
+
+    def _record_run_fact(self, kind: str, run_id: str, data: Mapping[str, Any]) -> None:
+        with self._lock:
+            if kind == "run.opened":
+                self._owners.setdefault(run_id, str(data.get("actor")))
+            self._journal += (kind, run_id, None, dict(data), time.time())
 
     def record_decision(self, record: CallRecord) -> None:
         ident = (record.run_id, record.call_id)
@@ -164,6 +176,8 @@ class MemoryLedger(Ledger):
             applied = current is None or may_decide(_STATES[current[0]], record.state)
             if applied:
                 self._status[ident] = (state, record.stage, 0, False, updated)
+            if ident[0] not in self._owners:
+                self._owners[ident[0]] = record.principal
             self._journal += (
                 _DECISION,
                 ident[0],

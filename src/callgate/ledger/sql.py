@@ -71,6 +71,8 @@ from callgate.ledger.sql_writes import (
     EVENT,
     FINISH,
     RUN,
+    RUN_OPEN,
+    RUN_READ,
     Item,
     RowCache,
     approval_from_row,
@@ -252,6 +254,22 @@ class SqlLedger(Ledger):
                 f"record the event under another kind (e.g. 'note.{kind}')"
             )
         self._transact(((EVENT, (kind, run_id, call_id, dict(data))),), durable=False)
+
+    def record_run(
+        self,
+        run_id: str,
+        *,
+        owner: str,
+        facts: Sequence[tuple[str, Mapping[str, Any]]] = (),
+    ) -> str | None:
+        found: str | None = self._transact(
+            ((RUN_OPEN, (run_id, owner, [(k, dict(d)) for k, d in facts])),), durable=False
+        )[0]
+        return found
+
+    def run_facts(self, run_id: str) -> Sequence[AuditRecord]:
+        found: list[AuditRecord] = self._transact(((RUN_READ, run_id),), durable=False)[0]
+        return found
 
     # -- group commit -------------------------------------------------------------
 

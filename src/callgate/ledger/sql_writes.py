@@ -84,6 +84,8 @@ __all__ = [
     "RELEASE",
     "REQUEST",
     "RUN",
+    "RUN_OPEN",
+    "RUN_READ",
     "Consume",
     "Item",
     "RowCache",
@@ -95,7 +97,9 @@ __all__ = [
     "run_items",
 ]
 
-DECIDE, BEGIN, FINISH, EVENT, REQUEST, DECIDE_APPROVAL, CONSUME, RELEASE = range(8)
+DECIDE, BEGIN, FINISH, EVENT, REQUEST, DECIDE_APPROVAL, CONSUME, RELEASE, RUN_OPEN, RUN_READ = (
+    range(10)
+)
 Item = tuple[int, Any]
 """One write: its kind and its payload (plain data, so that `storable` can rewrite it)."""
 
@@ -912,6 +916,43 @@ def decision_problem(tx: Transaction, row: ApprovalRequest) -> str | None:
     return None
 
 
+def _run_open(
+    tx: Transaction, payload: tuple[str, str, Sequence[tuple[str, Mapping[str, Any]]]]
+) -> str | None:
+    """Claim a run id and append its facts (`callgate.ledger.base.Ledger.record_run`), the
+    owner read from the journal itself; the other owner, if another holds it."""
+    run_id, owner, facts = payload
+    found = _owner(tx, run_id)
+    if found is not None and found != owner:
+        return found
+    if found is None:
+        tx.append("run.opened", run_id, None, {"actor": owner})
+    for kind, data in facts:
+        tx.append(kind, run_id, None, {**data, "actor": owner})
+    return None
+
+
+def _owner(tx: Transaction, run_id: str) -> str | None:
+    """Who owns ``run_id`` by the journal (this transaction's own records included)."""
+    for rec in reversed(tx._appended):
+        if rec.run_id == run_id and rec.kind == "run.opened":
+            return str(rec.data.get("actor"))
+    tx.catch_up()
+    assert tx.truth is not None
+    found = tx.truth.state.owners.get(run_id)
+    if found is None:
+        row = tx.x("SELECT principal FROM calls WHERE run_id = ? LIMIT 1", (run_id,)).fetchone()
+        found = None if row is None else str(row[0])  # a row the journal does not explain
+    return found
+
+
+def _run_read(tx: Transaction, run_id: str) -> list[AuditRecord]:
+    """A run's ``run.*`` records, from the journal (`callgate.ledger.truth`)."""
+    tx.catch_up()
+    assert tx.truth is not None
+    return list(tx.truth.state.facts.get(run_id, ()))
+
+
 def _release(tx: Transaction, payload: tuple[str, str]) -> bool:
     approval_id, used_by = payload
     row = tx.approval(approval_id)
@@ -949,6 +990,10 @@ def run_items(tx: Transaction, items: Sequence[Item]) -> list[Any]:
             results.append(_consume(tx, payload))
         elif kind == RELEASE:
             results.append(_release(tx, payload))
+        elif kind == RUN_OPEN:
+            results.append(_run_open(tx, payload))
+        elif kind == RUN_READ:
+            results.append(_run_read(tx, payload))
         else:  # pragma: no cover - a programming error
             raise ValueError(f"unknown ledger item kind {kind}")
     tx.write()

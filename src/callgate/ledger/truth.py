@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from callgate.errors import LedgerError
 from callgate.ledger.base import GENESIS, AuditRecord, CallRecord, audit_hash
-from callgate.ledger.journal import UNREADABLE, Derived, apply
+from callgate.ledger.journal import RUN_FACT, UNREADABLE, Derived, apply
 
 if TYPE_CHECKING:
     from callgate.ledger.journal import KeyRow
@@ -83,13 +83,31 @@ _FETCH = 500
 
 
 class TruthFold(Derived):
-    """`Derived` without the call rows: keys and approvals only (what is decided by)."""
+    """`Derived` without the call rows: keys and approvals (what is decided by), and each
+    run's owner and ``run.*`` records (what a resumed run is rebuilt from)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.owners: dict[str, str] = {}
+        """Run id → who owns it: its ``run.opened`` record, else its first call's principal."""
+        self.facts: dict[str, list[AuditRecord]] = {}
 
     def call(self, run_id: str, call_id: str) -> CallRecord | None:
         return None
 
     def put_call(self, row: CallRecord, *, status_only: bool = False) -> None:
-        return None
+        self.owners.setdefault(row.run_id, row.principal)
+
+    def fact(self, rec: AuditRecord) -> None:
+        """Keep a ``run.*`` record."""
+        if rec.kind == "run.opened":
+            self.owners.setdefault(rec.run_id, str(rec.data.get("actor")))
+        self.facts.setdefault(rec.run_id, []).append(rec)
+
+    def reset(self) -> None:
+        super().reset()
+        self.owners.clear()
+        self.facts.clear()
 
     def add_orphan(self, run_id: str, call_id: str, seq: int) -> None:
         return None
@@ -191,6 +209,8 @@ class JournalTruth:
         # A record no ledger writes that still hashes right changes nothing here.
         with contextlib.suppress(*UNREADABLE):
             apply(self.state, rec)
+        if rec.kind.startswith(RUN_FACT):
+            self.state.fact(rec)
         self.seq = rec.seq
         self.hash = rec.hash
 
