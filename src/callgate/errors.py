@@ -61,12 +61,14 @@ class OutcomeUnknown(CallgateError):
 
     Use it when a downstream request timed out or a connection dropped after
     the request was sent. The call is recorded as ``unknown`` and is never
-    retried blindly.
+    retried blindly. ``final``: no further attempt may be made (the call's time
+    is spent), so the gate records no retry of a read.
     """
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, final: bool = False) -> None:
         super().__init__(message)
         self.message = message
+        self.final = final
 
 
 class ArgumentError(CallgateError):

@@ -227,6 +227,7 @@ def _attempt_logic(
     attempt = 0
     while True:
         attempt += 1
+        final = False  # the handler said no further attempt may be made
         now = time.time()
         start = AttemptStart(
             run_id=run_id,
@@ -254,6 +255,7 @@ def _attempt_logic(
             try:
                 result = yield _Invoke(spec.fn, (), kwargs, budget, item.offload, spec.is_async)
             except Exception as exc:
+                final = isinstance(exc, OutcomeUnknown) and exc.final
                 tried = (attempt, ends is not None)
                 outcome, result = yield from _failed(item, exc, timeout, redactor, tried)
             else:
@@ -302,6 +304,7 @@ def _attempt_logic(
             ledger.finish_attempt(finish)
         if (
             outcome.status == "unknown"
+            and not final
             and attempt < attempts_allowed
             and (ends is None or ends - time.monotonic() > _MIN_ATTEMPT_SECONDS)
         ):

@@ -377,13 +377,14 @@ async def _within(
     """One attempt of a call, given what is left of the call's budget."""
     spent = budget.attempt(context)
     left = spent.deadline - time.monotonic()
+    # Once the budget is spent no attempt is sent, so none is recorded (``final``).
     if left <= 0:
-        raise OutcomeUnknown(_out_of_time(server, tool, budget.seconds, spent))
+        raise OutcomeUnknown(_out_of_time(server, tool, budget.seconds, spent), final=True)
     spent.sent += 1
     with anyio.move_on_after(left) as scope:
         result = await send()
     if scope.cancelled_caught:
-        raise OutcomeUnknown(_out_of_time(server, tool, budget.seconds, spent))
+        raise OutcomeUnknown(_out_of_time(server, tool, budget.seconds, spent), final=True)
     budget.finish(context)
     return result
 
