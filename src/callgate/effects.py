@@ -24,7 +24,9 @@ from callgate.errors import DefinitionError
 
 __all__ = ["Effect", "Grant", "Grants", "normal_name", "star_match"]
 
-_GRANT = re.compile(r"^(?P<pattern>[^<>=\s]+?)(?:<=(?P<bound>-?\d+(?:\.\d+)?))?$")
+_GRANT = re.compile(
+    r"^(?P<pattern>[^<>=\s]+?)(?:<=(?P<bound>-?\d+(?:\.\d+)?)(?:/(?P<per>run|day))?)?$"
+)
 
 
 _URL = re.compile(r"(?i)(?<![A-Za-z0-9+.\-])(?:https?|wss?|s?ftps?|ssh|git|s3|gs)://[^/\\?#]*")
@@ -111,18 +113,22 @@ class Effect(NamedTuple):
 class Grant:
     """A pattern over effect names, optionally bounding the quantity."""
 
-    __slots__ = ("bound", "parts", "pattern", "text")
+    __slots__ = ("bound", "parts", "pattern", "per", "text")
 
     def __init__(self, text: str) -> None:
         match = _GRANT.match(text.strip())
         if not match or ":" not in match["pattern"]:
             raise DefinitionError(
                 f"grant {text!r} is malformed: write 'kind:resource' with optional '*' wildcards "
-                "and an optional bound, e.g. 'read:*', 'write:cart:*', 'spend:USD<=50'"
+                "and an optional bound, per call or as a budget per run or per day, e.g. "
+                "'read:*', 'write:cart:*', 'spend:USD<=50', 'spend:USD<=200/run'"
             )
         self.text = text.strip()
         self.pattern = match["pattern"]
         self.bound = float(match["bound"]) if match["bound"] is not None else None
+        self.per: str | None = match["per"]
+        """``run`` or ``day``: the bound is also a budget over the run's (the principal's
+        day's) calls, kept in the ledger (`callgate.ledger.budgets`); None: per call."""
         if self.bound is not None and self.bound < 0:
             raise DefinitionError(
                 f"grant {text!r} bounds the quantity below zero, so it covers nothing (a bound "
