@@ -221,21 +221,25 @@ def _is_call_context(annotation: Any) -> bool:
 
 
 def _null_means_default(model: type[ArgumentsModel]) -> frozenset[str]:
-    """Optional fields whose type does not itself accept ``None``.
+    """Optional fields whose type does not itself accept ``None``, by the names the model
+    sends (a field's alias where it has one).
 
     OpenAI strict mode makes such fields nullable; a ``null`` there means
     "not given".
     """
     names = set()
+    properties = model.model_json_schema(by_alias=True)["properties"]
     for name, info in model.model_fields.items():
         if info.is_required():
             continue
-        schema = model.model_json_schema()["properties"].get(name, {})
+        # By the name the model sends: a field's alias (``class`` for ``class_``).
+        sent = info.alias or name
+        schema = properties.get(sent, {})
         accepts_null = schema.get("type") == "null" or any(
             alt.get("type") == "null" for alt in schema.get("anyOf", [])
         )
         if not accepts_null:
-            names.add(name)
+            names.add(sent)
     return frozenset(names)
 
 

@@ -624,3 +624,34 @@ def test_typeddict_and_dataclass_fields_take_keyword_names() -> None:
     obs = _submit(spec, {"typed": typed, "plain": plain})
     assert obs.result == {"typed": typed, "plain": plain}
     _check_everywhere(spec, ["typed", "plain"], {"typed": typed, "plain": plain})
+
+
+def test_null_for_any_optional_name_means_its_default_as_the_strict_export_says() -> None:
+    """OpenAI's strict mode makes each optional argument nullable and sends ``null`` for
+    "not given": under every name, an alias (``class``, ``$ref``) included, the gate reads
+    that ``null`` as the default (it rejected it under an alias: the field's Python name
+    was looked up instead of the name the model sends)."""
+    wire_names = list(NAMES)
+    parameters = []
+    for i, name in enumerate(wire_names):
+        field = name if _python_parameter(name) else f"p{i}"
+        annotation: Any = str if field == name else Annotated[str, Field(alias=name)]
+        parameters.append(
+            inspect.Parameter(
+                field, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=f"d-{i}"
+            )
+        )
+
+    def echo(**given: Any) -> dict[str, Any]:
+        return given
+
+    echo.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    echo.__annotations__ = {p.name: p.annotation for p in parameters}
+    spec = tool(name="echo")(echo)
+    [chat] = openai_chat.tool_definitions([spec])
+    exported = chat["function"]["parameters"]
+    assert chat["function"]["strict"] is True
+    for name in wire_names:
+        assert {"type": "null"} in exported["properties"][name]["anyOf"], name
+    obs = _submit(spec, dict.fromkeys(wire_names))
+    assert obs.result == {p.name: p.default for p in parameters}
