@@ -17,7 +17,7 @@ import uuid
 from decimal import Decimal
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, SecretBytes, SecretStr
 
@@ -323,3 +323,37 @@ def test_value_redacts_every_text_of_a_record() -> None:
         "n": 3,
         "list": [f"x {REDACTED}"],
     }
+
+
+TRANSFORMS = {
+    "as is": lambda s: s,
+    "upper": str.upper,
+    "lower": str.lower,
+    "repr": repr,
+    "json": json.dumps,
+    "quote": lambda s: urllib.parse.quote(s, safe="", errors="surrogatepass"),
+    "quote_plus": lambda s: urllib.parse.quote_plus(s, errors="surrogatepass"),
+    "base64": lambda s: _b64(s.encode("utf-8", "surrogatepass")),
+    "urlsafe base64": lambda s: base64.urlsafe_b64encode(
+        s.encode("utf-8", "surrogatepass")
+    ).decode(),
+}
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    secret=st.text(st.characters(codec=None), min_size=8, max_size=24)
+    | st.text(min_size=7, max_size=20).map(lambda t: "\ud800" + t),  # a lone surrogate
+    before=st.text(max_size=12),
+    after=st.text(max_size=12),
+    how=st.sampled_from(sorted(TRANSFORMS)),
+)
+def test_a_secret_in_any_listed_form_leaves_no_copy_of_that_form(
+    secret: str, before: str, after: str, how: str
+) -> None:
+    """Whatever the secret and the text around it (any code points, the model's or a
+    tool's), the form a handler printed it in is gone from the redacted text."""
+    shown = TRANSFORMS[how](secret)
+    assume(len(shown) >= 8)
+    redacted = NO_PATTERNS.text(before + shown + after, [secret])
+    assert shown not in redacted

@@ -115,10 +115,12 @@ def secret_forms(secret: str) -> tuple[str, ...]:
         json.dumps(secret, ensure_ascii=False)[1:-1],
         _html_escaped(secret),
     ]
+    # A lone surrogate (a legal JSON escape a model may send) is encoded as it is, as
+    # `callgate.canonical.digest` does: percent-encoding it must not raise.
     encoded = [
-        urllib.parse.quote(secret, safe=""),
-        urllib.parse.quote(secret),
-        urllib.parse.quote_plus(secret),
+        urllib.parse.quote(secret, safe="", errors="surrogatepass"),
+        urllib.parse.quote(secret, errors="surrogatepass"),
+        urllib.parse.quote_plus(secret, errors="surrogatepass"),
     ]
     raw = secret.encode("utf-8", "surrogatepass")
     for offset in range(3):
