@@ -655,3 +655,45 @@ def test_null_for_any_optional_name_means_its_default_as_the_strict_export_says(
         assert {"type": "null"} in exported["properties"][name]["anyOf"], name
     obs = _submit(spec, dict.fromkeys(wire_names))
     assert obs.result == {p.name: p.default for p in parameters}
+
+
+@pytest.mark.parametrize("name", ["enum", "const", "examples", "example", "children"])
+def test_a_recursive_component_recurses_under_any_property_name(name: str) -> None:
+    """OpenAI's document marks recursive components with ``$recursiveAnchor`` and refers back
+    with ``$recursiveRef: "#"``; under a property named ``enum`` (a name, not the keyword)
+    the reference is followed too, so a bad value deep in the tree is refused."""
+    from callgate.openapi import import_openapi
+
+    node = {
+        "$recursiveAnchor": True,
+        "type": "object",
+        "properties": {
+            "label": {"type": "string"},
+            name: {"type": "array", "items": {"$recursiveRef": "#"}},
+        },
+        "required": ["label"],
+        "additionalProperties": False,
+    }
+    body = {"type": "object", "properties": {"tree": {"$ref": "#/components/schemas/Node"}}}
+    document = {
+        "openapi": "3.1.0",
+        "info": {"title": "t", "version": "1"},
+        "paths": {
+            "/trees": {
+                "post": {
+                    "operationId": "plant",
+                    "requestBody": {"content": {"application/json": {"schema": body}}},
+                    "responses": {"200": {"description": "ok"}},
+                }
+            }
+        },
+        "components": {"schemas": {"Node": node}},
+    }
+    api = import_openapi(document, api="t", base_url="http://api.invalid")
+    [spec] = api.tools
+    gate = Gate(Registry([spec]), policy=Policy([allow("*")]), ledger=MemoryLedger())
+    run = gate.run(authority=Authority(principal="p", grants=GRANTS))
+    deep = {"tree": {"label": "root", name: [{"label": "leaf", name: [{"label": 5}]}]}}
+    (obs,) = run.submit([ToolCall(id="c1", name=spec.name, arguments=deep)])
+    assert obs.status is Status.REJECTED, obs.content
+    assert obs.stage.value == "schema"

@@ -320,18 +320,10 @@ def _anchor_recursion(component: Any, ref: str) -> None:
     if not isinstance(component, dict) or component.get("$recursiveAnchor") is not True:
         return
     del component["$recursiveAnchor"]
-    stack: list[Any] = [component]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            if node.get("$recursiveRef") == "#":
-                del node["$recursiveRef"]
-                node["$ref"] = ref
-            stack.extend(
-                v for k, v in node.items() if k not in ("example", "examples", "enum", "const")
-            )
-        elif isinstance(node, list):
-            stack.extend(node)
+    for _, node in reachable_schemas(component):  # a property named "enum" is a name
+        if node.get("$recursiveRef") == "#":
+            del node["$recursiveRef"]
+            node["$ref"] = ref
 
 
 def schema_values(schema: Any, limit: int | None = None) -> int:
