@@ -6,7 +6,10 @@ way its exported schema describes them at every depth; `json_schema` gives the
 canonical JSON Schema of that model; `strict_schema` and `inline_refs` are the
 transformations that provider formats need (OpenAI strict mode, Gemini's
 reference-free subset). The per-provider shapes themselves live in
-``providers/``.
+``providers/``. `subschemas`, `map_subschemas` and `reachable_schemas` are the
+one way callgate walks a JSON Schema: they enter only the places that hold
+schemas, so a property *named* ``type``, ``$ref`` or ``default`` is a name,
+never a keyword, and data is never read as a schema.
 
 The rules `seal` applies, at every depth (nested models, TypedDicts,
 dataclasses, list items, union members):
@@ -251,6 +254,7 @@ def _core_mapped(node: Mapping[str, Any], fn: Callable[[Any], Any]) -> dict[str,
 
 
 def _core_children(node: Mapping[str, Any]) -> list[Any]:
+    """The core schemas directly under ``node`` (where `_core_mapped` would apply a function)."""
     children: list[Any] = []
     _core_mapped(node, lambda sub: children.append(sub))
     return children
