@@ -18,7 +18,9 @@ the model's own time measured and subtracted): OpenAI Agents ``Runner.run`` with
 a stub ``Model`` (tracing off), PydanticAI ``Agent.run`` with ``FunctionModel``,
 a LangGraph graph (model node with LangChain's fake chat model, ``ToolNode``),
 each with and without the gate. The gated rows use a `MemoryLedger` (the cost of
-the gate itself; a durable ledger adds its commits, see ``peers.py``).
+the gate itself); the per-call rows are also measured on the default durable
+ledger, a `SQLiteLedger` (WAL) in a temporary directory ("gated, SQLite": the
+gate plus its commits).
 
 Telemetry, per call, ``run.asubmit`` on a `MemoryLedger`: no `Telemetry` (the
 default), ``Telemetry()`` with OpenTelemetry's API but no SDK (non-recording
@@ -44,9 +46,11 @@ import json
 import random
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from opentelemetry import trace as otel_trace
@@ -54,7 +58,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from callgate import Authority, Gate, MemoryLedger, Registry, ToolCall
+from callgate import Authority, Gate, MemoryLedger, Registry, SQLiteLedger, ToolCall
 from callgate.telemetry import Telemetry
 
 sys.dont_write_bytecode = True  # the sibling script below leaves no __pycache__
@@ -73,6 +77,14 @@ AUTHORITY = Authority(principal="bench", grants=["write:cart:*"])
 CONTRACTS = {"add_item": {"effects": "write:cart:{cart_id}"}}
 
 Sample = Callable[[int], Coroutine[Any, Any, float]]
+
+_TMP = tempfile.TemporaryDirectory(prefix="callgate-bench-integrations-")
+"""Where the SQLite ledgers live (removed when the script ends; never the working tree)."""
+
+
+def sqlite_ledger(name: str) -> SQLiteLedger:
+    """The default durable ledger (SQLite, WAL) in a file of the temporary directory."""
+    return SQLiteLedger(str(Path(_TMP.name) / f"{name}.db"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -131,10 +143,13 @@ def openai_agents_rows() -> list[Row]:
 
     tool = function_tool(add_item, failure_error_function=None)
     gate = Gate(openai_agents.registry([tool], CONTRACTS), ledger=MemoryLedger())
+    durable = Gate(openai_agents.registry([tool], CONTRACTS), ledger=sqlite_ledger("oa"))
 
-    def invoke(gated: bool) -> Sample:
+    def invoke(gated: bool, through: Gate = gate) -> Sample:
         async def sample(n: int) -> float:
-            target = openai_agents.gate_tool(tool, gate.run(authority=AUTHORITY)) if gated else tool
+            target = (
+                openai_agents.gate_tool(tool, through.run(authority=AUTHORITY)) if gated else tool
+            )
             ids = [f"c{i}" for i in range(n)]
             result: object = None
             t0 = clock()
@@ -205,6 +220,12 @@ def openai_agents_rows() -> list[Row]:
     return [
         Row(group=group, name="on_invoke_tool", baseline=True, sample=invoke(False)),
         Row(group=group, name="on_invoke_tool, gated", baseline=False, sample=invoke(True)),
+        Row(
+            group=group,
+            name="on_invoke_tool, gated, SQLite",
+            baseline=False,
+            sample=invoke(True, durable),
+        ),
         Row(group=group + " turn", name="Runner.run", baseline=True, sample=turn(False), warmup=10),
         Row(
             group=group + " turn",
@@ -232,10 +253,11 @@ def pydantic_ai_rows() -> list[Row]:
 
     toolset = FunctionToolset([add_item])
     gate = Gate(registry(toolset, CONTRACTS), ledger=MemoryLedger())
+    durable = Gate(registry(toolset, CONTRACTS), ledger=sqlite_ledger("pai"))
 
-    def invoke(gated: bool) -> Sample:
+    def invoke(gated: bool, through: Gate = gate) -> Sample:
         async def sample(n: int) -> float:
-            used = GatedToolset(toolset, run=gate.run(authority=AUTHORITY)) if gated else toolset
+            used = GatedToolset(toolset, run=through.run(authority=AUTHORITY)) if gated else toolset
             ctx = RunContext(deps=None, model=TestModel(), usage=RunUsage())
             manager = await ToolManager(used).for_run_step(ctx)
             ids = [f"c{i}" for i in range(n)]
@@ -295,6 +317,12 @@ def pydantic_ai_rows() -> list[Row]:
             baseline=False,
             sample=invoke(True),
         ),
+        Row(
+            group=group,
+            name="validate + execute_tool_call, gated, SQLite",
+            baseline=False,
+            sample=invoke(True, durable),
+        ),
         Row(group=group + " turn", name="Agent.run", baseline=True, sample=turn(False), warmup=10),
         Row(
             group=group + " turn",
@@ -320,11 +348,12 @@ def langchain_rows() -> list[Row]:
 
     tool = StructuredTool.from_function(coroutine=add_item, name="add_item")
     gate = Gate(registry([tool], CONTRACTS), ledger=MemoryLedger())
+    durable = Gate(registry([tool], CONTRACTS), ledger=sqlite_ledger("lc"))
     arguments = json.loads(ARGS)
 
-    def invoke(gated: bool) -> Sample:
+    def invoke(gated: bool, through: Gate = gate) -> Sample:
         async def sample(n: int) -> float:
-            target = gate_tools([tool], gate.run(authority=AUTHORITY))[0] if gated else tool
+            target = gate_tools([tool], through.run(authority=AUTHORITY))[0] if gated else tool
             calls = [
                 {"name": "add_item", "args": arguments, "id": f"c{i}", "type": "tool_call"}
                 for i in range(n)
@@ -383,6 +412,12 @@ def langchain_rows() -> list[Row]:
     return [
         Row(group=group, name="StructuredTool.ainvoke", baseline=True, sample=invoke(False)),
         Row(group=group, name="GatedTool.ainvoke", baseline=False, sample=invoke(True)),
+        Row(
+            group=group,
+            name="GatedTool.ainvoke, SQLite",
+            baseline=False,
+            sample=invoke(True, durable),
+        ),
         Row(
             group="LangGraph turn",
             name="graph.ainvoke (ToolNode)",
