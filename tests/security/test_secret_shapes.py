@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -44,6 +46,7 @@ from callgate import (
     Authority,
     CallContext,
     Gate,
+    MemoryLedger,
     Policy,
     Registry,
     ToolCall,
@@ -55,6 +58,7 @@ from callgate import (
 from callgate.cli import app
 from callgate.console import NoAuth, create_app
 from callgate.ledger import SQLiteLedger
+from callgate.ledger.base import audit_json
 from callgate.telemetry import Telemetry
 
 # -- the canaries: each unique, none credential-shaped unless it is meant to be ----------
@@ -324,9 +328,7 @@ def test_the_run_reached_every_place(played: _Run) -> None:
     assert played.spans, "no span was recorded"
 
 
-def test_no_canary_in_observations_or_logs(
-    played: _Run, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_no_canary_in_observations_or_logs(played: _Run, caplog: pytest.LogCaptureFixture) -> None:
     """The model's observations and the logs hold no canary."""
     for obs in played.observations:
         assert hits(obs.content) == [], (obs.tool, obs.content)
@@ -391,3 +393,51 @@ def test_no_canary_on_console_pages(played: _Run) -> None:
             response = client.get(page)
             assert response.status_code == 200, (page, response.status_code)
             assert hits(response.text) == [], (page, hits(response.text))
+
+
+# -- the same, for any secret a model may send ---------------------------------------------
+
+SHOWN = {
+    "as is": lambda s: s,
+    "upper": str.upper,
+    "repr": repr,
+    "quote": lambda s: urllib.parse.quote(s, safe=""),
+    "base64": lambda s: base64.b64encode(s.encode()).decode(),
+    "inside base64": lambda s: base64.b64encode(b"card=" + s.encode() + b";").decode(),
+}
+
+
+def _stored(number: str, how: str) -> tuple[str, str]:
+    """A nested card's number, quoted by the handler in form ``how``: the observation's
+    content and every journal record's stored data."""
+    registry = Registry()
+
+    @registry.tool(effects="spend:card:{holder}", secret_fields=["card"])
+    def pay(card: Card, holder: str) -> str:
+        """Fails quoting the card's number in the chosen form."""
+        raise ToolFailure(f"declined: {SHOWN[how](card.number)}")
+
+    ledger = MemoryLedger()
+    run = Gate(registry, ledger=ledger).run(
+        authority=Authority(principal="p", grants=["spend:card:*"])
+    )
+    arguments = {"card": {"number": number, "holder": "x"}, "holder": "dana"}
+    [obs] = run.submit([ToolCall(id="c", name="pay", arguments=arguments)])
+    assert obs.status.value == "error", obs
+    return obs.content, " ".join(audit_json(r.data) for r in ledger.audit())
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    number=st.text(alphabet=st.characters(min_codepoint=0x21, max_codepoint=0x17F), min_size=8),
+    how=st.sampled_from(sorted(SHOWN)),
+)
+def test_any_nested_secret_in_any_listed_form_is_stored_nowhere(number: str, how: str) -> None:
+    """Whatever number the model sends in a nested secret field, and whichever listed
+    form the handler quotes it in, neither the observation nor the journal holds it."""
+    shown = SHOWN[how](number)
+    background = " ".join(_stored("Q" * 12, how))  # what the records hold anyway
+    assume(shown.lower() not in background.lower())
+    content, stored = _stored(number, how)
+    assert shown not in content
+    assert shown not in stored
