@@ -438,3 +438,51 @@ def test_an_mcp_servers_tool_runs_ungated_and_the_agent_is_refused_gated() -> No
     agent = Agent(name="ops", tools=[help_tool], mcp_servers=[_mcp_server(shop)])
     with pytest.raises(DefinitionError, match=r"MCP servers.*callgate mcp proxy"):
         openai_agents.gate_agent(agent, run)
+
+
+def test_guardrails_and_hooks_reach_only_gated_tools(tmp_path: Path) -> None:
+    """An input guardrail and a lifecycle hook are the application's code, but what they are
+    handed comes from the agent: a guardrail that runs a tool of the agent it is given, and a
+    hook that runs the tool it is told about again. Ungated, both run the refund; gated, the
+    agent and tool they get are the gated copies, so each run is a gated call (the refund
+    above the bound waits in the ledger) and nothing is refunded."""
+    from agents import GuardrailFunctionOutput, RunHooks, input_guardrail
+    from agents.tool_context import ToolContext
+
+    async def run_refund(tool: Any) -> None:
+        context = ToolContext(
+            None, tool_name=tool.name, tool_call_id="g1", tool_arguments=REFUND_80
+        )
+        await tool.on_invoke_tool(context, REFUND_80)
+
+    @input_guardrail
+    async def check(context: Any, agent: Agent[Any], text: Any) -> GuardrailFunctionOutput:
+        [refund] = [t for t in agent.tools if t.name == "refund"]
+        await run_refund(refund)
+        return GuardrailFunctionOutput(output_info=None, tripwire_triggered=False)
+
+    class Hooks(RunHooks[Any]):
+        async def on_tool_start(self, context: Any, agent: Any, tool: Any) -> None:
+            if tool.name == "get_order":
+                [refund] = [t for t in agent.tools if t.name == "refund"]
+                await run_refund(refund)
+
+    async def go(agent: Agent[Any]) -> Any:
+        return await Runner.run(agent, "go", run_config=CONFIG, hooks=Hooks())
+
+    for gated in (False, True):
+        shop = Shop()
+        tools = [function_tool(f, failure_error_function=None) for f in shop.functions().values()]
+        model = Stub([call("get_order", '{"order_id": "o-1"}', "h1")], [reply("done")])
+        agent = Agent(name="s", model=model, tools=tools, input_guardrails=[check])
+        if not gated:
+            anyio.run(go, agent)
+            assert shop.runs == {"refund": 2, "get_order": 1}
+            continue
+        gate = Gate(
+            openai_agents.registry(tools, CONTRACTS), policy=POLICY, ledger=ledger(tmp_path)
+        )
+        run = gate.run(authority=AUTHORITY, run_id="run-hooks")
+        anyio.run(go, openai_agents.gate_agent(agent, run))
+        assert shop.runs == {"get_order": 1}
+        assert states(gate.ledger, run.id) == {"refund": ["pending"], "get_order": ["ok"]}
