@@ -466,6 +466,23 @@ def proxy(
             "--trust-new-tools", help="Pin tools a known server adds instead of blocking them."
         ),
     ] = False,
+    restarts: Annotated[
+        int,
+        typer.Option(
+            "--restarts",
+            min=0,
+            help="Restarts in a row of an upstream command that exits, before the proxy ends "
+            "the session (0: never restart). Calls made while it is down are refused, not sent.",
+        ),
+    ] = 3,
+    restart_delay: Annotated[
+        float,
+        typer.Option(
+            "--restart-delay",
+            min=0.0,
+            help="Seconds before the first restart; each further one waits twice as long.",
+        ),
+    ] = 1.0,
 ) -> None:
     """Proxy an MCP server through the gate (see --help)."""
     _require_sdk()
@@ -486,6 +503,7 @@ def proxy(
     from callgate.errors import DefinitionError
     from callgate.mcp.pins import PinError, PinStore
     from callgate.mcp.proxy import proxy as open_proxy
+    from callgate.mcp.upstream import Restart, UpstreamFailed
 
     try:
         store = PinStore(pins, trust_new=trust_new_tools)
@@ -512,6 +530,7 @@ def proxy(
                     principal=principal,
                     trusted_values=tuple(trust or ()),
                     gate_options={"secret_patterns": _secret_patterns(headers)},
+                    restart=Restart(attempts=restarts, delay=restart_delay),
                 ) as server:
                     await _serve(server, transport, host, port, tokens)
             watch.cancel_scope.cancel()
@@ -520,6 +539,12 @@ def proxy(
     try:
         anyio.run(run)
     except Exception as exc:
+        failed = _find(exc, UpstreamFailed)
+        if failed is not None:
+            # The supervisor logged it already when the session ends; at start it did not.
+            if "did not start" in str(failed):
+                _say(f"callgate: {failed}")
+            raise typer.Exit(1) from None
         leaf = _leaf(exc)
         if isinstance(leaf, DefinitionError):
             raise bad_usage(f"--tools: {leaf}") from exc
@@ -549,6 +574,18 @@ async def _stop_on_signal(stop: Any, *, task_status: Any) -> None:
             if not stop.cancel_called:
                 _say(f"callgate: {signal.Signals(signum).name} received; stopping the upstream")
                 stop.cancel()
+
+
+def _find(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """The first exception of ``kind`` in (nested) exception groups, if any."""
+    if isinstance(exc, kind):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _find(inner, kind)
+            if found is not None:
+                return found
+    return None
 
 
 def _leaf(exc: BaseException) -> BaseException:

@@ -41,6 +41,7 @@ from callgate.mcp.server import (
     credential_patterns,
     tool_result,
 )
+from callgate.mcp.upstream import Restart, UpstreamFailed
 
 __all__ = [
     "ClientIdentity",
@@ -53,11 +54,13 @@ __all__ = [
     "RemoteArguments",
     "RemoteResult",
     "RemoteToolset",
+    "Restart",
     "StaticTokens",
     "ToolCatalog",
     "ToolConfig",
     "ToolDefinition",
     "UnsupportedSchema",
+    "UpstreamFailed",
     "credential_patterns",
     "import_tools",
     "import_tools_sync",

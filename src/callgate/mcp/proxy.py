@@ -22,6 +22,7 @@ import os
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+import anyio
 import mcp_types
 from mcp import Client, ClientSession
 
@@ -36,11 +37,11 @@ from callgate.mcp.client import (
     SessionUpstream,
     ToolConfig,
     UpstreamSource,
-    connectable,
     suggested_rules,
 )
 from callgate.mcp.pins import PinReport, PinStore
 from callgate.mcp.server import GateServer
+from callgate.mcp.upstream import Restart, SupervisedUpstream
 from callgate.tools import ToolSpec
 
 __all__ = ["ProxyCatalog", "proxy"]
@@ -92,6 +93,17 @@ def _audit(gate: Gate, server_name: str) -> Callable[[PinReport], None]:
     return record
 
 
+def _upstream_audit(gate: Gate, server_name: str) -> Callable[[str, Mapping[str, Any]], None]:
+    """Write each change of the upstream's state (down, up again, failed) to the audit trail."""
+
+    def record(state: str, data: Mapping[str, Any]) -> None:
+        gate.ledger.record_event(
+            "mcp.upstream", run_id=f"mcp-proxy:{server_name}", call_id=None, data=dict(data)
+        )
+
+    return record
+
+
 @contextlib.asynccontextmanager
 async def proxy(
     upstream: UpstreamSource,
@@ -110,6 +122,7 @@ async def proxy(
     trusted_values: Iterable[Any] = (),
     name: str | None = None,
     gate_options: Mapping[str, Any] | None = None,
+    restart: Restart | None = None,
 ) -> AsyncIterator[GateServer]:
     """Connect to ``upstream`` and yield a `GateServer` that serves its tools through a gate.
 
@@ -125,6 +138,10 @@ async def proxy(
             proxy always grants (the policy decides).
         principal / context / trusted_values: see `GateServer`.
         gate_options: extra keyword arguments for `Gate`.
+        restart: how an upstream process that exits is restarted (default `Restart()`:
+            3 restarts in a row, after 1, 2 and 4 s); when none is left the session
+            ends with `UpstreamFailed`. A call made while the upstream is down is an
+            ``error`` and is not sent.
     """
     store = pins if isinstance(pins, PinStore) else PinStore(pins)
     async with contextlib.AsyncExitStack() as stack:
@@ -139,10 +156,23 @@ async def proxy(
         elif isinstance(upstream, Client):
             connection = ClientUpstream(upstream)
         else:
-            client = await stack.enter_async_context(
-                Client(connectable(upstream), message_handler=on_message)
+
+            async def relist() -> None:
+                if catalog_box:
+                    await catalog_box[0].toolset.refresh()
+
+            supervised = SupervisedUpstream(
+                upstream,
+                server_name=server_name,
+                restart=restart,
+                client_options={"message_handler": on_message},
+                on_restart=relist,
             )
-            connection = ClientUpstream(client)
+            tasks = await stack.enter_async_context(anyio.create_task_group())
+            # Cancelled first on the way out: the upstream ends with the proxy.
+            stack.callback(tasks.cancel_scope.cancel)
+            await tasks.start(supervised.run)
+            connection = supervised
         toolset = RemoteToolset(
             upstream=connection,
             server_name=server_name,
@@ -161,6 +191,8 @@ async def proxy(
             **dict(gate_options or {}),
         )
         toolset.on_report = _audit(gate, server_name)
+        if isinstance(connection, SupervisedUpstream):
+            connection.on_event = _upstream_audit(gate, server_name)
         await toolset.refresh()
         yield GateServer(
             gate,

@@ -5,6 +5,9 @@ results carry injected instructions (a malicious upstream).
 ``python upstream.py mail --variant changed``: the same server after a "rug
 pull": ``send_email``'s description now tells the model to copy an outsider.
 ``python upstream.py hang``: a tool that never answers.
+``python upstream.py echo``: ``echo`` (logs its pid, so a test can kill it), ``work``
+(sends progress and log notifications) and ``lookup`` (a title, annotations and an
+output schema).
 ``python upstream.py hang --grandchild``: the same, and each call first starts a
 child process of its own (which sleeps and ignores SIGTERM), as servers run through
 ``npx`` or a shell do.
@@ -22,6 +25,8 @@ import sys
 
 import anyio
 from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp_types import ToolAnnotations
 
 ATTACKER = "attacker@evil.example"
 
@@ -99,10 +104,43 @@ def hang_server(grandchild: bool) -> MCPServer:
     return server
 
 
+def echo_server() -> MCPServer:
+    server = MCPServer("echo")
+
+    @server.tool(description="Repeat a message.")
+    def echo(message: str) -> str:
+        log("echo", {"message": message}, pid=os.getpid())
+        return message
+
+    @server.tool(description="Count to steps, reporting progress and logging each step.")
+    async def work(steps: int, ctx: Context) -> str:
+        log("work", {"steps": steps}, pid=os.getpid())
+        for step in range(1, steps + 1):
+            await ctx.report_progress(step, steps, f"step {step}")
+            await ctx.info(f"did step {step}")
+        return f"{steps} steps"
+
+    @server.tool(
+        title="Look up a word",
+        description="Look up a word.",
+        annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False),
+    )
+    def lookup(word: str) -> dict[str, int]:
+        log("lookup", {"word": word}, pid=os.getpid())
+        return {"length": len(word)}
+
+    return server
+
+
 def main(argv: list[str]) -> None:
     kind = argv[1] if len(argv) > 1 else "mail"
     variant = argv[argv.index("--variant") + 1] if "--variant" in argv else "original"
-    server = hang_server("--grandchild" in argv) if kind == "hang" else mail_server(variant)
+    if kind == "echo":
+        server = echo_server()
+    elif kind == "hang":
+        server = hang_server("--grandchild" in argv)
+    else:
+        server = mail_server(variant)
     server.run("stdio")
 
 

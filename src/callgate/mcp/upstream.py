@@ -1,0 +1,316 @@
+"""The proxy's connection to its upstream server, whose health is a state, not an outcome.
+
+A proxy holds one connection to its upstream for the whole session. When the
+upstream process exits, that is a fact about the upstream, not about the next
+call: a call made while it is down is never sent, so it is a known failure
+(``error``: "not running; nothing was sent"), never ``unknown``. Only a call in
+flight when the upstream died may have acted, and only that one is ``unknown``.
+
+`SupervisedUpstream` runs the connection in a task of its own. When a stdio
+upstream exits it restarts it after a backoff delay (`Restart`), re-lists its
+tools (so pins are checked against the new process) and logs what it did; after
+``Restart.attempts`` failures in a row it ends the session with `UpstreamFailed`,
+whose message is one line for the operator. An upstream that does not start at
+all raises `UpstreamFailed` at once, with its exit code.
+
+Streamable HTTP and in-process upstreams have no process to watch: their calls
+go through the connection as before (a dropped connection makes the call in
+flight ``unknown``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import anyio.abc
+import mcp_types
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
+from callgate.errors import OutcomeUnknown, ToolFailure
+from callgate.mcp.client import ClientUpstream, StdioTransport, connectable
+
+__all__ = ["Restart", "SupervisedUpstream", "UpstreamFailed"]
+
+logger = logging.getLogger("callgate.mcp")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Restart:
+    """How the proxy restarts an upstream that exited.
+
+    Args:
+        attempts: restarts in a row before the session ends (0: never restart).
+        delay: seconds before the first restart; each further one waits ``factor``
+            times longer, at most ``max_delay``.
+        stable: an upstream that ran this many seconds starts the count afresh.
+        grace: seconds the session lasts after the last failure, so that calls in
+            flight are answered before it ends.
+    """
+
+    attempts: int = 3
+    delay: float = 1.0
+    factor: float = 2.0
+    max_delay: float = 30.0
+    stable: float = 60.0
+    grace: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.attempts < 0 or self.delay < 0 or self.factor < 1 or self.max_delay < 0:
+            raise ValueError(
+                "Restart: attempts and delays must be >= 0 and factor >= 1, got "
+                f"attempts={self.attempts}, delay={self.delay}, factor={self.factor}, "
+                f"max_delay={self.max_delay}"
+            )
+
+    def delay_for(self, restart: int) -> float:
+        """Seconds to wait before restart number ``restart`` (from 1)."""
+        return float(min(self.delay * self.factor ** max(restart - 1, 0), self.max_delay))
+
+
+class UpstreamFailed(Exception):
+    """The upstream did not start, or exited and was not restarted: the session ends.
+
+    The message is one line for the operator (the upstream's own error output, if
+    any, went to stderr before it).
+    """
+
+
+def _reason(returncode: int | None) -> str:
+    if returncode is None:
+        return "it stopped answering"
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = str(-returncode)
+        return f"killed by signal {name}"
+    return f"exit code {returncode}"
+
+
+def _running(pid: int | None) -> bool:
+    """Whether the process runs (a zombie, dead but not yet reaped, does not)."""
+    if pid is None:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    if sys.platform != "linux":
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            stat = handle.read()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[:1] != ["Z"]
+
+
+def _connection_lost(exc: BaseException) -> bool:
+    if isinstance(exc, MCPError):
+        return exc.error.code == mcp_types.CONNECTION_CLOSED
+    return isinstance(
+        exc, anyio.ClosedResourceError | anyio.BrokenResourceError | anyio.EndOfStream
+    )
+
+
+class SupervisedUpstream:
+    """One upstream connection kept by a task of its own (`run`), restarted when it exits.
+
+    It is the proxy's `_Upstream`: `list_tools` and `call_tool` go to the current
+    connection, or fail with "not running; nothing was sent" while there is none.
+    """
+
+    def __init__(
+        self,
+        target: Any,
+        *,
+        server_name: str,
+        restart: Restart | None = None,
+        client_options: Mapping[str, Any] | None = None,
+        on_restart: Callable[[], Awaitable[object]] | None = None,
+        on_event: Callable[[str, Mapping[str, Any]], None] | None = None,
+    ) -> None:
+        self.target = target
+        self.server_name = server_name
+        self.restart = restart if restart is not None else Restart()
+        self.client_options = dict(client_options or {})
+        self.on_restart = on_restart
+        self.on_event = on_event
+        self.state = "starting"
+        """``starting``, ``up``, ``down`` (restarting), or ``failed`` (the session ends)."""
+        self.reason = ""
+        self.restarts = 0
+        self.client: Client | None = None
+        self._transport: Any = None
+        self._down = anyio.Event()
+        self._next_try: float | None = None
+
+    # -- the calls -----------------------------------------------------------------
+
+    @property
+    def pid(self) -> int | None:
+        """The upstream process's pid (stdio only), while it is connected."""
+        transport = self._transport
+        return transport.pid if isinstance(transport, StdioTransport) else None
+
+    async def _ready(self) -> ClientUpstream:
+        client = self.client
+        if self.state == "up" and client is not None and not _running(self.pid):
+            # It exited a moment ago and the watcher has not run yet: wait for it to
+            # learn why (briefly), so the message can say.
+            with anyio.move_on_after(1.0):
+                await self._down.wait()
+            client = None
+        if self.state != "up" or client is None:
+            raise ToolFailure(self._not_running(), retryable=True)
+        return ClientUpstream(client)
+
+    def _not_running(self) -> str:
+        reason = self.reason or "it exited"
+        head = f"the MCP server '{self.server_name}' is not running ({reason}); nothing was sent."
+        if self.state == "failed":
+            return f"{head} callgate will not restart it: tell the user it must be restarted."
+        when = ""
+        if self._next_try is not None:
+            when = f" in {max(self._next_try - time.monotonic(), 0):.1f} s"
+        return (
+            f"{head} callgate is restarting it (restart {self.restarts} of "
+            f"{self.restart.attempts}{when}): send this call again in a moment."
+        )
+
+    async def list_tools(self) -> list[mcp_types.Tool]:
+        upstream = await self._ready()
+        return await upstream.list_tools()
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
+        upstream = await self._ready()
+        down = self._down
+        try:
+            return await upstream.call_tool(name, arguments)
+        except Exception as exc:
+            if not _connection_lost(exc):
+                raise
+            # The connection closed under the call: if the process exits (the watcher
+            # says so within a moment), the call was in flight when it died.
+            with anyio.move_on_after(2.0):
+                await down.wait()
+            if not down.is_set():
+                raise
+            raise OutcomeUnknown(
+                f"the MCP server '{self.server_name}' stopped while this call was in flight "
+                f"({self.reason or 'it exited'}): it may have acted before it stopped"
+            ) from None
+
+    # -- the connection's life -------------------------------------------------------
+
+    def _event(self, state: str, **data: Any) -> None:
+        if self.on_event is not None:
+            self.on_event(state, {"server": self.server_name, "state": state, **data})
+
+    async def _watch(self, transport: Any) -> str:
+        """Wait until the upstream process exits; why it did."""
+        process: Any = getattr(transport, "_process", None)
+        if not isinstance(transport, StdioTransport) or process is None:
+            await anyio.sleep_forever()
+        returncode = await process.wait()
+        return _reason(returncode if isinstance(returncode, int) else None)
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Connect, and reconnect after each exit, until cancelled or out of restarts.
+
+        Raises `UpstreamFailed` when the first start fails (before ``task_status``
+        is reported) or when no restart is left.
+        """
+        started = False
+        failures = 0
+        while True:
+            transport = connectable(self.target)
+            self._transport = transport
+            up_at = time.monotonic()
+            try:
+                async with Client(transport, **self.client_options) as client:
+                    self.client = client
+                    self.state = "up"
+                    self._next_try = None
+                    up_at = time.monotonic()
+                    if started:
+                        logger.warning(
+                            "the upstream MCP server '%s' was restarted (restart %d of %d)",
+                            self.server_name,
+                            self.restarts,
+                            self.restart.attempts,
+                        )
+                        self._event("up", restart=self.restarts, pid=self.pid)
+                        if self.on_restart is not None:
+                            await self.on_restart()
+                    else:
+                        started = True
+                        task_status.started()
+                    reason = await self._watch(transport)
+            except Exception as exc:
+                reason = self._failure(transport, exc)
+                if not started:
+                    raise UpstreamFailed(
+                        f"the upstream MCP server '{self.server_name}' did not start: {reason}. "
+                        "Its own error output, if any, is above; check its command and arguments."
+                    ) from None
+            self.client = None
+            self.state = "down"
+            self.reason = reason
+            self._down.set()
+            if time.monotonic() - up_at >= self.restart.stable:
+                failures = 0
+            failures += 1
+            self._event("down", reason=reason)
+            if failures > self.restart.attempts:
+                self.state = "failed"
+                allowed = self.restart.attempts
+                message = (
+                    f"the upstream MCP server '{self.server_name}' exited ({reason}) and was "
+                    f"not restarted ({allowed} restart{'s' if allowed != 1 else ''} in a row "
+                    "allowed, see --restarts); ending the session"
+                )
+                logger.error("%s", message)
+                self._event("failed", reason=reason)
+                # Calls in flight get their answer (unknown) before the session ends.
+                await anyio.sleep(self.restart.grace)
+                raise UpstreamFailed(message)
+            self.restarts = failures
+            delay = self.restart.delay_for(failures)
+            self._next_try = time.monotonic() + delay
+            logger.warning(
+                "the upstream MCP server '%s' exited (%s); restarting it in %.1f s "
+                "(restart %d of %d); calls meanwhile are refused, nothing is sent",
+                self.server_name,
+                reason,
+                delay,
+                failures,
+                self.restart.attempts,
+            )
+            await anyio.sleep(delay)
+            self._down = anyio.Event()
+
+    @staticmethod
+    def _failure(transport: Any, exc: BaseException) -> str:
+        process = getattr(transport, "_process", None)
+        returncode = getattr(process, "returncode", None)
+        if isinstance(returncode, int):
+            return _reason(returncode)
+        while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+            exc = exc.exceptions[0]
+        if isinstance(exc, OSError):
+            return f"{type(exc).__name__}: {exc.strerror or exc}"
+        return f"the connection failed ({type(exc).__name__})"
