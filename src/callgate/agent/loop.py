@@ -480,7 +480,11 @@ class Agent:
                     grants=[READ_RESULT_EFFECT],
                     context=store_context(state.pager),
                 )
-                state.paging = self._paging_gate.run(authority=authority, run_id=state.run.id)
+                # A run id of its own: its authority's scope (the result store) is not the
+                # run's, and a run id belongs to one principal and scope (docs/ledger.md).
+                state.paging = self._paging_gate.run(
+                    authority=authority, run_id=f"{state.run.id}~paging"
+                )
             results = [*results, *await state.paging.asubmit(builtin)]
         return results
 
