@@ -4,6 +4,7 @@ failed task (D), on the memory, SQLite and PostgreSQL ledgers."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 
 from callgate.eval.funnel import funnel, funnel_png
 from callgate.eval.lab import run_lab
-from callgate.eval.record import read_runs, runs_from_records
+from callgate.eval.record import CallView, RunView, read_runs, runs_from_records
 from callgate.eval.repo_tasks import repo_tasks
 from callgate.eval.surfaces import SURFACES, Surface, fine_registry
 from callgate.ledger import Ledger, MemoryLedger, SQLiteLedger
@@ -94,10 +95,12 @@ def test_each_planted_failure_is_counted_at_its_stage(planted: Ledger) -> None:
     f = funnel(read_runs(planted), reps=200)
     row = next(r for r in f.rows if r.surface == "all")
     assert row.calls == 9
-    assert (row.a.value, row.a.n) == (pytest.approx(8 / 9), 9)
-    assert (row.b.value, row.b.n) == (pytest.approx(5 / 8), 8)
-    assert (row.c.value, row.c.n) == (pytest.approx(3 / 5), 5)
-    assert (row.d.value, row.d.n) == (pytest.approx(2 / 3), 3)
+    assert row.reached == (9, 8, 5, 3, 2)  # the calls under each rate
+    assert row.a.value == pytest.approx(8 / 9)
+    assert row.b.value == pytest.approx(5 / 8)
+    assert row.c.value == pytest.approx(3 / 5)
+    assert row.d.value == pytest.approx(2 / 3)
+    assert row.a.n == 2  # the interval's unit is the task: two tasks
     assert row.product.value == pytest.approx(2 / 9)
     assert row.rejected_by == {
         "unknown_tool": 1,
@@ -142,8 +145,9 @@ def test_a_run_without_a_verdict_is_left_out_of_d(planted: Ledger) -> None:
     f = funnel(runs_from_records(records), reps=100)
     row = next(r for r in f.rows if r.surface == "all")
     assert f.unverified == 2
-    assert row.a.n == 6  # the three ok calls have no verdict: left out entirely
-    assert row.d.n == 0
+    assert row.reached[0] == 6  # the three ok calls have no verdict: left out entirely
+    assert row.reached[3] == 0
+    assert math.isnan(row.d.value)
 
 
 _VALUES = st.recursive(
@@ -179,3 +183,48 @@ def test_reading_runs_survives_any_record_data(events: list[tuple[str, dict]]) -
     except (TypeError, ValueError, AttributeError) as exc:  # pragma: no cover - the failure
         pytest.fail(f"reading raised {exc!r}")
     funnel(runs, reps=100)
+
+
+def test_stage_intervals_are_clustered_by_task() -> None:
+    """Calls cluster within tasks: 10 tasks, 5 whose 10 calls all pass D and 5 whose 10
+    calls all fail it. Wilson over the 100 calls would give about [0.40, 0.60]; with tasks
+    as the unit the interval is that of 5/10 tasks, near [0.2, 0.8] (the bootstrap of a mean
+    of ten 0/1 values: by hand, the 2.5 % and 97.5 % quantiles of Binomial(10, 0.5)/10 are
+    0.2 and 0.8)."""
+    runs = []
+    for t in range(10):
+        calls = [
+            CallView(call_id=str(i), tool="read_file", arguments="{}", status="ok")
+            for i in range(10)
+        ]
+        runs.append(
+            RunView(
+                run_id=f"r{t}",
+                task=f"t{t}",
+                surface="fine",
+                tools=("read_file",),
+                calls=calls,
+                passed=t < 5,
+            )
+        )
+    row = next(r for r in funnel(runs, reps=2000).rows if r.surface == "all")
+    assert row.d.value == pytest.approx(0.5)
+    assert row.d.low == pytest.approx(0.2, abs=0.05)
+    assert row.d.high == pytest.approx(0.8, abs=0.05)
+
+
+def test_a_stage_no_call_reached_is_not_drawn_as_zero(tmp_path: Path) -> None:
+    """Every call names an unknown tool: B, C and D were not reached, so their rates are
+    NaN and the text says "not reached"; an empty funnel writes no PNG."""
+    run = RunView(run_id="r", task="t", surface="fine", tools=("read_file",), passed=False,
+                  calls=[CallView(call_id="1", tool="nope", arguments="{}", status="rejected",
+                                  stage="schema")])  # fmt: skip
+    f = funnel([run], reps=200)
+    row = next(r for r in f.rows if r.surface == "all")
+    assert row.a.value == 0.0
+    assert math.isnan(row.b.value)
+    assert "not reached" in f.text()
+    assert funnel_png(f, tmp_path / "f.png") is not None
+    empty = funnel([RunView(run_id="e", task="t", surface="fine", passed=False)], reps=200)
+    assert funnel_png(empty, tmp_path / "empty.png") is None
+    assert not (tmp_path / "empty.png").exists()

@@ -25,7 +25,7 @@ EXAMPLE = Path(__file__).parents[2] / "examples" / "lab" / "prereg.toml"
 PREREG = Prereg.from_mapping(
     {
         "surfaces": ["coarse", "fine"],
-        "analysis": {"bootstrap_reps": 2000, "seed": 1},
+        "analysis": {"bootstrap_reps": 2000, "seed": 1, "min_effect": 0.3},
         "hypotheses": {
             "H1": {"better": "coarse", "than": "fine"},
             "H2": {"highest": "coarse"},
@@ -96,9 +96,31 @@ def test_the_analysis_finds_the_planted_effects() -> None:
     assert h["H2"].agrees
     assert not h["H4"].supported
     assert not h["H4"].agrees
+    # fine is dearer, significantly: said as such, not as "not supported"
+    assert h["H4"].verdict == "opposite direction, significant"
+    assert h["H4"].estimate is not None
+    assert h["H4"].estimate.value > 0
     for x in a.hypotheses:
         assert x.p_holm >= x.p
+        assert x.estimate is not None
+        assert x.estimate.p == x.p
+    assert h["H3"].comparison == "fine − coarse"
     assert a.deviations == []
+
+
+def test_power_is_a_priori_from_the_registered_minimum_effect() -> None:
+    """min_effect 0.3 over 40 pairs, sd at its bound sqrt(1 − 0.09) = 0.954: by the normal
+    approximation Φ(0.3/0.954·√40 − 1.96) = Φ(0.029) ≈ 0.51 (the t-test a little less); 80 %
+    power needs about ((1.96 + 0.84)·0.954/0.3)² ≈ 79.3 pairs, so 80 or 81."""
+    a = analyse(_simulated(np.random.default_rng(4), planted=True), PREREG, RegexTokenizer())
+    prior = a.power["coarse-fine"]["a_priori"]
+    assert prior["min_effect"] == 0.3
+    assert prior["power"] == pytest.approx(0.50, abs=0.03)
+    assert prior["pairs_for_80pct"] in (80, 81, 82)
+    bare = Prereg.from_mapping({"surfaces": ["coarse", "fine"]})
+    b = analyse(_simulated(np.random.default_rng(4), planted=True), bare, RegexTokenizer())
+    assert b.power["coarse-fine"]["a_priori"] is None
+    assert any("no min_effect" in d for d in b.deviations)
 
 
 def test_without_an_effect_h1_is_not_supported() -> None:
@@ -117,7 +139,7 @@ def test_power_is_reported_for_each_pair() -> None:
     pw = a.power["coarse-fine"]
     assert pw["pairs"] == 40
     assert pw["sd"] > 0
-    assert 0 <= pw["power"] <= 1
+    assert 0 <= pw["a_priori"]["power"] <= 1
 
 
 def test_the_example_preregistration_reads_and_a_bad_one_is_named(tmp_path: Path) -> None:
@@ -226,3 +248,101 @@ def test_a_bad_tokenizer_is_refused_before_the_lab_runs(tmp_path: Path) -> None:
     assert result.exit_code == 2, result.output
     assert "approx" in result.output
     assert not db.exists()
+
+
+def _lab(tmp_path: Path, db: Path, lab: str, model: str, tasks: str = "repo:2") -> None:
+    result = CliRunner().invoke(
+        lab_app,
+        ["run", "--model", model, "--prereg", str(EXAMPLE), "--surfaces", "coarse,fine",
+         "--tasks", tasks, "--db", str(db), "--out", str(tmp_path / f"out-{lab}"),
+         "--lab", lab],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+
+
+def test_analyse_keeps_each_labs_deviations_and_model_and_never_pools(tmp_path: Path) -> None:
+    """Two labs with two policies in one ledger: analyse without --lab refuses naming both;
+    --lab A reports A's own deviations (stored with it by lab run) and names its model and
+    policy; two --lab without --pool refuse; with --pool the report says the labs were
+    pooled and ran different models."""
+    db = tmp_path / "lab.db"
+    _lab(tmp_path, db, "A", "policy:oracle-fast")
+    _lab(tmp_path, db, "B", "policy:clumsy")
+    args = ["analyse", "--prereg", str(EXAMPLE), "--db", str(db)]
+    both = CliRunner().invoke(lab_app, [*args, "--out", str(tmp_path / "r0")])
+    assert both.exit_code == 2
+    assert "holds 2 labs" in both.output
+    assert "policy:clumsy" in both.output
+    one = CliRunner().invoke(lab_app, [*args, "--lab", "A", "--out", str(tmp_path / "r1")])
+    assert one.exit_code == 0, one.output
+    assert "deviation: the task set was 'repo:2'; 'repo' was registered" in one.output
+    report = (tmp_path / "r1" / "report.md").read_text()
+    assert "Lab A: model policy:oracle-fast" in report
+    assert "decoding scripted" in report
+    assert "policy:clumsy" not in report
+    assert json.loads((tmp_path / "r1" / "analysis.json").read_text())["runs"] == 4
+    two = CliRunner().invoke(
+        lab_app, [*args, "--lab", "A", "--lab", "B", "--out", str(tmp_path / "r2")]
+    )
+    assert two.exit_code == 2
+    assert "--pool" in two.output
+    pooled = CliRunner().invoke(
+        lab_app, [*args, "--lab", "A", "--lab", "B", "--pool", "--out", str(tmp_path / "r3")]
+    )
+    assert pooled.exit_code == 0, pooled.output
+    text = (tmp_path / "r3" / "report.md").read_text()
+    assert "2 labs pooled on request" in text
+    assert "ran different models" in text
+    assert "ran more than once" in text
+
+
+def test_pooled_runs_count_tasks_in_the_success_table_as_in_the_pairing() -> None:
+    """A task run twice on a surface (labs pooled) counts once, as the mean of its runs, in
+    the success table and in the pairing: 4 tasks, each run twice, pass once of the two on
+    fine → success 0.5 over n = 4 tasks, not 8 runs."""
+    runs = []
+    for lab in ("a", "b"):
+        for i in range(4):
+            for surface in ("coarse", "fine"):
+                runs.append(RunView(run_id=f"{lab}/{i}/{surface}", task=f"t{i}", surface=surface,
+                                    complexity="single", lab=lab,
+                                    passed=surface == "coarse" or lab == "a"))  # fmt: skip
+    a = analyse(runs, PREREG, RegexTokenizer())
+    assert a.success["fine"]["all"].value == pytest.approx(0.5)
+    assert a.success["fine"]["all"].n == 4
+    assert a.differences["coarse-fine"].value == pytest.approx(0.5)
+    assert a.differences["coarse-fine"].n == 4
+
+
+def test_h3_counts_a_crashed_program_as_a_failure() -> None:
+    """A run_python call that ended ok but whose program exited 1 is a failed call for H3
+    (as in the funnel): code's recovery has n = 1, not 0, and no comparison is dropped."""
+    crash = CallView(call_id="1", tool="run_python", arguments="{}", status="ok",
+                     content='{"exit_code": 1, "stdout": "", "stderr": "Traceback"}')  # fmt: skip
+    bad = CallView(call_id="1", tool="read_file", arguments="{", status="rejected", stage="parse")
+    runs = [
+        RunView(run_id="c", task="t", surface="code", tools=("run_python",), calls=[crash],
+                passed=False),
+        RunView(run_id="f", task="t", surface="fine", tools=("read_file",), calls=[bad],
+                passed=True),
+    ]  # fmt: skip
+    prereg = Prereg.from_mapping(
+        {"surfaces": ["code", "fine"], "hypotheses": {"H3": {"best": "fine"}}}
+    )
+    a = analyse(runs, prereg, RegexTokenizer())
+    assert a.recovery["code"].n == 1
+    h3 = next(h for h in a.hypotheses if h.name == "H3")
+    assert h3.comparison == "fine − code"
+    assert h3.estimate is not None
+    assert h3.estimate.value == pytest.approx(1.0)
+    assert not any("H3" in d for d in a.deviations)
+    # No failure on the other surface: the dropped comparison is a deviation, not a note.
+    fine_program = CallView(
+        call_id="1", tool="run_python", arguments="{}", status="ok", content='{"exit_code": 0}'
+    )
+    runs[0] = RunView(
+        run_id="c", task="t", surface="code", tools=("run_python",), calls=[fine_program],
+        passed=True,
+    )  # fmt: skip
+    b = analyse(runs, prereg, RegexTokenizer())
+    assert any("H3: the comparison of fine with code is dropped" in d for d in b.deviations)

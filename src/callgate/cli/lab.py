@@ -10,7 +10,9 @@ optionally ``+llguidance``, ``+gbnf`` or ``+none``, is a GGUF model run in this
 process by llama.cpp (``--constrain`` gives the constraint when the spec does
 not); ``policy:NAME`` is a scripted policy with known behaviour (``oracle``,
 ``oracle-fast``, ``planted``, ``clumsy``).
-``callgate lab analyse`` analyses the runs already in a ledger again.
+``callgate lab analyse --lab ID`` analyses one lab's runs again, with the
+deviations and the model its ``lab run`` recorded; a ledger holding several
+labs is never pooled unless ``--pool`` says so (``--lab A --lab B --pool``).
 
 Needs the ``eval`` extra (numpy, scipy, matplotlib), imported when a command
 runs. Exit codes: 0 success; 2 bad usage or input (an unknown surface, model,
@@ -20,7 +22,7 @@ missing); 3 the ledger could not be read.
 
 from __future__ import annotations
 
-import math
+import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -87,35 +89,80 @@ def model_for_spec(
 
 def _report(
     db: Path,
-    lab_id: str | None,
+    labs: list[str],
     prereg: Prereg,
     tokenizer: str,
     out: Path,
     extra: str,
-    deviations: list[str] | None = None,
+    *,
+    pool: bool = False,
 ) -> Path:
+    """Analyse the runs of ``labs`` (every lab with ``pool``) and write the report.
+
+    A ledger holding several labs is never pooled silently: without ``--lab`` or
+    ``--pool`` the command names the labs and stops; with several ``--lab`` and no
+    ``--pool`` it stops too. The deviations each lab recorded are reported with it.
+    """
     from callgate.eval.analysis import analyse
     from callgate.eval.funnel import funnel
-    from callgate.eval.record import read_runs
+    from callgate.eval.record import labs_from_records, runs_from_records
     from callgate.eval.report import write_report
     from callgate.eval.tokens import tokenizer_from
 
     with open_ledger(db, None) as ledger:
-        runs = read_runs(ledger, lab=lab_id)
+        records = list(ledger.audit())
+    known = labs_from_records(records)
+    ids = [lab.lab for lab in known]
+    listing = "; ".join(f"{lab.lab} ({lab.model_line()})" for lab in known) or "none recorded"
+    if not labs and len(ids) > 1 and not pool:
+        raise fail(
+            f"{db} holds {len(ids)} labs: {plain(listing)}. Name one with --lab ID (or several "
+            "with --lab A --lab B --pool, to pool them on purpose)",
+            2,
+        )
+    if len(labs) > 1 and not pool:
+        raise fail(
+            f"--lab was given {len(labs)} times ({', '.join(labs)}): labs are analysed one at "
+            "a time; add --pool to pool them on purpose",
+            2,
+        )
+    unknown = [lab for lab in labs if lab not in ids]
+    runs = runs_from_records(records, lab=labs or None)
+    if unknown and not runs:
+        raise fail(f"no lab {', '.join(unknown)} in {db}; labs there: {plain(listing)}", 2)
     if not runs:
-        raise fail(f"no evaluation runs{' of lab ' + lab_id if lab_id else ''} in {db}", 2)
+        raise fail(f"no evaluation runs{' of lab ' + ', '.join(labs) if labs else ''} in {db}", 2)
+    chosen = [lab for lab in known if not labs or lab.lab in labs]
+    deviations: list[str] = []
+    for lab in chosen:
+        prefix = f"lab {lab.lab}: " if len(chosen) > 1 else ""
+        deviations += [prefix + d for d in lab.deviations]
+    if len(chosen) > 1:
+        deviations.append(
+            f"{len(chosen)} labs pooled on request (--pool): {', '.join(x.lab for x in chosen)}"
+        )
+        if len({lab.model_line() for lab in chosen}) > 1:
+            deviations.append("the pooled labs ran different models (see Labs and models)")
+    if not chosen:
+        deviations.append(
+            "no eval.lab record for these runs (a ledger from before labs were recorded): "
+            "the model is named only as each run recorded it"
+        )
+    models = [f"Lab {lab.lab}: model {lab.model_line()}" for lab in chosen] or [
+        "Model(s) as the runs recorded them: " + ", ".join(sorted({r.model for r in runs}))
+    ]
     try:
         tok = tokenizer_from(tokenizer)
     except DefinitionError as exc:
         raise fail(str(exc), 2) from None
-    analysis = analyse(runs, prereg, tok, deviations=deviations or [])
+    analysis = analyse(runs, prereg, tok, deviations=deviations)
     result = funnel(runs, reps=min(prereg.reps, 2000), seed=prereg.seed)
-    path = write_report(analysis, result, out, extra=extra)
+    text = "\n\n".join(x for x in ("\n".join(f"- {m}" for m in models), extra) if x)
+    path = write_report(analysis, result, out, extra=text)
+    for m in models:
+        typer.echo(plain(m))
     for h in analysis.hypotheses:
-        verdict = (
-            "supported" if h.supported else ("not tested" if math.isnan(h.p) else "not supported")
-        )
-        typer.echo(plain(f"{h.name}: {verdict} (p={h.p:.4f}, Holm {h.p_holm:.4f}) — {h.claim}"))
+        typer.echo(plain(f"{h.name}: {h.verdict} (p={h.p:.4f}, Holm {h.p_holm:.4f}) — {h.claim}"))
     for d in analysis.deviations:
         typer.echo(plain(f"deviation: {d}"))
     typer.echo(f"wrote {path}")
@@ -154,6 +201,10 @@ def run_command(
     max_tokens: Annotated[
         int, typer.Option("--max-tokens", min=16, help="local models: tokens per step.")
     ] = 256,
+    lab_name: Annotated[
+        str | None,
+        typer.Option("--lab", help="This lab's id (default: the start time, YYYYmmdd-HHMMSS)."),
+    ] = None,
 ) -> None:
     """Run every task on every surface, record it, and report the pre-registered analysis."""
     require_eval("callgate lab run")
@@ -168,11 +219,20 @@ def run_command(
         task_list = load_tasks(tasks)
         model_for = model_for_spec(model, seed=seed, constrain=constrain, max_tokens=max_tokens)
         tokenizer_from(tokenizer)  # refused before the lab runs, not after
+        if lab_name is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", lab_name):
+            raise DefinitionError(
+                f"--lab {lab_name[:80]!r}: use 1 to 64 letters, digits, '.', '_' or '-'"
+            )
     except DefinitionError as exc:
         raise fail(str(exc), 2) from None
+    deviations = []
+    if prereg.tasks is not None and prereg.tasks != tasks:
+        deviations.append(f"the task set was {tasks!r}; {prereg.tasks!r} was registered")
+    if prereg.steps is not None and prereg.steps != steps:
+        deviations.append(f"runs had {steps} model calls each; {prereg.steps} were registered")
     check_ledger(db, missing_ok=True)
     ledger = SQLiteLedger(db, worker="callgate-lab")
-    lab_id = time.strftime("%Y%m%d-%H%M%S")
+    lab_id = lab_name or time.strftime("%Y%m%d-%H%M%S")
     start = time.perf_counter()
 
     def progress(run: LabRun) -> None:
@@ -184,6 +244,17 @@ def run_command(
             )
         )
 
+    model_info = None
+    if task_list and chosen:
+        from callgate.eval.lab import describe_model
+        from callgate.eval.surfaces import get_surface
+
+        try:
+            get_surface(chosen[0])
+            model_info = describe_model(model_for(task_list[0], chosen[0]), model)
+        except DefinitionError as exc:
+            ledger.close()
+            raise fail(str(exc), 2) from None
     try:
         done = run_lab(
             task_list,
@@ -193,6 +264,9 @@ def run_command(
             budgets=Budgets(steps=steps, tool_calls=4 * steps, seconds=900),
             lab_id=lab_id,
             on_run=progress,
+            model_info=model_info,
+            task_set=tasks,
+            deviations=deviations,
         )
     except DefinitionError as exc:
         raise fail(str(exc), 2) from None
@@ -204,12 +278,7 @@ def run_command(
         f"{elapsed:.1f} s (wall clock)."
     )
     typer.echo(plain(extra))
-    deviations = []
-    if prereg.tasks is not None and prereg.tasks != tasks:
-        deviations.append(f"the task set was {tasks!r}; {prereg.tasks!r} was registered")
-    if prereg.steps is not None and prereg.steps != steps:
-        deviations.append(f"runs had {steps} model calls each; {prereg.steps} were registered")
-    _report(db, lab_id, prereg, tokenizer, out, extra, deviations)
+    _report(db, [lab_id], prereg, tokenizer, out, extra)
 
 
 @app.command("analyse")
@@ -218,7 +287,13 @@ def analyse_command(
     db: Annotated[Path, typer.Option("--db", help="The ledger the lab recorded in.")] = Path(
         "lab.db"
     ),
-    lab: Annotated[str | None, typer.Option("--lab", help="Only the runs of this lab id.")] = None,
+    lab: Annotated[
+        list[str] | None,
+        typer.Option("--lab", help="The lab to analyse (repeat with --pool to pool several)."),
+    ] = None,
+    pool: Annotated[
+        bool, typer.Option("--pool", help="Pool the labs named (or every lab) on purpose.")
+    ] = False,
     out: Annotated[Path, typer.Option("--out", help="The report's directory.")] = Path(
         "lab-report"
     ),
@@ -234,4 +309,4 @@ def analyse_command(
         prereg = Prereg.from_toml(prereg_path)
     except DefinitionError as exc:
         raise fail(str(exc), 2) from None
-    _report(db, lab, prereg, tokenizer, out, "")
+    _report(db, list(lab or []), prereg, tokenizer, out, "", pool=pool)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import itertools
 import math
 import tomllib
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +39,8 @@ import numpy as np
 from scipy import stats as sps  # type: ignore[import-untyped]
 
 from callgate.errors import DefinitionError
-from callgate.eval.record import RunView
+from callgate.eval.funnel import call_stage, program_failed
+from callgate.eval.record import CallView, RunView
 from callgate.eval.stats import (
     Estimate,
     bootstrap,
@@ -80,6 +82,9 @@ class Prereg:
     """The task set registered (``repo``, ``repo:N`` or a file), if any."""
     steps: int | None = None
     """The model calls per run registered, if any."""
+    min_effect: float | None = None
+    """The smallest difference in task success worth detecting (``[analysis] min_effect``):
+    the a priori power of each paired comparison is computed for it."""
     text: str = ""
 
     @classmethod
@@ -122,6 +127,9 @@ class Prereg:
                 h4=str(hyp.get("H4", {}).get("cheapest_single", base.h4)),
                 tasks=None if data.get("tasks") is None else str(data["tasks"]),
                 steps=None if data.get("steps") is None else int(data["steps"]),
+                min_effect=(
+                    None if analysis.get("min_effect") is None else float(analysis["min_effect"])
+                ),
                 text=text,
             )
         except (TypeError, ValueError, AttributeError) as exc:
@@ -130,6 +138,11 @@ class Prereg:
             raise DefinitionError(f"prereg {source}: alpha and confidence must be within (0, 1)")
         if prereg.reps < 100:
             raise DefinitionError(f"prereg {source}: bootstrap_reps must be at least 100")
+        if prereg.min_effect is not None and not 0 < prereg.min_effect < 1:
+            raise DefinitionError(
+                f"prereg {source}: min_effect must be a success difference within (0, 1), "
+                f"got {prereg.min_effect}"
+            )
         if not 0 <= prereg.cache_hit <= 1:
             raise DefinitionError(f"prereg {source}: cache_hit must be within [0, 1]")
         return prereg
@@ -148,6 +161,27 @@ class Hypothesis:
     agrees: bool = False
     """Whether the estimates point the way the claim says (needed, with the test, to support it)."""
     note: str = ""
+    comparison: str = ""
+    """The one comparison the estimate, its interval and the p-value all come from."""
+
+    @property
+    def verdict(self) -> str:
+        """``supported``; ``opposite direction, significant`` (rejected after Holm, but the
+        estimate points against the claim); ``direction as claimed, not significant``;
+        ``opposite direction, not significant``; or ``not tested``."""
+        if math.isnan(self.p):
+            return "not tested"
+        significant = not math.isnan(self.p_holm) and self.p_holm <= self.alpha
+        if significant:
+            return "supported" if self.agrees else "opposite direction, significant"
+        return (
+            "direction as claimed, not significant"
+            if self.agrees
+            else "opposite direction, not significant"
+        )
+
+    alpha: float = 0.05
+    """The family-wise level the Holm-adjusted p-value is held to."""
 
 
 @dataclass(kw_only=True)
@@ -199,6 +233,8 @@ class Analysis:
                     "p_holm": None if math.isnan(h.p_holm) else h.p_holm,
                     "supported": h.supported,
                     "agrees": h.agrees,
+                    "verdict": h.verdict,
+                    "comparison": h.comparison,
                     "note": h.note,
                 }
                 for h in self.hypotheses
@@ -211,22 +247,77 @@ class Analysis:
 def _paired(
     runs: Sequence[RunView], a: str, b: str, value: Mapping[str, float], only: str | None = None
 ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], list[str]]:
-    """Per-task values of surfaces ``a`` and ``b`` for the tasks run on both."""
-    by: dict[tuple[str, str], float] = {}
+    """Per-task values of surfaces ``a`` and ``b`` for the tasks run on both (a task run
+    more than once on a surface, in pooled labs, counts the mean of its runs)."""
+    by: dict[tuple[str, str], list[float]] = {}
     complexity: dict[str, str] = {}
     for r in runs:
         if r.run_id in value:
-            by[(r.task, r.surface)] = value[r.run_id]
+            by.setdefault((r.task, r.surface), []).append(value[r.run_id])
             complexity[r.task] = r.complexity
     tasks = sorted(
         t
         for t in complexity
         if (t, a) in by and (t, b) in by and (only is None or complexity[t] == only)
     )
-    x = np.array([by[(t, a)] for t in tasks], dtype=float)
-    y = np.array([by[(t, b)] for t in tasks], dtype=float)
+    x = np.array([_mean_nan(by[(t, a)]) for t in tasks], dtype=float)
+    y = np.array([_mean_nan(by[(t, b)]) for t in tasks], dtype=float)
     keep = ~(np.isnan(x) | np.isnan(y))
     return x[keep], y[keep], [t for t, k in zip(tasks, keep, strict=True) if k]
+
+
+def _failed(call: CallView, run: RunView) -> bool:
+    """Whether the funnel counts ``call`` as failed (A, B or C: a crashed program too)."""
+    if run.tools:
+        return call_stage(call, run.tools) != "ok"
+    return call.status != "ok" or program_failed(call)
+
+
+def _mean_nan(values: Sequence[float]) -> float:
+    kept = [v for v in values if not math.isnan(v)]
+    return float(np.mean(kept)) if kept else math.nan
+
+
+def _task_success(
+    runs: Sequence[RunView], level: float, reps: int, rng: np.random.Generator
+) -> Estimate:
+    """Task success with tasks as the unit: Wilson when each task ran once, else the mean of
+    per-task success rates with a bootstrap over tasks (runs of one task are not
+    independent)."""
+    by: dict[str, list[float]] = {}
+    for r in runs:
+        by.setdefault(r.task or r.run_id, []).append(float(bool(r.passed)))
+    if all(len(v) == 1 for v in by.values()):
+        return wilson(int(sum(v[0] for v in by.values())), len(by), level)
+    rates = np.array([np.mean(v) for v in by.values()])
+    return bootstrap(rates.size, _mean_of(rates), reps=reps, level=level, seed=rng)
+
+
+def a_priori_power(effect: float, pairs: int, alpha: float) -> dict[str, Any]:
+    """The power of the paired test of success over ``pairs`` tasks for a true difference
+    ``effect``, and the pairs 80 % power needs. The standard deviation of a paired success
+    difference (values in {-1, 0, 1}) with mean δ is at most sqrt(1 − δ²), so both are
+    computed at that bound: conservative, and fixed before the data."""
+    sd = math.sqrt(1 - effect * effect)
+    return {
+        "min_effect": effect,
+        "sd_bound": round(sd, 6),
+        "pairs": pairs,
+        "power": _num(paired_power(effect, sd, pairs, alpha)),
+        "pairs_for_80pct": pairs_for_power(effect, sd, 0.8, alpha),
+    }
+
+
+def newcombe(k1: int, n1: int, k2: int, n2: int, level: float = 0.95) -> Estimate:
+    """The difference of two independent proportions k1/n1 − k2/n2 with Newcombe's hybrid
+    score interval (from the two Wilson intervals)."""
+    a, b = wilson(k1, n1, level), wilson(k2, n2, level)
+    if n1 == 0 or n2 == 0:
+        return Estimate(value=math.nan, low=math.nan, high=math.nan, level=level)
+    d = a.value - b.value
+    low = d - math.sqrt((a.value - a.low) ** 2 + (b.high - b.value) ** 2)
+    high = d + math.sqrt((a.high - a.value) ** 2 + (b.value - b.low) ** 2)
+    return Estimate(value=d, low=low, high=high, level=level, n=n1 + n2)
 
 
 def analyse(
@@ -252,16 +343,28 @@ def analyse(
     if extra:
         deviations.append(f"surface(s) {', '.join(extra)} were run but not registered")
     unverified = [r.run_id for r in runs if r.passed is None]
+    if prereg.min_effect is None:
+        deviations.append(
+            "the pre-registration states no min_effect: no a priori power is reported "
+            "(post-hoc power at the observed effect says nothing the p-value does not)"
+        )
     if unverified:
         deviations.append(f"{len(unverified)} run(s) have no verdict and count as failures")
     passed = {r.run_id: float(bool(r.passed)) for r in runs}
 
+    repeated = Counter((r.task, r.surface) for r in runs)
+    twice = sum(1 for n in repeated.values() if n > 1)
+    if twice:
+        deviations.append(
+            f"{twice} (task, surface) pair(s) ran more than once: each task's runs are "
+            "averaged, so every table and test counts tasks, not runs"
+        )
     success: dict[str, dict[str, Estimate]] = {}
     for s in ran:
         success[s] = {}
         for c in ("all", "single", "composition"):
             sel = [r for r in runs if r.surface == s and (c == "all" or r.complexity == c)]
-            success[s][c] = wilson(sum(1 for r in sel if r.passed), len(sel), level)
+            success[s][c] = _task_success(sel, level, reps, rng)
 
     differences: dict[str, Estimate] = {}
     power: dict[str, dict[str, Any]] = {}
@@ -274,8 +377,10 @@ def analyse(
             "effect": _num(est.value),
             "sd": _num(sd),
             "pairs": int(x.size),
-            "power": _num(paired_power(est.value, sd, int(x.size), prereg.alpha)),
-            "pairs_for_80pct": pairs_for_power(est.value, sd, 0.8, prereg.alpha),
+            "observed_power": _num(paired_power(est.value, sd, int(x.size), prereg.alpha)),
+            "a_priori": None
+            if prereg.min_effect is None
+            else a_priori_power(prereg.min_effect, int(x.size), prereg.alpha),
         }
 
     # Tokens and eta, per run.
@@ -311,7 +416,7 @@ def analyse(
     recovery: dict[str, Estimate] = {}
     recovered: dict[str, tuple[int, int]] = {}
     for s in ran:
-        hit = [r for r in runs if r.surface == s and any(c.status != "ok" for c in r.calls)]
+        hit = [r for r in runs if r.surface == s and any(_failed(c, r) for c in r.calls)]
         k = sum(1 for r in hit if r.passed)
         recovered[s] = (k, len(hit))
         recovery[s] = wilson(k, len(hit), level)
@@ -378,7 +483,16 @@ def _hypotheses(
         comp = {r.task: r.complexity == "composition" for r in runs}
         est = interaction(x - y, [comp[t] for t in tasks], reps=reps, level=level, seed=rng)
         agrees = est.value > 0
-        out.append(Hypothesis(name="H1", claim=claim1, estimate=est, p=_nan(est.p), agrees=agrees))
+        out.append(
+            Hypothesis(
+                name="H1",
+                claim=claim1,
+                estimate=est,
+                p=_nan(est.p),
+                agrees=agrees,
+                comparison=f"({better} − {than} | composition) − ({better} − {than} | single)",
+            )
+        )
     else:
         deviations.append(f"H1 not tested: it compares {better} and {than}, not both run")
         out.append(
@@ -388,18 +502,16 @@ def _hypotheses(
     others = [s for s in ran if s != prereg.h2]
     claim2 = f"{prereg.h2} has the highest interface inefficiency (eta)"
     if prereg.h2 in ran and others:
-        ests = [
-            paired_bootstrap(
+        ests = {
+            o: paired_bootstrap(
                 *_paired(runs, prereg.h2, o, eta_of)[:2], reps=reps, level=level, seed=rng
             )
             for o in others
-        ]
-        worst = min(ests, key=lambda e: _nan(e.value))
-        p = max(_nan(e.p) for e in ests)
-        note = "; ".join(f"vs {o}: {e.value:+.3f}" for o, e in zip(others, ests, strict=True))
-        agrees = all(e.value > 0 for e in ests)
+        }
         out.append(
-            Hypothesis(name="H2", claim=claim2, estimate=worst, p=p, note=note, agrees=agrees)
+            _intersection_union(
+                "H2", claim2, prereg.h2, ests, lambda e: e.value > 0, "{:+.3f}", deviations
+            )
         )
     else:
         deviations.append(f"H2 not tested: {prereg.h2} or every other surface was not run")
@@ -407,34 +519,54 @@ def _hypotheses(
             Hypothesis(name="H2", claim=claim2, estimate=None, p=math.nan, note="not tested")
         )
 
-    claim3 = f"{prereg.h3} has the highest error-recovery rate"
+    claim3 = (
+        f"{prereg.h3} has the highest error-recovery rate (runs with a failed call, a crashed "
+        "program included, whose task passed)"
+    )
     others = [s for s in ran if s != prereg.h3]
     if prereg.h3 in ran and others and recovered[prereg.h3][1]:
         k, n = recovered[prereg.h3]
-        ps, notes = [], []
-        agrees = True
+        diffs: dict[str, Estimate] = {}
         for o in others:
             ko, no = recovered[o]
             if no == 0:
-                notes.append(f"vs {o}: no run of {o} hit an error")
+                deviations.append(
+                    f"H3: the comparison of {prereg.h3} with {o} is dropped: no run of {o} "
+                    "had a failed call"
+                )
                 continue
             table = [[k, n - k], [ko, no - ko]]
-            ps.append(float(sps.fisher_exact(table, alternative="two-sided")[1]))
-            agrees = agrees and k / n > ko / no
-            notes.append(f"vs {o}: {k}/{n} against {ko}/{no}")
-        p = max(ps) if ps else math.nan
-        out.append(
-            Hypothesis(
-                name="H3",
-                claim=claim3,
-                estimate=recovery[prereg.h3],
-                p=p,
-                note="; ".join(notes),
-                agrees=agrees and bool(ps),
+            p_o = float(sps.fisher_exact(table, alternative="two-sided")[1])
+            est = newcombe(k, n, ko, no, level)
+            diffs[o] = Estimate(
+                value=est.value, low=est.low, high=est.high, level=level, p=p_o, n=n + no
             )
-        )
+        if diffs:
+            h = _intersection_union(
+                "H3", claim3, prereg.h3, diffs, lambda e: e.value > 0, "{:+.3f}", deviations
+            )
+            counts = "; ".join(
+                f"{o}: {recovered[o][0]}/{recovered[o][1]}" for o in [prereg.h3, *diffs]
+            )
+            out.append(
+                Hypothesis(
+                    name=h.name,
+                    claim=h.claim,
+                    estimate=h.estimate,
+                    p=h.p,
+                    agrees=h.agrees,
+                    note=f"{h.note} (recovered/with a failure: {counts})",
+                    comparison=h.comparison,
+                )
+            )
+        else:
+            out.append(
+                Hypothesis(name="H3", claim=claim3, estimate=None, p=math.nan, note="not tested")
+            )
     else:
-        deviations.append(f"H3 not tested: no run of {prereg.h3} hit an error, or it was not run")
+        deviations.append(
+            f"H3 not tested: no run of {prereg.h3} had a failed call, or it was not run"
+        )
         out.append(
             Hypothesis(name="H3", claim=claim3, estimate=None, p=math.nan, note="not tested")
         )
@@ -442,22 +574,19 @@ def _hypotheses(
     claim4 = f"{prereg.h4} has the lowest token cost per run on single tasks"
     others = [s for s in ran if s != prereg.h4]
     if prereg.h4 in ran and others:
-        ests = [
-            paired_bootstrap(
+        ests = {
+            o: paired_bootstrap(
                 *_paired(runs, prereg.h4, o, total_of, only="single")[:2],
                 reps=reps,
                 level=level,
                 seed=rng,
             )
             for o in others
-        ]
-        worst = max(ests, key=lambda e: _nan(e.value))
-        p = max(_nan(e.p) for e in ests)
-        pairs = zip(others, ests, strict=True)
-        note = "; ".join(f"vs {o}: {e.value:+.0f} tokens" for o, e in pairs)
-        agrees = all(e.value < 0 for e in ests)
+        }
         out.append(
-            Hypothesis(name="H4", claim=claim4, estimate=worst, p=p, note=note, agrees=agrees)
+            _intersection_union(
+                "H4", claim4, prereg.h4, ests, lambda e: e.value < 0, "{:+.0f} tokens", deviations
+            )
         )
     else:
         deviations.append(f"H4 not tested: {prereg.h4} or every other surface was not run")
@@ -479,9 +608,50 @@ def _hypotheses(
                 supported=bool(reject and h.agrees),
                 agrees=h.agrees,
                 note=h.note,
+                comparison=h.comparison,
+                alpha=prereg.alpha,
             )
         )
     return final
+
+
+def _intersection_union(
+    name: str,
+    claim: str,
+    subject: str,
+    ests: Mapping[str, Estimate],
+    as_claimed: Callable[[Estimate], bool],
+    fmt: str,
+    deviations: list[str],
+) -> Hypothesis:
+    """A claim that ``subject`` beats every other surface: it holds only if every comparison
+    does, so the decisive comparison is the one with the largest p-value, and the row's
+    estimate, interval and p all come from that one comparison (named)."""
+    tested = {o: e for o, e in ests.items() if not math.isnan(_nan(e.p))}
+    for o in ests:
+        if o not in tested:
+            deviations.append(
+                f"{name}: the comparison of {subject} with {o} is dropped: no paired data"
+            )
+    note = "; ".join(
+        f"vs {o}: " + fmt.format(e.value) + f" (p {_nan(e.p):.4f})" for o, e in tested.items()
+    )
+    if not tested:
+        return Hypothesis(name=name, claim=claim, estimate=None, p=math.nan, note="not tested")
+    # Any comparison pointing against the claim decides it; else the weakest (largest p).
+    against = [o for o, e in tested.items() if not as_claimed(e)]
+    pool = against or list(tested)
+    decisive = max(pool, key=lambda o: (_nan(tested[o].p), -abs(tested[o].value)))
+    est = tested[decisive]
+    return Hypothesis(
+        name=name,
+        claim=claim,
+        estimate=est,
+        p=_nan(est.p),
+        agrees=not against,
+        note=note,
+        comparison=f"{subject} − {decisive}",
+    )
 
 
 def _nan(x: float | None) -> float:

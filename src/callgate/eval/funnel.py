@@ -13,8 +13,10 @@ P(A∩B∩C∩D) = P(A)·P(B|A)·P(C|A,B)·P(D|A,B,C). The unit is one proposed 
   that exited non-zero or timed out (counted under ``program``);
 * **D, the task** (given A, B, C): the verifier passed the run the call served.
 
-Each rate has a Wilson interval; the product has a bootstrap interval
-resampling tasks (the calls of a task stay together). Every failed call is
+Calls of one task are not independent (a model that misreads a task misreads
+it on every call), so every rate and the product have a percentile bootstrap
+interval resampling tasks: the calls of a task stay together. A stage no call
+reached has no rate (NaN, "not reached"), never a rate of 0. Every failed call is
 also counted by the stage that stopped it (``rejected_by``). Rows are per
 surface and tool (the coarse ``do`` by operation: ``do(write)``), per
 surface, and over everything.
@@ -32,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from callgate.eval.record import CallView, RunView, parse_arguments
-from callgate.eval.stats import Estimate, ratio_bootstrap, wilson
+from callgate.eval.stats import Estimate, ratio_bootstrap
 
 __all__ = ["ARGUMENT_STAGES", "Funnel", "FunnelRow", "call_stage", "funnel", "funnel_png"]
 
@@ -78,6 +80,8 @@ class FunnelRow:
     d: Estimate
     product: Estimate
     rejected_by: dict[str, int] = field(default_factory=dict)
+    reached: tuple[int, ...] = ()
+    """Calls that reached A (all), B, C, D, and that passed D: the rates' denominators."""
 
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON data."""
@@ -92,6 +96,8 @@ class FunnelRow:
             "D|A,B,C": self.d.as_dict(),
             "product": self.product.as_dict(),
             "rejected_by": dict(sorted(self.rejected_by.items())),
+            "reached": dict(zip(("A", "B", "C", "D", "passed"), self.reached, strict=False)),
+            "interval": "percentile bootstrap over tasks (calls of a task kept together)",
         }
 
 
@@ -133,7 +139,9 @@ class Funnel:
 
 def _cell(e: Estimate) -> str:
     if math.isnan(e.value):
-        return f"{'-':>15}"
+        return f"{'not reached':>15}"
+    if math.isnan(e.low):
+        return f"{e.value:.2f}".rjust(15)
     return f"{e.value:.2f} [{e.low:.2f},{e.high:.2f}]".rjust(15)
 
 
@@ -157,26 +165,31 @@ def _rates(obs: Sequence[_Obs]) -> tuple[tuple[int, int], ...]:
 def _row(
     surface: str, tool: str, obs: list[_Obs], stages: Counter[str], reps: int, seed: int
 ) -> FunnelRow:
-    (ka, na), (kb, nb), (kc, nc), (kd, nd) = _rates(obs)
     tasks = sorted({o[0] for o in obs})
     position = {t: i for i, t in enumerate(tasks)}
-    calls = np.zeros(len(tasks))
-    through = np.zeros(len(tasks))
+    # Per task: calls, and calls through A, A∩B, A∩B∩C, A∩B∩C∩D.
+    counts = np.zeros((5, len(tasks)))
     for o in obs:
-        calls[position[o[0]]] += 1
-        through[position[o[0]]] += o[1] and o[2] and o[3] and o[4]
-    product = ratio_bootstrap(through, calls, reps=reps, seed=seed)
+        i = position[o[0]]
+        counts[0, i] += 1
+        counts[1, i] += o[1]
+        counts[2, i] += o[1] and o[2]
+        counts[3, i] += o[1] and o[2] and o[3]
+        counts[4, i] += o[1] and o[2] and o[3] and o[4]
+    rates = [ratio_bootstrap(counts[k + 1], counts[k], reps=reps, seed=seed + k) for k in range(4)]
+    product = ratio_bootstrap(counts[4], counts[0], reps=reps, seed=seed)
     return FunnelRow(
         surface=surface,
         tool=tool,
         calls=len(obs),
         tasks=len(tasks),
-        a=wilson(ka, na),
-        b=wilson(kb, nb),
-        c=wilson(kc, nc),
-        d=wilson(kd, nd),
+        a=rates[0],
+        b=rates[1],
+        c=rates[2],
+        d=rates[3],
         product=product,
         rejected_by=dict(stages),
+        reached=tuple(int(c) for c in counts.sum(axis=1)),
     )
 
 
@@ -215,29 +228,42 @@ def funnel(runs: Sequence[RunView], *, reps: int = 1000, seed: int = 0) -> Funne
     return Funnel(rows=rows, runs=len(runs), unverified=unverified)
 
 
-def funnel_png(f: Funnel, path: Path) -> Path:
-    """A bar chart of each surface's four rates and product with their intervals (Agg)."""
+def funnel_png(f: Funnel, path: Path) -> Path | None:
+    """A bar chart of each surface's four rates and product with their intervals (Agg), the
+    calls under each bar written on it and a stage no call reached marked "not reached"
+    (not drawn as 0). None, and nothing written, when no call was proposed."""
+    rows = [r for r in f.rows if r.tool == "all"]
+    if not rows:
+        return None
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [r for r in f.rows if r.tool == "all"]
     labels = ["A", "B|A", "C|A,B", "D|A,B,C", "product"]
-    fig, ax = plt.subplots(figsize=(8, 4))
+    fig, ax = plt.subplots(figsize=(9, 4.2))
     width = 0.8 / max(1, len(rows))
     for i, r in enumerate(rows):
         est = [r.a, r.b, r.c, r.d, r.product]
+        under = [*r.reached[:4], r.calls]
         x = np.arange(len(labels)) + i * width
         vals = np.array([0.0 if math.isnan(e.value) else e.value for e in est])
         lo = np.array([0.0 if math.isnan(e.low) else e.value - e.low for e in est])
         hi = np.array([0.0 if math.isnan(e.high) else e.high - e.value for e in est])
-        ax.bar(x, vals, width, yerr=[np.maximum(lo, 0), np.maximum(hi, 0)], label=r.surface)
+        bars = ax.bar(
+            x, vals, width, yerr=[np.maximum(lo, 0), np.maximum(hi, 0)], capsize=2, label=r.surface
+        )
+        for xi, e, n, bar in zip(x, est, under, bars, strict=True):
+            if math.isnan(e.value):
+                ax.text(xi, 0.02, "not\nreached", ha="center", va="bottom", fontsize=7)
+                bar.set_hatch("//")
+            else:
+                ax.text(xi, 0.01, f"n={n}", ha="center", va="bottom", fontsize=7, rotation=90)
     ax.set_xticks(np.arange(len(labels)) + width * (len(rows) - 1) / 2, labels)
-    ax.set_ylim(0, 1.05)
-    ax.set_ylabel("rate (95% interval)")
-    ax.set_title("Stage funnel: conditional success by stage")
-    ax.legend()
+    ax.set_ylim(0, 1.1)
+    ax.set_ylabel("rate (95% interval, bootstrap over tasks)")
+    ax.set_title("Stage funnel: conditional success by stage (n = calls under the rate)")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), title="surface")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

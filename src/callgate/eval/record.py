@@ -1,9 +1,13 @@
 """Evaluation runs read back from the ledger: what each run proposed, what became of each
 call, and the verifier's verdict.
 
-The lab writes two events of its own around each agent run (``eval.run``:
-task, surface, complexity, kind, model, lab; ``eval.verdict``: passed, exit
-code, seconds); everything else is the agent's transcript (``agent.started``,
+The lab writes one event of its own when it starts (``eval.lab``: its id,
+the model named by file, hash, decoding mode and parameters, the surfaces,
+the task set and its deviations from the pre-registration; read back by
+`read_labs`) and two around each agent run (``eval.run``: task, surface,
+complexity, kind, model, lab; ``eval.verdict``: passed, exit code, seconds);
+a local model's decodes are ``model.decode`` events of the run; everything
+else is the agent's transcript (``agent.started``,
 ``agent.model``, ``agent.observations``, ``agent.stopped``). `read_runs`
 needs nothing but the ledger's records, so a funnel can be computed from a
 ledger file long after the run, on another machine.
@@ -19,10 +23,66 @@ from typing import Any
 from callgate.eval.surfaces import coarse_operation
 from callgate.ledger.base import AuditRecord, LedgerQueries
 
-__all__ = ["CallView", "RunView", "parse_arguments", "read_runs"]
+__all__ = ["CallView", "LabView", "RunView", "parse_arguments", "read_labs", "read_runs"]
 
 EVAL_RUN = "eval.run"
 EVAL_VERDICT = "eval.verdict"
+EVAL_LAB = "eval.lab"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LabView:
+    """One lab as its ``eval.lab`` record states it: what ran, with which model, and what
+    departed from the pre-registration."""
+
+    lab: str
+    model: Mapping[str, Any]
+    """The model: ``spec``, ``name``, and for a local model ``file``, ``sha256``,
+    ``decoding`` and ``parameters``; for a policy its rates and seed."""
+    surfaces: tuple[str, ...] = ()
+    tasks: str = ""
+    deviations: tuple[str, ...] = ()
+    at: float = 0.0
+
+    def model_line(self) -> str:
+        """The model in one line, for every report."""
+        m = self.model
+        parts = [str(m.get("spec") or m.get("name") or "(unnamed)")]
+        if m.get("file"):
+            parts.append(f"file {m['file']}")
+        if m.get("sha256"):
+            parts.append(f"sha256 {str(m['sha256'])[:16]}…")
+        if m.get("decoding"):
+            parts.append(f"decoding {m['decoding']}")
+        params = _map(m.get("parameters"))
+        if params:
+            parts.append("parameters " + ", ".join(f"{k}={params[k]}" for k in sorted(params)))
+        return "; ".join(parts)
+
+
+def read_labs(ledger: LedgerQueries) -> list[LabView]:
+    """Every lab recorded in ``ledger`` (its ``eval.lab`` events), oldest first."""
+    return labs_from_records(ledger.audit())
+
+
+def labs_from_records(records: Iterable[AuditRecord]) -> list[LabView]:
+    """`read_labs` over records already read."""
+    out: list[LabView] = []
+    for rec in records:
+        if rec.kind != EVAL_LAB:
+            continue
+        data: Mapping[str, Any] = rec.data if isinstance(rec.data, Mapping) else {}
+        out.append(
+            LabView(
+                lab=str(data.get("lab", "")),
+                model=dict(_map(data.get("model"))),
+                surfaces=tuple(str(s) for s in _list(data.get("surfaces"))),
+                tasks=str(data.get("tasks", "")),
+                deviations=tuple(str(d) for d in _list(data.get("deviations"))),
+                at=float(rec.at),
+            )
+        )
+    return out
 
 
 @dataclass(slots=True, kw_only=True)
@@ -101,13 +161,17 @@ def parse_arguments(text: str | None) -> Any:
         return None
 
 
-def read_runs(ledger: LedgerQueries, *, lab: str | None = None) -> list[RunView]:
-    """Every evaluation run (one with an ``eval.run`` event) in ``ledger``, in order."""
+def read_runs(ledger: LedgerQueries, *, lab: str | Iterable[str] | None = None) -> list[RunView]:
+    """Every evaluation run (one with an ``eval.run`` event) in ``ledger``, in order; with
+    ``lab``, only the runs of that lab id (or of those ids)."""
     return runs_from_records(ledger.audit(), lab=lab)
 
 
-def runs_from_records(records: Iterable[AuditRecord], *, lab: str | None = None) -> list[RunView]:
+def runs_from_records(
+    records: Iterable[AuditRecord], *, lab: str | Iterable[str] | None = None
+) -> list[RunView]:
     """`read_runs` over records already read."""
+    wanted = None if lab is None else ({lab} if isinstance(lab, str) else set(lab))
     runs: dict[str, RunView] = {}
     by_call: dict[tuple[str, str], CallView] = {}
     for rec in records:
@@ -169,4 +233,4 @@ def runs_from_records(records: Iterable[AuditRecord], *, lab: str | None = None)
         elif rec.kind == EVAL_VERDICT:
             run.passed = bool(data.get("passed"))
     every = list(runs.values())
-    return [r for r in every if lab is None or r.lab == lab]
+    return [r for r in every if wanted is None or r.lab in wanted]

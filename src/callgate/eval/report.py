@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +36,8 @@ def _p(p: float) -> str:
     return "—" if math.isnan(p) else f"{p:.4f}"
 
 
-def markdown(a: Analysis, f: Funnel, *, extra: str = "") -> str:
-    """The report's Markdown text."""
+def markdown(a: Analysis, f: Funnel, *, extra: str = "", notes: Sequence[str] = ()) -> str:
+    """The report's Markdown text; ``notes`` say which figures were not drawn and why."""
     pr = a.prereg
     level = f"{pr.level:.0%}"
     out = [
@@ -44,31 +45,27 @@ def markdown(a: Analysis, f: Funnel, *, extra: str = "") -> str:
         "",
         f"{a.tasks} tasks × {len(a.surfaces)} surfaces ({', '.join(a.surfaces)}), "
         f"{a.runs} runs, paired by task. Intervals are {level}; p-values are two-sided; "
-        f"Holm-adjusted over the {len(a.hypotheses)} hypotheses at α = {pr.alpha}.",
+        f"Holm-adjusted over the {len(a.hypotheses)} hypotheses at α = {pr.alpha}. "
+        "Each hypothesis row's estimate, interval and p-value come from the one comparison "
+        "it names.",
     ]
     if extra:
-        out += ["", extra]
+        out += ["", "## Labs and models", "", extra]
+    if notes:
+        out += ["", *(f"**{n}**" for n in notes)]
     out += ["", "## Deviations from the pre-registration", ""]
     out += [f"- {d}" for d in a.deviations] or ["- none"]
     out += [
         "",
         "## Hypotheses",
         "",
-        "| | claim | estimate | p | p (Holm) | verdict |",
-        "|---|---|---|---|---|---|",
+        "| | claim | comparison | estimate [interval] | p | p (Holm) | verdict |",
+        "|---|---|---|---|---|---|---|",
     ]
     for h in a.hypotheses:
-        if math.isnan(h.p):
-            verdict = "not tested"
-        elif h.supported:
-            verdict = "supported"
-        elif h.agrees:
-            verdict = "direction as claimed, not significant"
-        else:
-            verdict = "not supported"
         out.append(
-            f"| {h.name} | {h.claim} | {_e(h.estimate, 3)} | {_p(h.p)} | {_p(h.p_holm)} "
-            f"| {verdict} |"
+            f"| {h.name} | {h.claim} | {h.comparison or '—'} | {_e(h.estimate, 3)} | "
+            f"{_p(h.p)} | {_p(h.p_holm)} | {h.verdict} |"
         )
     out += ["", "Notes: " + " ".join(f"{h.name}: {h.note}." for h in a.hypotheses if h.note)]
     out += [
@@ -82,17 +79,27 @@ def markdown(a: Analysis, f: Funnel, *, extra: str = "") -> str:
         out.append(f"| {s} | {_e(by['all'])} | {_e(by['single'])} | {_e(by['composition'])} |")
     out += [
         "",
-        "Paired differences in success (bootstrap over tasks) and power:",
+        "Success counts tasks (a task run more than once on a surface counts the mean of "
+        "its runs): Wilson intervals when each task ran once, else a bootstrap over tasks.",
         "",
-        "| pair | difference | p | power at n | pairs for 80% power |",
-        "|---|---|---|---|---|",
+        "Paired differences in success (bootstrap over tasks) and a priori power "
+        + (
+            f"for the registered minimum effect {pr.min_effect:g} "
+            "(at the bound sd = sqrt(1 − δ²) of a paired success difference):"
+            if pr.min_effect is not None
+            else "(none: the pre-registration states no min_effect):"
+        ),
+        "",
+        "| pair | difference | p | pairs | power for min_effect | pairs for 80% power |",
+        "|---|---|---|---|---|---|",
     ]
     for pair, est in a.differences.items():
         pw = a.power[pair]
-        power = "—" if pw["power"] is None else f"{pw['power']:.2f} (n={pw['pairs']})"
+        prior = pw.get("a_priori") or {}
+        power = "—" if prior.get("power") is None else f"{prior['power']:.2f}"
         out.append(
-            f"| {pair} | {_e(est, 3)} | {_p(_nanp(est.p))} | {power} | "
-            f"{pw['pairs_for_80pct'] or '—'} |"
+            f"| {pair} | {_e(est, 3)} | {_p(_nanp(est.p))} | {pw['pairs']} | {power} | "
+            f"{prior.get('pairs_for_80pct') or '—'} |"
         )
     out += [
         "",
@@ -152,6 +159,11 @@ def markdown(a: Analysis, f: Funnel, *, extra: str = "") -> str:
         "",
     ]
     out += [f"- {s}: {_e(e)} (n={e.n})" for s, e in a.recovery.items()]
+    out += [
+        "",
+        "A failed call is one the funnel fails (A, B or C): a `run_python` program that "
+        "exited non-zero or timed out counts.",
+    ]
     if pr.text:
         out += ["", "## The pre-registration, as registered", "", "```toml", pr.text.strip(), "```"]
     return "\n".join(out) + "\n"
@@ -161,72 +173,117 @@ def _nanp(p: float | None) -> float:
     return math.nan if p is None else p
 
 
-def _plots(a: Analysis, out: Path) -> None:
+def _plots(a: Analysis, out: Path) -> list[str]:
+    """Draw success, η and tokens into ``out``; the sentences standing for a figure that had
+    nothing to draw (no run, no call): nothing is drawn from an empty lab."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    notes: list[str] = []
     surfaces = a.surfaces
     x = np.arange(len(surfaces))
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for i, c in enumerate(("single", "composition")):
+    levels = ("single", "composition")
+    if not surfaces:
+        return ["No run was recorded: no figure is drawn."]
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for i, c in enumerate(levels):
         ests = [a.success[s][c] for s in surfaces]
         vals = np.array([0.0 if math.isnan(e.value) else e.value for e in ests])
         err = np.array(
             [
                 [max(0.0, e.value - e.low), max(0.0, e.high - e.value)]
-                if not math.isnan(e.value)
+                if not math.isnan(e.value) and not math.isnan(e.low)
                 else [0.0, 0.0]
                 for e in ests
             ]
         ).T
-        ax.bar(x + i * 0.4, vals, 0.4, yerr=err, label=c)
+        bars = ax.bar(x + i * 0.4, vals, 0.4, yerr=err, capsize=3, label=c)
+        for xi, e, bar in zip(x + i * 0.4, ests, bars, strict=True):
+            if math.isnan(e.value):
+                bar.set_hatch("//")
+                ax.text(xi, 0.02, "no task", ha="center", va="bottom", fontsize=8)
+            else:
+                ax.text(xi, 0.02, f"n={e.n}", ha="center", va="bottom", fontsize=8)
     ax.set_xticks(x + 0.2, surfaces)
-    ax.set_ylim(0, 1.05)
-    ax.set_ylabel("task success (Wilson interval)")
-    ax.set_title("Success by surface and task complexity")
-    ax.legend()
+    ax.set_ylim(0, 1.1)
+    ax.set_ylabel("task success (95% interval)")
+    ax.set_title("Success by surface and task complexity (n = tasks)")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), title="complexity")
     fig.tight_layout()
     fig.savefig(out / "success.png", dpi=100)
     plt.close(fig)
 
-    fig, ax = plt.subplots(figsize=(6, 4))
     data = [
         [r["eta"] for r in a.per_run if r["surface"] == s and r["eta"] is not None]
         for s in surfaces
     ]
-    ax.boxplot([d if d else [math.nan] for d in data], tick_labels=surfaces)
-    ax.set_ylabel("η per run")
-    ax.set_title("Interface inefficiency by surface")
-    fig.tight_layout()
-    fig.savefig(out / "eta.png", dpi=100)
-    plt.close(fig)
+    if any(data):
+        fig, ax = plt.subplots(figsize=(7, 4))
+        rng = np.random.default_rng(0)
+        for i, (s, d) in enumerate(zip(surfaces, data, strict=True)):
+            if d:
+                ax.scatter(i + rng.uniform(-0.12, 0.12, len(d)), d, s=12, alpha=0.45, color="grey")
+            e = a.eta[s]
+            if not math.isnan(e.value):
+                yerr = [[e.value - e.low], [e.high - e.value]] if not math.isnan(e.low) else None
+                ax.errorbar(
+                    i + 0.25, e.value, yerr=yerr, fmt="o", color="C0", capsize=4,
+                    label="mean η (95% bootstrap interval)" if i == 0 else None,
+                )  # fmt: skip
+            ax.annotate(
+                f"n={len(d)}", (i, 0), xycoords=("data", "axes fraction"),
+                xytext=(0, 4), textcoords="offset points", ha="center", fontsize=8,
+            )  # fmt: skip
+        ax.set_xticks(range(len(surfaces)), surfaces)
+        ax.set_xlim(-0.5, len(surfaces) - 0.5)
+        ax.set_ylabel("η per run (grey: one run)")
+        ax.set_title("Interface inefficiency by surface (n = runs with a call)")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        fig.tight_layout()
+        fig.savefig(out / "eta.png", dpi=100)
+        plt.close(fig)
+    else:
+        notes.append("No run proposed a call: η is not defined and eta.png is not drawn.")
 
-    fig, ax = plt.subplots(figsize=(8, 4))
-    labels = [f"{s}\n{c}" for s in surfaces for c in ("single", "composition")]
+    fig, ax = plt.subplots(figsize=(9, 4))
+    labels = [f"{s}\n{c}" for s in surfaces for c in levels]
     bottom = np.zeros(len(labels))
     for part in ("schema", "calls", "results"):
-        vals = np.array([a.tokens[s][c][part] for s in surfaces for c in ("single", "composition")])
+        vals = np.array([a.tokens[s][c][part] for s in surfaces for c in levels])
         ax.bar(labels, vals, bottom=bottom, label=part)
         bottom += vals
-    ax.set_ylabel(f"tokens per run ({a.tokenizer.split(' ')[0]})")
-    ax.set_title(f"Token cost by part (cache hit {a.prereg.cache_hit:g})")
-    ax.legend()
+    for i, (s, c) in enumerate((s, c) for s in surfaces for c in levels):
+        runs = int(a.tokens[s][c]["runs"])
+        ax.text(i, bottom[i], f"n={runs}" if runs else "no run", ha="center", va="bottom",
+                fontsize=8)  # fmt: skip
+    ax.set_ylim(0, max(1.0, float(bottom.max())) * 1.12)
+    ax.set_ylabel(f"mean tokens per run ({a.tokenizer.split(' ')[0]})")
+    ax.set_title(f"Token cost by part (cache hit {a.prereg.cache_hit:g}; n = runs)")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), title="part")
     fig.tight_layout()
     fig.savefig(out / "tokens.png", dpi=100)
     plt.close(fig)
+    return notes
 
 
 def write_report(a: Analysis, f: Funnel, out: Path, *, extra: str = "") -> Path:
     """Write the report, its plots and its JSON into ``out``; the path of ``report.md``."""
     out.mkdir(parents=True, exist_ok=True)
-    funnel_png(f, out / "funnel.png")
-    _plots(a, out)
+    for stale in ("funnel.png", "success.png", "eta.png", "tokens.png"):
+        (out / stale).unlink(missing_ok=True)  # a figure not drawn this time must not linger
+    notes = _plots(a, out)
+    if funnel_png(f, out / "funnel.png") is None:
+        notes.append("No call was proposed: the funnel has no rate and funnel.png is not drawn.")
     (out / "analysis.json").write_text(json.dumps(a.as_dict(), indent=2, default=_json))
     (out / "funnel.json").write_text(json.dumps(f.as_dict(), indent=2))
     path = out / "report.md"
-    path.write_text(markdown(a, f, extra=extra), encoding="utf-8")
+    text = markdown(a, f, extra=extra, notes=notes)
+    for figure in ("funnel", "success", "eta", "tokens"):
+        if not (out / f"{figure}.png").exists():
+            text = text.replace(f"![{figure}]({figure}.png)\n", "")
+    path.write_text(text, encoding="utf-8")
     return path
 
 
