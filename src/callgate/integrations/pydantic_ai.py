@@ -181,7 +181,7 @@ class GatedToolset(WrapperToolset[Any]):
             raise DefinitionError(
                 f"GatedToolset needs run=<a callgate Run>, got {type(self.run).__name__}"
             )
-        if type(self.wrapped) is not FunctionToolset:
+        if not _plain_function_toolset(self.wrapped):
             raise DefinitionError(
                 f"GatedToolset gates a pydantic_ai.FunctionToolset, got a "
                 f"{type(self.wrapped).__name__}: callgate cannot see the tools it runs (MCP "
@@ -189,6 +189,7 @@ class GatedToolset(WrapperToolset[Any]):
                 "would run past the gate. Put the functions in a FunctionToolset (an MCP "
                 "server behind `callgate mcp proxy`)"
             )
+        assert isinstance(self.wrapped, FunctionToolset)
         for name in self.wrapped.tools:
             self._registered(name)
 
@@ -237,6 +238,16 @@ class GatedToolset(WrapperToolset[Any]):
                 metadata={"approval_id": observation.approval_id, "message": observation.content}
             )
         return observation.content
+
+
+def _plain_function_toolset(toolset: object) -> bool:
+    """Whether ``toolset`` is a ``FunctionToolset`` that lists and calls its tools the
+    FunctionToolset way (a subclass replacing ``get_tools`` or ``call_tool`` could run
+    something callgate never saw)."""
+    return isinstance(toolset, FunctionToolset) and all(
+        getattr(type(toolset), method) is getattr(FunctionToolset, method)
+        for method in ("get_tools", "call_tool")
+    )
 
 
 def _refuse_other_toolsets(gated: GatedToolset, ctx: RunContext[Any]) -> None:
