@@ -249,3 +249,33 @@ def test_tls_from_inside_works_through_the_relay(tmp_path: Path) -> None:
         tls.close()
     assert result["stdout"].split() == [str(19 * 4096), "hello", "from", "the", "host"], result
     assert tls.requests == 1
+
+
+def _open_descriptors() -> int:
+    return len(list(Path("/proc/self/fd").iterdir()))
+
+
+def test_network_connect_called_directly_opens_nothing_and_keeps_nothing(
+    service: Service,
+) -> None:
+    """The model calls ``network_connect`` itself, not from code, 20 times: with no code to
+    hand a connection to, it must not connect (the service sees nothing) nor leave host
+    sockets open. Before, each call connected, answered ``ok`` and kept a socket for the
+    life of the host process (20 calls: 20 descriptors; a model could exhaust them)."""
+    registry = Registry([])
+    registry.add(network_tool(allow_private=True))
+    gate = Gate(registry, ledger=MemoryLedger())
+    run = gate.run(
+        authority=Authority(principal="p", grants=["network:127.0.0.1"]),
+        trusted_values=["127.0.0.1"],
+    )
+    before = _open_descriptors()
+    arguments = {"host": "127.0.0.1", "port": service.port}
+    observations = [
+        run.submit([ToolCall(id=f"n{i}", name="network_connect", arguments=arguments)])[0]
+        for i in range(20)
+    ]
+    assert {o.status.value for o in observations} == {"error"}, observations[0]
+    assert "python_tool(tools=" in observations[0].content, observations[0].content
+    assert service.connections == 0
+    assert _open_descriptors() <= before + 2

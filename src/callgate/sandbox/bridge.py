@@ -30,7 +30,7 @@ from callgate.approvals import ApprovalStatus
 from callgate.calls import Observation, Stage, Status, ToolCall
 from callgate.effects import Grants
 from callgate.gate import Run
-from callgate.sandbox.network import take_connection
+from callgate.sandbox.network import expecting_connection, take_connection
 from callgate.sandbox.protocol import CallRequest
 
 __all__ = ["Bridge"]
@@ -76,9 +76,10 @@ class Bridge:
             refusal = self._outside_grants(call)
             if refusal is not None:
                 return self._refuse(call, "outside_code_grants", refusal)
-        obs = (await self.run.asubmit([call]))[0]
-        if obs.status is Status.PENDING and obs.approval_id is not None:
-            obs = await self._after_approval(call, obs.approval_id) or obs
+        with expecting_connection(self.run.id, call.id):
+            obs = (await self.run.asubmit([call]))[0]
+            if obs.status is Status.PENDING and obs.approval_id is not None:
+                obs = await self._after_approval(call, obs.approval_id) or obs
         reply: dict[str, Any] = {"status": obs.status.value, "content": obs.content}
         if obs.status is Status.OK:
             connection = take_connection(self.run.id, call.id)

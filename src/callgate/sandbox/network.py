@@ -25,7 +25,7 @@ import ipaddress
 import re
 import socket
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Annotated, Any
 
 from pydantic import Field
@@ -33,7 +33,14 @@ from pydantic import Field
 from callgate.errors import ToolFailure
 from callgate.tools import CallContext, ToolSpec, make_spec
 
-__all__ = ["NETWORK_TOOL", "drop_connections", "is_network_tool", "network_tool", "take_connection"]
+__all__ = [
+    "NETWORK_TOOL",
+    "drop_connections",
+    "expecting_connection",
+    "is_network_tool",
+    "network_tool",
+    "take_connection",
+]
 
 NETWORK_TOOL = "network_connect"
 
@@ -44,6 +51,22 @@ _handlers: weakref.WeakSet[Callable[..., Any]] = weakref.WeakSet()
 
 _opened: dict[tuple[str, str], socket.socket] = {}
 """(run id, call name) → a connection opened by an admitted call, until the bridge takes it."""
+
+_expected: set[tuple[str, str]] = set()
+"""(run id, call id) of calls from code that the bridge is submitting: only these may
+connect. A call the model makes directly has no code to hand a connection to; it used to
+connect anyway and leave the socket open for the host process's life."""
+
+
+@contextlib.contextmanager
+def expecting_connection(run_id: str, call_id: str) -> Iterator[None]:
+    """While the bridge submits the code's call ``call_id``, let `network_tool` connect."""
+    key = (run_id, call_id)
+    _expected.add(key)
+    try:
+        yield
+    finally:
+        _expected.discard(key)
 
 
 def is_network_tool(spec: ToolSpec) -> bool:
@@ -87,6 +110,14 @@ def network_tool(
     async def network_connect(
         host: str, port: Annotated[int, Field(ge=1, le=65535)], ctx: CallContext
     ) -> str:
+        if (ctx.run_id, ctx.call_id) not in _expected:
+            raise ToolFailure(
+                f"{name} opens a connection for code running in a sandbox "
+                "(list it in python_tool(tools=[...]) and call socket.create_connection "
+                "inside); called directly there is nothing to hand the connection to, so "
+                "nothing was connected or sent",
+                retryable=False,
+            )
         if not _HOST.fullmatch(host):
             raise ToolFailure(
                 f"host {host[:80]!r} is not a host name or address; give e.g. 'api.example.com'",
