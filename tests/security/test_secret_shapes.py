@@ -441,3 +441,27 @@ def test_any_nested_secret_in_any_listed_form_is_stored_nowhere(number: str, how
     content, stored = _stored(number, how)
     assert shown not in content
     assert shown not in stored
+
+
+def test_a_context_value_in_a_calls_arguments_is_not_stored() -> None:
+    """A trusted-context token the model repeats in an argument is redacted from the
+    stored call and approval request (which is then not resumable elsewhere)."""
+    registry = Registry()
+
+    @registry.tool(effects="write:notes")
+    def note(text: str) -> str:
+        """Write a note."""
+        return "noted"
+
+    ledger = MemoryLedger()
+    gate = Gate(registry, ledger=ledger, policy=Policy([ask("note")]))
+    token = "ctx-token-5f0c2a9e71"
+    run = gate.run(
+        authority=Authority(principal="p", grants=["write:notes"], context={"token": token})
+    )
+    [obs] = run.submit([ToolCall(id="c", name="note", arguments={"text": f"use {token}"})])
+    assert obs.status.value == "pending"
+    [request] = gate.approvals.list()
+    assert token not in request.arguments_json
+    assert not request.resumable
+    assert token not in " ".join(audit_json(r.data) for r in ledger.audit())
