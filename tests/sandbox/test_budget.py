@@ -124,3 +124,18 @@ def test_what_the_ledger_keeps_for_a_run_of_code_is_bounded(tmp_path: Path) -> N
     assert refused == 20 - done
     assert "Limits.ledger_bytes" in result["stdout"]
     assert grown < 6 << 20, grown
+
+
+def test_the_ledger_grows_by_its_budget_not_twice_it(tmp_path: Path) -> None:
+    """Calls of 300 kB arguments against a 2 MiB ledger budget (and a bridge budget that
+    never binds): the SQLite ledger grows by the budget and one call past it at most. The
+    ledger keeps a call's arguments twice (its journal record and its call row); counted
+    once, as before, 7 calls ran and the file grew by 4 MiB, twice the budget."""
+    stored.clear()
+    result, grown = _flood(
+        tmp_path, "keep", "note='x' * 300_000", Limits(bridge_bytes=64 << 20, ledger_bytes=2 << 20)
+    )
+    done, refused = map(int, result["stdout"].split()[:2])
+    assert refused == 20 - done, result
+    assert "Limits.ledger_bytes" in result["stdout"], result
+    assert grown < (2 << 20) + (1 << 20), f"the ledger grew by {grown:,} bytes"

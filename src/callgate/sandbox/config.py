@@ -55,8 +55,10 @@ class Limits:
     """Bytes one run of code may send through the bridge in all (every frame counted); a
     call past it is refused (``tools.CallRejected``) and never reaches the gate."""
     ledger_bytes: int = 16 << 20
-    """What the ledger may keep for one run of code's calls: each call's frame and the
-    content of its answer are counted; once spent, further calls are refused."""
+    """What the ledger may keep for one run of code's calls: each call's frame as many
+    times as the ledger stores its arguments (twice; three times while it waits for an
+    approval) and the content of its answer; once spent, further calls are refused (the
+    call that crosses it has run, so the ledger may pass it by one call's worth)."""
 
     def __post_init__(self) -> None:
         for name in self.__dataclass_fields__:

@@ -64,6 +64,10 @@ Answer = Callable[[CallRequest], Awaitable[dict[str, Any]]]
 _GUEST = Path(__file__).with_name("guest.py")
 _DRAIN_SECONDS = 0.5
 _BASE_ENV = {"PATH": "/usr/bin:/bin", "HOME": WORKSPACE, "LANG": "C.UTF-8"}
+_ARGUMENT_COPIES = 2
+"""How many times the ledger stores a call's arguments (its journal record and its call
+row): counted once, a flood of large calls grew a SQLite ledger by twice
+``Limits.ledger_bytes`` (tests/sandbox/test_budget.py)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -128,6 +132,14 @@ class _Budget:
 
     sent: int = 0
     kept: int = 0
+
+    def keep(self, body: bytes, reply: dict[str, Any]) -> None:
+        """Count what the ledger keeps for one answered call: its arguments once in the
+        journal record and once in the call row (``_ARGUMENT_COPIES``), once more in the
+        approval request when it waits for a person, and its answer's content (UTF-8)."""
+        copies = _ARGUMENT_COPIES + (reply.get("status") == "pending")
+        content = str(reply.get("content", "")).encode("utf-8", "surrogatepass")
+        self.kept += copies * len(body) + len(content)
 
     def refusal(self, limits: Limits) -> str | None:
         """Why the next call is refused (None: it is within both budgets)."""
@@ -400,7 +412,7 @@ async def _run_code(
                         reply = {"status": "rejected", "content": "no tools are available"}
                     else:
                         reply = await answer(request)
-                        budget.kept += len(body) + len(str(reply.get("content", "")))
+                        budget.keep(body, reply)
                     connection = reply.pop("_connection", None)
                     frame = encode({"op": "result", "id": request.id, **reply})
                     if connection is None:
