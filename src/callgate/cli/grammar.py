@@ -5,7 +5,11 @@ ledger and prints, per model and tool set, the terms of the decision rule
 ``p_f·c_r > c_g + q`` (`callgate.eval.grammar_decision`) with their 95 %
 intervals and the verdict: "constrain", "do not constrain" or "undecided".
 ``--success-value`` prices a success in seconds (q's unit); ``--json``
-writes the decisions as data.
+writes the decisions as data. ``--lab ID`` (repeatable: a free lab and a
+constrained lab of one model) keeps the runs of those labs: success is then
+the lab verifier's verdict, and c_g comes from the decodes the lab recorded.
+A term drawn from fewer than ``MIN_TASKS`` tasks makes the verdict "not
+enough data", with the runs still needed.
 
 Exit codes: 0 success; 2 bad usage or input (no ledger there, no agent runs
 in it); 3 the ledger could not be read.
@@ -78,6 +82,9 @@ def render(decision: Decision) -> str:
         )
     else:
         lines.append("  q    not measured: no task ran both free and constrained")
+    units = ", ".join(f"{k} {v}" for k, v in d.units.items())
+    if units:
+        lines.append(f"  tasks behind each term (the intervals' unit): {units}")
     lines.append(f"  verdict: {d.verdict.upper()}: {d.reason}")
     if d.break_even is not None:
         lines.append(
@@ -108,6 +115,12 @@ def grammar_decision(
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Also write the decisions as JSON here.")
     ] = None,
+    lab: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--lab", help="Only the runs of this lab (repeat for a free and a constrained lab)."
+        ),
+    ] = None,
 ) -> None:
     """Print p_f, c_r, c_g and q with 95 % intervals, and whether p_f·c_r > c_g + q."""
     from callgate.cli.eval import require_eval
@@ -117,7 +130,13 @@ def grammar_decision(
 
     with open_ledger(db, dsn) as ledger:
         records = list(ledger.audit())
-    decisions = decide(records, success_value=success_value)
+    decisions = decide(records, success_value=success_value, labs=lab or None)
+    if not decisions and lab:
+        raise fail(
+            f"no agent runs of lab(s) {', '.join(plain(x) for x in lab)} in the ledger: "
+            "'callgate lab run --lab ID' records them",
+            code=2,
+        )
     if not decisions:
         raise fail(
             f"no agent runs in the ledger at {db if dsn is None else 'the DSN'}: the rule needs "

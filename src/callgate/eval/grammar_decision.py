@@ -20,13 +20,24 @@ the run's ``agent.started`` event):
   task), times the value of a success in seconds (``success_value``); with
   no grades, a run succeeds when at least one of its calls ended ``ok``.
 
+A lab's runs (`callgate.eval.lab`: ``eval.run`` names the task and the lab,
+``eval.verdict`` holds the verifier's verdict, ``model.decode`` the decodes)
+are read the same way: a run's success is its verifier's verdict (or its
+``eval.graded`` grade), never "a call ended ok"; a run with neither has no
+success and stays out of q. ``decide(records, labs=[...])`` keeps the runs of
+the labs named (a free lab and a constrained lab of one model).
+
 Runs that never ended (no ``agent.stopped``: a process killed mid-run) are
 left out; a task run more than once counts its last run when pairing.
 
-Every term is an interval (95 %: Wilson for rates, a bootstrap over calls or
-tasks for means, interval arithmetic for the two sides), and the verdict is
-one of "constrain", "do not constrain" or "undecided", with the break-even
-value of a success. A term that cannot be measured is named, never guessed.
+The unit of every term is the task: calls of one task are not independent, so
+p_f (over calls), c_r, c_g and q all have a percentile bootstrap over tasks
+(p_f over tasks, one first turn each, has its Wilson interval; the two sides
+are combined by interval arithmetic). No interval is drawn from fewer than
+`MIN_TASKS` tasks: a term with fewer makes the verdict "not enough data",
+naming how many more tasks (runs) it needs. Otherwise the verdict is one of
+"constrain", "do not constrain" or "undecided", with the break-even value of
+a success. A term that cannot be measured at all is named, never guessed.
 """
 
 from __future__ import annotations
@@ -38,13 +49,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import numpy as np
-
 from callgate.eval import stats
 
 __all__ = [
     "DECODE_EVENT",
     "GRADE_EVENT",
+    "MIN_TASKS",
     "Decision",
     "Interval",
     "decide",
@@ -57,6 +67,11 @@ DECODE_EVENT = "model.decode"
 GRADE_EVENT = "eval.graded"
 """A run's grade: ``{"task": id, "success": bool}``."""
 _SHAPE_STAGES = frozenset({"parse", "schema"})
+MIN_TASKS = 5
+"""The fewest tasks a term's interval is drawn from; below it the verdict is "not enough
+data" (a bootstrap over 1 to 4 units gives intervals far narrower than the truth)."""
+_EVAL_RUN = "eval.run"
+_EVAL_VERDICT = "eval.verdict"
 
 
 class _Record(Protocol):
@@ -111,15 +126,6 @@ def wilson(successes: int, total: int) -> Interval:
     return Interval(found.value, found.low, found.high)
 
 
-def _bootstrap_mean(values: Sequence[float], seed: int = 0) -> Interval:
-    """The mean and a 95 % percentile-bootstrap interval (seeded: the report is reproducible)."""
-    if not values:
-        return Interval(math.nan, math.nan, math.nan)
-    array = np.asarray(values, dtype=float)
-    found = stats.bootstrap(len(array), lambda idx: float(array[idx].mean()), seed=seed)
-    return Interval(float(array.mean()), found.low, found.high)
-
-
 @dataclass(slots=True)
 class _Run:
     run_id: str
@@ -138,6 +144,7 @@ class _Run:
     ended: bool = False
     first_calls: int | None = None
     failures_by_step: dict[int, int] = field(default_factory=dict)
+    lab: str = ""
 
     @property
     def cut_off(self) -> int:
@@ -185,6 +192,8 @@ class Decision:
     reason: str
     break_even: float | None
     """The value of a success (seconds) at which the verdict would flip, when one exists."""
+    units: Mapping[str, int] = field(default_factory=dict)
+    """Tasks behind each term (p_f, c_r, c_g, q): the unit every interval resamples."""
 
     @property
     def lhs(self) -> Interval | None:
@@ -236,15 +245,21 @@ class Decision:
             "verdict": self.verdict,
             "reason": self.reason,
             "break_even_success_value": self.break_even,
+            "tasks_per_term": dict(self.units),
+            "min_tasks": MIN_TASKS,
         }
 
 
 def _runs(records: Iterable[_Record]) -> list[_Run]:
     runs: dict[str, _Run] = {}
     last: dict[str, tuple[float, bool]] = {}  # run -> (time of the last event, it held a rejection)
+    labbed: dict[str, tuple[str, str]] = {}  # run -> (task, lab) from its eval.run event
     for record in records:
         run = runs.get(record.run_id)
-        data = record.data
+        data = record.data if isinstance(record.data, Mapping) else {}
+        if record.kind == _EVAL_RUN:
+            labbed[record.run_id] = (str(data.get("task", "")), str(data.get("lab", "")))
+            continue
         if record.kind == "agent.started":
             name = str(data.get("model", ""))
             base, _, mode = name.partition("+")
@@ -255,6 +270,8 @@ def _runs(records: Iterable[_Record]) -> list[_Run]:
                 tools=tuple(sorted(str(t) for t in _list(data.get("tools")))),
                 task=str(data.get("user", "")),
             )
+            if record.run_id in labbed:
+                runs[record.run_id].task, runs[record.run_id].lab = labbed[record.run_id]
             last[record.run_id] = (record.at, False)
             continue
         if run is None:
@@ -290,6 +307,8 @@ def _runs(records: Iterable[_Record]) -> list[_Run]:
                 run.mode = str(data["constraint"])
         elif record.kind == "agent.stopped":
             run.ended = True
+        elif record.kind == _EVAL_VERDICT:
+            run.graded = data.get("passed") is True
         elif record.kind == GRADE_EVENT:
             run.graded = bool(data.get("success"))
             if isinstance(data.get("expected"), str):
@@ -322,18 +341,21 @@ def _number(value: Any) -> float:
     return 0.0
 
 
-def _success(run: _Run) -> bool:
-    return run.graded if run.graded is not None else run.ok_calls > 0
-
-
 def decide(
-    records: Iterable[_Record], *, success_value: float = 60.0, seed: int = 0
+    records: Iterable[_Record],
+    *,
+    success_value: float = 60.0,
+    seed: int = 0,
+    labs: Iterable[str] | None = None,
 ) -> list[Decision]:
     """The decision rule per (model, tool set) of the agent runs in ``records`` (an audit
-    trail, oldest first). ``success_value`` prices a success in seconds, to put q in the
-    same unit as the other terms."""
+    trail, oldest first); with ``labs``, only the runs of those labs. ``success_value``
+    prices a success in seconds, to put q in the same unit as the other terms."""
+    wanted = None if labs is None else set(labs)
     groups: dict[tuple[str, tuple[str, ...]], list[_Run]] = defaultdict(list)
     for run in _runs(records):
+        if wanted is not None and run.lab not in wanted:
+            continue
         groups[(run.model, run.tools)].append(run)
     return [
         _decide(model, tools, runs, success_value, seed)
@@ -352,50 +374,78 @@ def _decide(
     constrained_mode = constrained_modes[0] if constrained_modes else ""
     constrained = by_mode.get(constrained_mode, [])
     failure_rates = {
-        mode: wilson(sum(r.shape_failures for r in rs), sum(r.proposed for r in rs))
+        mode: _clustered([(_task(r), r.shape_failures, r.proposed) for r in rs], seed)[0]
         for mode, rs in sorted(by_mode.items())
     }
     proposed = sum(r.proposed for r in free)
     failures = sum(r.shape_failures for r in free)
-    p_f = wilson(failures, proposed)
-    p_f_unit = "calls rejected at parse or schema over calls proposed"
+    p_f, p_f_tasks = _clustered([(_task(r), r.shape_failures, r.proposed) for r in free], seed)
+    p_f_unit = (
+        "calls rejected at parse or schema over calls proposed (interval: bootstrap over tasks)"
+    )
     if free and all(r.expected for r in free):
         # Every task expected a call: a first turn without a well-formed call is the
         # failure a retry pays for, whether the call was broken or never written.
-        proposed = len(free)
-        failures = sum(r.first_turn_failed for r in free)
+        last = {_task(r): r for r in free}
+        proposed = len(last)
+        failures = sum(r.first_turn_failed for r in last.values())
         p_f = wilson(failures, proposed)
+        p_f_tasks = proposed
         p_f_unit = (
             "first turns of tasks that expected a call without a well-formed call "
             "(none proposed, or rejected at parse or schema) over tasks"
         )
     # c_r: the turns after a rejection; else any turn (of free runs, else of all runs).
-    retries = [t for r in free for t in r.retry_turns]
     source = "the turns that followed a parse or schema rejection"
-    if not retries:
-        retries = [t for r in runs for t in r.retry_turns]
+    retry_runs = [(r, r.retry_turns) for r in free if r.retry_turns]
+    if not retry_runs:
+        retry_runs = [(r, r.retry_turns) for r in runs if r.retry_turns]
         source += " (in constrained runs: no free run had one)"
-    if not retries:
-        retries = [t for r in free for t in r.turns] or [t for r in runs for t in r.turns]
+    if not retry_runs:
+        retry_runs = [(r, r.turns) for r in free if r.turns] or [
+            (r, r.turns) for r in runs if r.turns
+        ]
         source = "no rejection on record: the mean model turn stands in"
-    c_r = _bootstrap_mean([s for s, _ in retries], seed) if retries else None
-    c_r_tokens = (
-        _bootstrap_mean(
+    c_r: Interval | None = None
+    c_r_tokens: Interval | None = None
+    c_r_tasks = 0
+    if retry_runs:
+        c_r, c_r_tasks = _clustered(
+            [(_task(r), sum(t for t, _ in turns), len(turns)) for r, turns in retry_runs], seed
+        )
+        c_r_tokens, _ = _clustered(
             [
-                float(u.get("input_tokens", 0)) + float(u.get("output_tokens", 0))
-                for _, u in retries
+                (
+                    _task(r),
+                    sum(u.get("input_tokens", 0.0) + u.get("output_tokens", 0.0) for _, u in turns),
+                    len(turns),
+                )
+                for r, turns in retry_runs
             ],
             seed,
         )
-        if retries
-        else None
+    # the share of free tasks with a retry turn: how often a new task adds one to c_r
+    free_tasks = {_task(r) for r in free}
+    retry_share = (
+        len({_task(r) for r in free if r.retry_turns}) / len(free_tasks) if free_tasks else 0.0
     )
-    c_g, parts = _constraining_cost(free, constrained, seed)
-    success = {
-        mode: wilson(sum(_success(r) for r in rs), len(rs)) for mode, rs in sorted(by_mode.items())
-    }
+    c_g, parts, c_g_tasks = _constraining_cost(free, constrained, seed)
+    success = {}
+    for mode, rs in sorted(by_mode.items()):
+        judged = {_task(r): r.graded for r in rs if r.graded is not None}
+        success[mode] = wilson(sum(1 for v in judged.values() if v), len(judged))
     q_rate, paired = _tax(free, constrained, seed)
+    units = {"p_f": p_f_tasks, "c_r": c_r_tasks, "c_g": c_g_tasks, "q": paired}
     verdict, reason, break_even = _verdict(p_f, c_r, c_g, q_rate, success_value, proposed)
+    short = _shortfall(
+        units, retry_share, q_rate is not None, c_r_is_retry="stands in" not in source
+    )
+    if (verdict != "undecided" or not reason.startswith("cannot compute")) and short:
+        verdict, reason, break_even = (
+            "not enough data",
+            f"no interval is drawn from fewer than {MIN_TASKS} tasks: " + "; ".join(short),
+            None,
+        )
     return Decision(
         model=model,
         tools=tools,
@@ -419,17 +469,73 @@ def _decide(
         verdict=verdict,
         reason=reason,
         break_even=break_even,
+        units=units,
     )
+
+
+def _task(run: _Run) -> str:
+    """The unit a run belongs to: its task (a run with none is its own unit)."""
+    return run.task or run.run_id
+
+
+def _clustered(rows: Sequence[tuple[str, float, float]], seed: int) -> tuple[Interval, int]:
+    """Σ numerator / Σ denominator over ``(task, numerator, denominator)`` rows, with a
+    percentile bootstrap resampling tasks (a task's rows stay together); and the number of
+    tasks with a non-zero denominator."""
+    num: dict[str, float] = defaultdict(float)
+    den: dict[str, float] = defaultdict(float)
+    for task, n, d in rows:
+        num[task] += n
+        den[task] += d
+    tasks = [t for t in den if den[t] > 0]
+    if not tasks:
+        return Interval(math.nan, math.nan, math.nan), 0
+    found = stats.ratio_bootstrap([num[t] for t in tasks], [den[t] for t in tasks], seed=seed)
+    return Interval(found.value, found.low, found.high), len(tasks)
+
+
+def _shortfall(
+    units: Mapping[str, int], retry_share: float, q_measured: bool, *, c_r_is_retry: bool
+) -> list[str]:
+    """What each term lacks of `MIN_TASKS` tasks, and how many more runs would supply it."""
+    out = []
+    n = units.get("p_f", 0)
+    if 0 < n < MIN_TASKS:
+        out.append(f"p_f has {n} task(s): {MIN_TASKS - n} more free run(s) of new tasks")
+    n = units.get("c_r", 0)
+    if 0 < n < MIN_TASKS:
+        more = MIN_TASKS - n
+        what = "task(s) with a parse or schema rejection" if c_r_is_retry else "task(s)"
+        if c_r_is_retry and retry_share > 0:
+            runs = math.ceil(more / retry_share)
+            hint = (
+                f", about {runs} more free run(s) at the {retry_share:.0%} of tasks seen with one"
+            )
+        else:
+            hint = ""
+        out.append(f"c_r has {n} {what}: {more} more{hint}")
+    n = units.get("c_g", 0)
+    if 0 < n < MIN_TASKS:
+        out.append(f"c_g has {n} constrained task(s): {MIN_TASKS - n} more constrained run(s)")
+    n = units.get("q", 0)
+    if q_measured and n < MIN_TASKS:
+        out.append(
+            f"q has {n} task(s) run both ways with a verdict: {MIN_TASKS - n} more task(s) "
+            "run free and constrained"
+        )
+    return out
 
 
 def _constraining_cost(
     free: list[_Run], constrained: list[_Run], seed: int
-) -> tuple[Interval | None, dict[str, float]]:
+) -> tuple[Interval | None, dict[str, float], int]:
     """Per constrained model call: masking + the compile time shared out over the calls
-    that used the grammar + the extra decode seconds per output token against free runs."""
+    that used the grammar + the extra decode seconds per output token against free runs;
+    its interval resamples tasks; and the number of tasks."""
     decodes = [d for r in constrained for d in r.decodes]
+    owners = [_task(r) for r in constrained for _ in r.decodes]
     if not decodes:
-        return None, {}
+        return None, {}, 0
     uses: dict[str, int] = defaultdict(int)
     compile_total: dict[str, float] = defaultdict(float)
     for d in decodes:
@@ -462,13 +568,15 @@ def _constraining_cost(
     }
     if per_token_free is not None:
         parts["free_decode_seconds_per_token"] = per_token_free
-    return _bootstrap_mean(per_call, seed), parts
+    found, tasks = _clustered([(t, c, 1.0) for t, c in zip(owners, per_call, strict=True)], seed)
+    return found, parts, tasks
 
 
 def _tax(free: list[_Run], constrained: list[_Run], seed: int) -> tuple[Interval | None, int]:
     """Success rate free − constrained over the tasks both ran, bootstrapped over tasks."""
-    free_by_task = {r.task: _success(r) for r in free}
-    constrained_by_task = {r.task: _success(r) for r in constrained}  # a task's last run
+    # a task's last run with a verdict (or grade); a run with neither has no success
+    free_by_task = {_task(r): r.graded for r in free if r.graded is not None}
+    constrained_by_task = {_task(r): r.graded for r in constrained if r.graded is not None}
     paired = [(free_by_task[t], ok) for t, ok in constrained_by_task.items() if t in free_by_task]
     if not paired:
         return None, 0
