@@ -614,3 +614,50 @@ def test_a_relative_server_is_resolved_against_the_documents_url(
     )
     with pytest.raises(DefinitionError, match=r"relative.*--base-url"):
         import_openapi(local, api="rel")
+
+
+SPREAD: dict[str, Any] = {
+    "openapi": "3.0.3",
+    "info": {"title": "spread", "version": "1"},
+    "components": {"securitySchemes": {"key": {"type": "apiKey", "in": "query", "name": "key"}}},
+    "security": [{"key": []}],
+    "paths": {
+        "/search": {
+            "get": {
+                "operationId": "search",
+                "parameters": [
+                    {
+                        "name": "filter",
+                        "in": "query",
+                        "schema": {"type": "object", "additionalProperties": {"type": "string"}},
+                    },
+                    {"name": "limit", "in": "query", "schema": {"type": "string"}},
+                ],
+            }
+        }
+    },
+}
+
+
+@pytest.mark.parametrize("key", ["key", "limit"])
+def test_a_spread_object_cannot_write_the_credential_or_another_parameter(
+    service: str, key: str
+) -> None:
+    """``filter`` (form, explode) sends each of its keys as a query parameter of its own:
+    a key ``key`` would add a second API key beside the configured one (the service may
+    take the model's), ``limit`` a second limit. Refused at the semantic stage; nothing is
+    sent. A key of its own is sent as it is, with the configured credential."""
+    api = import_openapi(SPREAD, api="s", base_url=service, credentials={"key": "api_key"})
+    run = Gate(api.register(Registry()), ledger=MemoryLedger()).run(
+        authority=Authority(
+            principal="ana", grants=["read:*", "network:*"], context={"api_key": "k-secret"}
+        )
+    )
+    SEEN.clear()
+    (bad,) = run.submit([ToolCall(id="c1", name="search", arguments={"filter": {key: "x"}})])
+    assert bad.status is Status.REJECTED, bad.content
+    assert bad.stage == "semantic"
+    assert SEEN == []
+    (good,) = run.submit([ToolCall(id="c2", name="search", arguments={"filter": {"q": "x"}})])
+    assert good.status is Status.OK, good.content
+    assert _pairs(SEEN[0]["query"]) == [("q", "x"), ("key", "k-secret")]
