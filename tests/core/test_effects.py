@@ -444,3 +444,17 @@ def test_a_path_grant_never_covers_a_path_outside_its_prefix(parts: list[str], l
     effect = template.expand({"path": path})
     inside = posixpath.normpath("/" + path.lstrip("/")).startswith("/srv/shared/")
     assert Grant("write:files:/srv/shared/*").covers(effect) is inside, (path, effect)
+
+
+@pytest.mark.parametrize(
+    ("path", "resource"),
+    [("/a/../b", "file:/b"), ("/b", "file:/b"), ("//b/.", "file:/b/"), ("b/../../c", "file:../c")],
+)
+def test_a_resource_a_call_writes_names_the_path_it_reaches(path: str, resource: str) -> None:
+    """``writes="file:{path}"`` of ``/a/../b`` is ``file:/b``, so the scheduler sees it
+    conflict with a write of ``/b`` (and serializes them); an idempotency key is not
+    resolved (it names the request, not a place)."""
+    writes = Template("file:{path}", tool="t", parameters=["path"], what="writes")
+    assert writes.expand({"path": path}) == resource
+    key = Template("file:{path}", tool="t", parameters=["path"], what="idempotency key")
+    assert key.expand({"path": path}) == f"file:{path}"

@@ -25,7 +25,7 @@ __all__ = ["EffectTemplate", "Template"]
 class Template:
     """A string with ``{argument}`` fields, expanded on a call's validated arguments."""
 
-    __slots__ = ("_literal", "_parts", "fields", "text")
+    __slots__ = ("_literal", "_parts", "_resolve", "fields", "text")
 
     def __init__(self, text: str, *, tool: str, parameters: Iterable[str], what: str) -> None:
         names = set(parameters)
@@ -47,6 +47,9 @@ class Template:
             fields.append(field_name)
         self.text = text
         self.fields = tuple(fields)
+        # Resources a call reads or writes name the path it reaches, as effects do: calls
+        # on "/a/../b" and "/b" conflict (`callgate.effects.normal_name`).
+        self._resolve = what in ("reads", "writes")
         self._parts = tuple((literal, name) for literal, name, _, _ in parsed)
         # With no field the template is its literal text, braces unescaped ("{{x}}" is "{x}").
         self._literal = "".join(literal for literal, _ in self._parts)
@@ -57,13 +60,15 @@ class Template:
             return self._literal
         if len(self._parts) == 1:  # "kind:{field}": the common shape, without a join
             literal, name = self._parts[0]
-            return literal + str(_plain(values[name]))  # type: ignore[index]
-        out = []
-        for literal, name in self._parts:
-            out.append(literal)
-            if name is not None:
-                out.append(str(_plain(values[name])))
-        return "".join(out)
+            text = literal + str(_plain(values[name]))  # type: ignore[index]
+        else:
+            out = []
+            for literal, name in self._parts:
+                out.append(literal)
+                if name is not None:
+                    out.append(str(_plain(values[name])))
+            text = "".join(out)
+        return normal_name(text) if self._resolve else text
 
     def key(self, values: Mapping[str, Any]) -> str:
         """The template expanded as an idempotency key: two different sets of values never
