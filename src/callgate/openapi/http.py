@@ -94,8 +94,8 @@ def handler(
                 cookies.extend(query_pairs(arg, value))
             elif operation.body == "whole":
                 whole = value
-            elif value is not None:
-                body[name] = value
+            elif value is not None or operation.media == "application/json":
+                body[name] = value  # JSON says null; a form has no null and leaves it out
         if operation.idempotency_header is not None:
             # The gate's key for this operation: a resend of the same call (a replay, a
             # reconciliation) carries the same key, so the service can refuse a double.
