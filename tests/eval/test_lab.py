@@ -18,6 +18,7 @@ from callgate.eval.lab import run_lab
 from callgate.eval.policies import policy_named
 from callgate.eval.record import CallView, RunView, read_runs
 from callgate.eval.repo_tasks import load_tasks
+from callgate.eval.stats import interaction
 from callgate.eval.tokens import RegexTokenizer
 from callgate.ledger import MemoryLedger
 
@@ -346,3 +347,58 @@ def test_h3_counts_a_crashed_program_as_a_failure() -> None:
     )  # fmt: skip
     b = analyse(runs, prereg, RegexTokenizer())
     assert any("H3: the comparison of fine with code is dropped" in d for d in b.deviations)
+
+
+# policy:planted, by its rates (callgate.eval.policies): a single task has 2 operations;
+# coarse mistypes each single-task call with p 0.6 and never recovers, so coarse/single
+# passes with 0.4² = 0.16; fine/single recovers every slip (1.0); fine forgets the last edit
+# of a composition task with p 0.6 (0.4); coarse/composition recovers every slip (1.0).
+PLANTED_TRUTH = {
+    ("coarse", "single"): 0.16,
+    ("fine", "single"): 1.0,
+    ("coarse", "composition"): 1.0,
+    ("fine", "composition"): 0.4,
+}
+H1_TRUTH = (1.0 - 0.4) - (0.16 - 1.0)  # (coarse − fine | composition) − (... | single) = 1.44
+
+
+def test_a_scripted_lab_reproduces_the_planted_effects() -> None:
+    """policy:planted through the real lab (runner, gate, verifier, ledger): H1's estimate
+    has the planted sign, is significant, and its interval covers the planted 1.44; each
+    success interval covers its planted rate."""
+    ledger = MemoryLedger()
+    planted = policy_named("planted")
+    tasks = load_tasks("repo:7")
+    singles = [t for t in tasks if t.complexity == "single"]
+    assert {sum(op.kind != "test" for op in t.solution) for t in singles} == {2}
+    run_lab(tasks, ["coarse", "fine"], planted.model, ledger)
+    a = analyse(read_runs(ledger), PREREG, RegexTokenizer())
+    h1 = next(h for h in a.hypotheses if h.name == "H1")
+    assert h1.estimate is not None
+    assert h1.estimate.value > 0
+    assert h1.estimate.low <= H1_TRUTH <= h1.estimate.high
+    assert h1.verdict == "supported"
+    for (surface, complexity), truth in PLANTED_TRUTH.items():
+        e = a.success[surface][complexity]
+        assert e.low <= truth <= e.high, (surface, complexity, e)
+
+
+def test_the_interaction_interval_covers_the_planted_effect_at_its_level() -> None:
+    """300 simulated labs of 20 single and 20 composition tasks, each run passing with the
+    planted probability of its cell: the 95 % interval of H1 covers 1.44 in 90-99 % of
+    them, and the estimate has the planted sign in all."""
+    rng = np.random.default_rng(11)
+    covered = positive = 0
+    for _ in range(300):
+        single = [0] * 20 + [1] * 20
+        diffs = []
+        for comp in single:
+            c = "composition" if comp else "single"
+            coarse = rng.random() < PLANTED_TRUTH[("coarse", c)]
+            fine = rng.random() < PLANTED_TRUTH[("fine", c)]
+            diffs.append(float(coarse) - float(fine))
+        est = interaction(diffs, single, reps=1000, seed=rng)
+        covered += est.low <= H1_TRUTH <= est.high
+        positive += est.value > 0
+    assert 0.90 <= covered / 300 <= 0.99
+    assert positive == 300
