@@ -661,3 +661,28 @@ def test_a_spread_object_cannot_write_the_credential_or_another_parameter(
     (good,) = run.submit([ToolCall(id="c2", name="search", arguments={"filter": {"q": "x"}})])
     assert good.status is Status.OK, good.content
     assert _pairs(SEEN[0]["query"]) == [("q", "x"), ("key", "k-secret")]
+
+
+def test_openapi_registry_formats_are_checked_not_refused(service: str) -> None:
+    """Stripe's ``decimal`` and ``unix-time`` import (they were refused as unknown formats)
+    and constrain: ``"12.50"`` and ``1700000000`` pass, ``"twelve"`` does not."""
+    document = _with_servers(None)
+    document["paths"]["/price"] = {
+        "post": {
+            "operationId": "setPrice",
+            "parameters": [
+                {
+                    "name": "amount",
+                    "in": "query",
+                    "schema": {"type": "string", "format": "decimal"},
+                },
+                {"name": "at", "in": "query", "schema": {"type": "integer", "format": "unix-time"}},
+            ],
+        }
+    }
+    api = import_openapi(document, api="p", base_url=service)
+    assert "setPrice" in {t.name for t in api.tools}, api.skipped
+    assert _call(api, "setPrice", {"amount": "12.50", "at": 1700000000}).status is Status.OK
+    bad = _call(api, "setPrice", {"amount": "twelve"})
+    assert bad.status is Status.REJECTED
+    assert bad.stage == "schema"
