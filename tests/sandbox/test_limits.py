@@ -68,6 +68,27 @@ MEMORY_ATTEMPTS: dict[str, str] = {
             raise OSError(ctypes.get_errno(), 'mq_open refused')
         print('ESCAPED', q)
         """,
+    # Kernel memory no tmpfs or address-space limit counts: with SO_SNDBUF and SO_RCVBUF
+    # raised to 4 MiB (wmem_max here), 28 processes of one sandbox filling socketpairs held
+    # 1.1-1.4 GiB of the host's memory (MemAvailable), against 46-82 MiB at the default
+    # sizes; pipes resized with F_SETPIPE_SZ hold 1 MiB each instead of 64 KiB.
+    "socket buffers raised past their default": """
+        import socket
+        a, b = socket.socketpair()
+        before = a.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+        a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+        b.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        after = a.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+        print('ESCAPED' if after > before else 'BLOCKED', before, after)
+        """,
+    "a pipe resized past its default": """
+        import fcntl, os
+        r, w = os.pipe()
+        before = fcntl.fcntl(w, 1032)  # F_GETPIPE_SZ
+        fcntl.fcntl(w, 1031, 1 << 20)  # F_SETPIPE_SZ
+        after = fcntl.fcntl(w, 1032)
+        print('ESCAPED' if after > before else 'BLOCKED', before, after)
+        """,
     "an inotify instance": """
         import ctypes
         libc = ctypes.CDLL(None, use_errno=True)
@@ -88,7 +109,16 @@ def test_memory_outside_the_bounds_is_refused(
     assert "BLOCKED" in result.stdout, (result.stdout, result.stderr)
 
 
-@pytest.mark.parametrize("name", ["fill /dev/shm past its bound", "SysV shared memory", "a memfd"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "fill /dev/shm past its bound",
+        "SysV shared memory",
+        "a memfd",
+        "socket buffers raised past their default",
+        "a pipe resized past its default",
+    ],
+)
 def test_the_memory_detectors_fire_without_the_sandbox(
     name: str, sandboxed: Callable[..., SandboxResult]
 ) -> None:

@@ -18,7 +18,9 @@ library falls back to ``clone``, whose flags the filter can read):
   anyway); ``connect``, ``bind``, ``listen``, ``accept`` and ``accept4`` on any socket
   (`NETWORK_SYSCALLS`); injecting terminal input with ``ioctl(TIOCSTI)``;
 * memory outside the sandbox's bounds and per-user kernel objects: SysV IPC, POSIX
-  message queues, memfds, inotify (`MEMORY_SYSCALLS`).
+  message queues, memfds, inotify (`MEMORY_SYSCALLS`); socket buffers raised past their
+  default (``setsockopt`` of ``SO_SNDBUF``/``SO_RCVBUF``) and pipes resized
+  (``fcntl(F_SETPIPE_SZ)``), kernel memory that no limit counts.
 
 System calls of another ABI (32-bit ``int 0x80``, x32) do not match the filter's
 architecture: libseccomp's default for a foreign architecture kills the process, and
@@ -125,6 +127,12 @@ _CMP_MASKED_EQ = 7
 _AF_UNIX = 1
 _CLONE_NEWUSER = 0x10000000
 _TIOCSTI = 0x5412
+_SOL_SOCKET = 1
+_BUFFER_OPTIONS = (7, 8, 32, 33)
+"""SO_SNDBUF, SO_RCVBUF, SO_SNDBUFFORCE, SO_RCVBUFFORCE: refused, so every socket keeps the
+kernel's default buffers (raised to 4 MiB each, one sandbox's socketpairs held 1.1-1.4 GiB
+of the host's memory; tests/sandbox/test_limits.py)."""
+_F_SETPIPE_SZ = 1031
 
 
 def _errno(code: int) -> int:
@@ -193,6 +201,16 @@ def _compiled() -> bytes | str:
         rule("socket", _errno(errno.EAFNOSUPPORT), (0, _CMP_NE, _AF_UNIX, 0))
         rule("socketpair", _errno(errno.EAFNOSUPPORT), (0, _CMP_NE, _AF_UNIX, 0))
         rule("ioctl", eperm, (1, _CMP_MASKED_EQ, 0xFFFFFFFF, _TIOCSTI))
+        # kernel memory no bound counts: socket buffers raised past their default (up to
+        # net.core.wmem_max/rmem_max each) and pipes resized past 64 KiB
+        for option in _BUFFER_OPTIONS:
+            rule(
+                "setsockopt",
+                eperm,
+                (1, _CMP_MASKED_EQ, 0xFFFFFFFF, _SOL_SOCKET),
+                (2, _CMP_MASKED_EQ, 0xFFFFFFFF, option),
+            )
+        rule("fcntl", eperm, (1, _CMP_MASKED_EQ, 0xFFFFFFFF, _F_SETPIPE_SZ))
         read, write = os.pipe()
         try:
             if lib.seccomp_export_bpf(ctx, write) < 0:
