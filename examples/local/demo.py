@@ -24,6 +24,7 @@ if __package__ in (None, ""):  # run as a script: make the examples importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rich.console import Console
+from rich.table import Table
 
 from callgate import Agent, Authority, Gate
 from callgate.agent import Budgets
@@ -60,7 +61,14 @@ def show(entry: TranscriptEntry) -> None:
                 f"{plain(' / '.join(first)[:200])}"
             )
     elif entry.kind == "agent.stopped":
-        console.print(f"  [dim]run ended: {data.get('reason')}[/dim]")
+        reason = str(data.get("reason"))
+        why = (
+            " (the demo gives the model one turn per request, Budgets(steps=1): the run stops "
+            "after the gate has answered that turn's calls; a retry would be a second turn)"
+            if reason == "max_steps"
+            else ""
+        )
+        console.print(f"  [dim]run ended: {plain(reason)}{why}[/dim]")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,24 +79,60 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     tasks = {t.id: t for t in TASKS}
     chosen = [tasks[i] for i in REQUESTS[: args.requests]]
+    summary: list[tuple[str, str, int, int, int, float]] = []
+    console.print(
+        "Two phases, the same requests: [bold]free decoding[/bold] (the model writes any "
+        "text; the gate parses what it can), then [bold]constrained[/bold] (llguidance masks "
+        "every token that would leave the tools' grammar). Each phase loads the model first."
+    )
     with tempfile.TemporaryDirectory() as folder:
         ledger = SQLiteLedger(Path(folder) / "demo.db")
         gate = Gate(registry, ledger=ledger)
         for constrain in ("none", "llguidance"):
             # Constrained, the model must call (answer=False): allowed to answer in prose
             # instead, SmolLM2 takes that way out every time.
+            console.print(f"[dim]loading the model for {constrain!r} decoding…[/dim]")
             model = LocalModel(args.model, constrain=constrain, answer=False, max_tokens=96)
             title = "free decoding" if constrain == "none" else "constrained by llguidance"
             console.rule(f"{model.name}: {title}")
+            console.print(
+                f"[dim]model file {model.path.name}, loaded in {model.load_seconds:.1f} s; "
+                f"max_tokens 96, temperature {model.temperature:g}[/dim]"
+            )
             agent = Agent(
                 model, gate, budgets=Budgets(steps=1), system=SYSTEM, paging=False, on_event=show
             )
-            for task in chosen:
+            ok = rejected = proposed = 0
+            phase = time.perf_counter()
+            for n, task in enumerate(chosen):
                 console.print(f"[bold cyan]user:[/bold cyan] {task.prompt}")
                 started = time.perf_counter()
-                agent.run(task.prompt, authority=Authority(principal="demo", grants=list(GRANTS)))
-                console.print(f"  [dim]{time.perf_counter() - started:.1f} s[/dim]")
+                result = agent.run(
+                    task.prompt, authority=Authority(principal="demo", grants=list(GRANTS))
+                )
+                seconds = time.perf_counter() - started
+                warm = (
+                    " (warm-up: the first request also fills llama.cpp's caches"
+                    + (" and compiles the grammar" if constrain != "none" else "")
+                    + ")"
+                    if n == 0
+                    else ""
+                )
+                console.print(f"  [dim]{seconds:.1f} s{warm}[/dim]")
+                proposed += len(result.observations)
+                ok += sum(1 for o in result.observations if o.status.value == "ok")
+                rejected += sum(1 for o in result.observations if o.status.value == "rejected")
+            summary.append((model.name, title, proposed, ok, rejected, time.perf_counter() - phase))
         ledger.close()
+    table = Table(title="What the gate did with each phase's proposals")
+    for column in ("model", "decoding", "requests", "calls", "ran ok", "rejected", "seconds"):
+        table.add_column(column)
+    for name, title, proposed, ok, rejected, seconds in summary:
+        table.add_row(
+            plain(name), title, str(len(chosen)), str(proposed), str(ok), str(rejected),
+            f"{seconds:.0f}",
+        )  # fmt: skip
+    console.print(table)
     return 0
 
 

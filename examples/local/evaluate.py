@@ -3,8 +3,10 @@
     python examples/local/evaluate.py --db /tmp/local-eval.db [--tasks 50] [--modes none,llguidance]
     callgate eval grammar-decision --db /tmp/local-eval.db
 
-Each task is one agent run (two model calls at most: the proposal and the
-turn after its observation, which is where a rejected call is retried). Each
+``--tasks N`` takes N tasks spread over the ten tools (`local.tasks.spread`:
+one of each tool in turn), not the first N in tool order. Each task is one
+agent run (two model calls at most: the proposal and the turn after its
+observation, which is where a rejected call is retried). Each
 run's decode timings are written as ``model.decode`` events and its grade as
 an ``eval.graded`` event (success: the expected tool was called and ran), so
 the decision rule has p_f, c_r, c_g and q from the ledger alone.
@@ -25,20 +27,25 @@ from callgate.agent import Budgets
 from callgate.eval.grammar_decision import GRADE_EVENT
 from callgate.ledger.sqlite import SQLiteLedger
 from callgate.llms.local import LocalModel, record_decodes
-from local.tasks import GRANTS, SYSTEM, TASKS, registry
+from local.tasks import GRANTS, SYSTEM, TASKS, registry, spread
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the task set; print one line per task and a tally per mode."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", type=Path, required=True, help="the SQLite ledger to write")
-    parser.add_argument("--tasks", type=int, default=len(TASKS), help="how many tasks to run")
+    parser.add_argument(
+        "--tasks",
+        type=int,
+        default=len(TASKS),
+        help="how many tasks to run, spread over the tools (one of each tool in turn)",
+    )
     parser.add_argument("--modes", default="none,llguidance", help="constraints, comma-separated")
     parser.add_argument("--model", default=None, help="a .gguf path (default: SmolLM2-135M)")
     parser.add_argument("--max-tokens", type=int, default=80)
     parser.add_argument("--steps", type=int, default=2, help="model calls per task at most")
     args = parser.parse_args(argv)
-    tasks = TASKS[: args.tasks]
+    tasks = spread(TASKS, args.tasks)
     ledger = SQLiteLedger(args.db)
     gate = Gate(registry, ledger=ledger)
     for mode in args.modes.split(","):

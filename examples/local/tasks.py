@@ -6,6 +6,7 @@ model's proposals (parsed, validated, authorized, run), not the shop.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
@@ -180,3 +181,20 @@ TASKS: tuple[Task, ...] = tuple(
     for n, prompt in enumerate(prompts, 1)
 )
 """Fifty requests over the ten tools, five each."""
+
+
+def spread(tasks: Sequence[Task], n: int) -> list[Task]:
+    """``n`` tasks spread over the tools: one task of each tool in turn (tools in the order
+    they first appear), then a second of each, and so on; ``n`` larger than the set gives
+    the whole set. ``--tasks 10`` thus covers the ten tools, not the first two."""
+    by_tool: dict[str, list[Task]] = {}
+    for task in tasks:
+        by_tool.setdefault(task.tool, []).append(task)
+    out: list[Task] = []
+    depth = 0
+    while len(out) < min(n, len(tasks)):
+        for group in by_tool.values():
+            if depth < len(group) and len(out) < n:
+                out.append(group[depth])
+        depth += 1
+    return out
