@@ -1,0 +1,96 @@
+"""The fast tier's premises: ``import callgate`` is cheap, and its public names still resolve.
+
+``callgate/__init__.py`` imports each public name on first access (PEP 562), and the
+Unicode class tables behind Python-style ``\\w``/``\\d``/``\\s`` are built on first use.
+These checks are structural (which modules a fresh interpreter holds), never timings.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+
+import pytest
+
+import callgate
+
+HEAVY = (
+    "pydantic",
+    "pydantic_core",
+    "re2",
+    "anyio",
+    "asyncio",
+    "httpx",
+    "jsonschema",
+    "rich",
+    "typer",
+    "sqlite3",
+    "psycopg",
+    "opentelemetry",
+    "mcp",
+    "openai",
+    "anthropic",
+)
+"""Third-party and standard modules that ``import callgate`` alone must not load."""
+
+
+def _fresh(code: str) -> object:
+    """What ``code`` prints as JSON on its last line, run in a fresh interpreter."""
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_every_public_name_resolves_to_the_object_of_its_module() -> None:
+    """Each name in ``callgate.__all__`` is importable from callgate and is the very object
+    its module defines; ``__all__`` is sorted, matches the lazy table and shows in dir()."""
+    exports = callgate._EXPORTS
+    assert callgate.__all__ == sorted(callgate.__all__)
+    assert set(callgate.__all__) == {*exports, "__version__"}
+    assert set(callgate.__all__) <= set(dir(callgate))
+    for name, module in exports.items():
+        assert getattr(callgate, name) is getattr(importlib.import_module(module), name), name
+    namespace: dict[str, object] = {}
+    exec("from callgate import *", namespace)
+    assert {n for n in namespace if n != "__builtins__"} == set(callgate.__all__)
+
+
+def test_an_unknown_name_is_an_attribute_error_naming_it() -> None:
+    """A name callgate does not export raises AttributeError (so hasattr() and
+    ``from callgate import x`` behave as for any module), naming the name asked for."""
+    with pytest.raises(AttributeError, match="no_such_name"):
+        callgate.no_such_name  # type: ignore[attr-defined]  # noqa: B018
+
+
+def test_import_callgate_loads_no_submodule_and_no_heavy_dependency() -> None:
+    """A fresh ``import callgate`` holds only the package itself: no callgate submodule,
+    none of the heavy dependencies (pydantic, re2, anyio, ...) that the names pull in."""
+    loaded = _fresh("import sys, json, callgate; print(json.dumps(sorted(sys.modules)))")
+    assert isinstance(loaded, list)
+    ours = [m for m in loaded if m.startswith("callgate.")]
+    assert ours == [], ours
+    heavy = [m for m in loaded if m.split(".")[0] in HEAVY]
+    assert heavy == [], heavy
+
+
+def test_one_public_name_loads_it_on_first_access() -> None:
+    """``from callgate import Gate`` in a fresh interpreter does load the gate module: the
+    laziness defers imports, it does not lose them."""
+    loaded = _fresh(
+        "import sys, json; from callgate import Gate; "
+        "print(json.dumps([Gate.__module__, 'callgate.gate' in sys.modules]))"
+    )
+    assert loaded == ["callgate.gate", True]
+
+
+def test_the_text_module_builds_no_unicode_tables_at_import() -> None:
+    """Importing the authorize stage's text module (links, words, tokens) leaves Python's
+    Unicode class tables unbuilt: they are built when a pattern first needs them."""
+    built = _fresh(
+        "import json, callgate.authorize.text, callgate.regex as r; "
+        "print(json.dumps(r._python_classes.cache_info().currsize))"
+    )
+    assert built == 0
