@@ -9,6 +9,7 @@ host must not reach) were run against the handed-socket design, where they fired
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import http.server
 import ipaddress
@@ -21,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from callgate import Authority, Gate, MemoryLedger, Registry, ToolCall
-from callgate.sandbox import network_tool, python_tool
+from callgate import Authority, Gate, MemoryLedger, Registry, ToolCall, tool
+from callgate.sandbox import Limits, network_tool, python_tool
 
 pytestmark = pytest.mark.usefixtures("bwrap_available")
 
@@ -279,3 +280,112 @@ def test_network_connect_called_directly_opens_nothing_and_keeps_nothing(
     assert "python_tool(tools=" in observations[0].content, observations[0].content
     assert service.connections == 0
     assert _open_descriptors() <= before + 2
+
+
+class Silent:
+    """A loopback TCP service that accepts connections, keeps them open and says nothing
+    (a keep-alive server, or one that waits for a request that never comes)."""
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0), backlog=512)
+        self.port = self.server.getsockname()[1]
+        self.held: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                self.held.append(self.server.accept()[0])
+
+    def close(self) -> None:
+        self.server.close()
+        for conn in self.held:
+            conn.close()
+
+
+@pytest.fixture
+def silent() -> Iterator[Silent]:
+    running = Silent()
+    yield running
+    running.close()
+
+
+def test_connections_the_code_closed_free_the_hosts_descriptors(silent: Silent) -> None:
+    """The code opens 120 connections to a service that keeps them open, closes each at
+    once, then asks the host (a tool) how many descriptors it holds, a few times over two
+    seconds: the relays of closed connections are gone, not kept until the run ends.
+    Before, each stayed (its sockets, two pipes and a thread): 480 more descriptors after
+    120 connections, about 1,000 after 250, the usual 1,024 soft limit in one run of code."""
+    counts: list[int] = []
+
+    @tool(effects="read:host", risk="read")
+    def descriptors() -> str:
+        """How many descriptors the host holds now."""
+        counts.append(_open_descriptors())
+        return "counted"
+
+    code = (
+        "import socket, time, tools\n"
+        "for i in range(120):\n"
+        f"    socket.create_connection(('127.0.0.1', {silent.port})).close()\n"
+        "for i in range(20):\n"
+        "    time.sleep(0.1)\n"
+        "    tools.descriptors()\n"
+        "print('opened', len(range(120)))\n"
+    )
+    registry = Registry([network_tool(allow_private=True), descriptors])
+    registry.add(python_tool(tools=["network_connect", "descriptors"], timeout=15))
+    gate = Gate(registry, ledger=MemoryLedger())
+    run = gate.run(
+        authority=Authority(
+            principal="p", grants=["exec:sandbox", "network:127.0.0.1", "read:host"]
+        ),
+        trusted_values=["127.0.0.1"],
+    )
+    before = _open_descriptors()
+    obs = run.submit([ToolCall(id="c", name="run_python", arguments={"code": code})])[0]
+    assert isinstance(obs.result, dict), obs.content
+    assert obs.result["stdout"].strip() == "opened 120", obs.result
+    assert len(silent.held) == 120
+    assert len(counts) == 20
+    relayed = min(counts) - before - len(silent.held)  # the service's own ends are ours too
+    assert relayed < 20, f"the host still held {relayed} more descriptors"
+
+
+def test_open_connections_are_bounded_per_run_of_code(silent: Silent) -> None:
+    """The code keeps every connection open (and passes each to itself over a socketpair,
+    past its own descriptor limit): the host relays at most ``Limits.open_files`` at once
+    and refuses the next with a message naming the limit."""
+    code = (
+        "import array, socket, tools\n"
+        "keep, hold = socket.socketpair()\n"
+        "opened, kept = 0, []\n"
+        "try:\n"
+        "    for i in range(80):\n"
+        f"        c = socket.create_connection(('127.0.0.1', {silent.port}))\n"
+        "        opened += 1\n"
+        "        try:\n"
+        "            keep.sendmsg([b'x'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,"
+        " array.array('i', [c.fileno()]))])\n"
+        "            c.close()\n"
+        "        except OSError:\n"
+        "            kept.append(c)  # the kernel's in-flight limit: hold it instead\n"
+        "except tools.CallRejected as exc:\n"
+        "    print('refused', exc.message)\n"
+        "except OSError as exc:\n"
+        "    print('out of descriptors', exc)\n"
+        "print('opened', opened)\n"
+    )
+    registry = Registry([network_tool(allow_private=True)])
+    registry.add(python_tool(tools=["network_connect"], timeout=8, limits=Limits(open_files=16)))
+    gate = Gate(registry, ledger=MemoryLedger())
+    run = gate.run(
+        authority=Authority(principal="p", grants=["exec:sandbox", "network:127.0.0.1"]),
+        trusted_values=["127.0.0.1"],
+    )
+    obs = run.submit([ToolCall(id="c", name="run_python", arguments={"code": code})])[0]
+    assert isinstance(obs.result, dict), obs.content
+    stdout = obs.result["stdout"]
+    assert "Limits.open_files" in stdout, obs.result
+    assert stdout.split()[-1] == "16", obs.result
+    assert len(silent.held) == 16

@@ -128,6 +128,13 @@ def _tools_module(bridge: _Bridge, specs: list[dict[str, Any]], network: str) ->
             status, content = reply.get("status"), str(reply.get("content", ""))
             if status == "ok" and fd is not None:
                 return _relayed(fd)
+            if status == "ok" and name == network:
+                # admitted, but the descriptor did not arrive: the code's table is full
+                raise OSError(
+                    24,  # EMFILE
+                    "the connection was opened but could not be received: too many open "
+                    "files (Limits.open_files); close a connection or file first",
+                )
             if status == "ok":
                 if content[:1] in ("{", "["):
                     import json

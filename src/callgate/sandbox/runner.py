@@ -21,6 +21,7 @@ import io
 import json
 import logging
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -406,6 +407,9 @@ async def _run_code(
                     budget.sent += HEADER.size + len(body)
                     reply: dict[str, Any]
                     refusal = budget.refusal(limits)
+                    if refusal is None and network and request.tool == network:
+                        relays[:] = [r for r in relays if not r.finished()]
+                        refusal = _relays_refusal(len(relays), limits)
                     if refusal is not None:
                         reply = {"status": "rejected", "content": refusal}
                     elif answer is None:
@@ -498,6 +502,19 @@ async def _send_with_socket(
         await writer.drain()
 
 
+def _relays_refusal(live: int, limits: Limits) -> str | None:
+    """Why another connection is refused (None: it is not): at most ``Limits.open_files``
+    relays at once per run of code, each a host thread per direction, two pipes and two
+    sockets. Without the bound, code that kept its ends (in flight over a socketpair
+    of its own, past its descriptor limit) held 27 relays with ``open_files=16``."""
+    if live < limits.open_files:
+        return None
+    return (
+        f"refused: this run of code holds {live} open connections, its limit "
+        f"(Limits.open_files); close one before opening another"
+    )
+
+
 _RELAY_CHUNK = 1 << 20
 _F_SETPIPE_SZ = 1031
 
@@ -512,12 +529,37 @@ class _Relay:
         self.sockets = (inner, outer)
         inner.setblocking(True)
         outer.setblocking(True)
+        self._lock = threading.Lock()
+        self._running = 2
         self.threads = [
-            threading.Thread(target=_pump, args=(inner, outer), daemon=True),
-            threading.Thread(target=_pump, args=(outer, inner), daemon=True),
+            threading.Thread(target=self._run, args=(inner, outer, True), daemon=True),
+            threading.Thread(target=self._run, args=(outer, inner, False), daemon=True),
         ]
         for thread in self.threads:
             thread.start()
+
+    def finished(self) -> bool:
+        """Whether both directions have ended (its sockets are then closed)."""
+        with self._lock:
+            return self._running == 0
+
+    def _run(self, source: socket.socket, sink: socket.socket, from_code: bool) -> None:
+        """One direction; from the code, once its end is closed altogether (not only
+        half-closed), the whole connection ends, so the other direction's thread stops
+        waiting on a peer that may never speak. The last one out closes both sockets."""
+        _pump(source, sink)
+        if from_code:
+            with contextlib.suppress(OSError, ValueError):
+                poller = select.poll()
+                poller.register(source.fileno(), select.POLLHUP)
+                poller.poll()  # the code's end closed, or `stop` shut ours down
+                sink.shutdown(socket.SHUT_RDWR)
+        with self._lock:
+            self._running -= 1
+            last = self._running == 0
+        if last:
+            for sock in self.sockets:
+                sock.close()
 
     async def stop(self) -> None:
         """Wake both threads (a shut-down socket ends their ``splice``), wait, close."""
