@@ -168,10 +168,13 @@ class Hypothesis:
     def verdict(self) -> str:
         """``supported``; ``opposite direction, significant`` (rejected after Holm, but the
         estimate points against the claim); ``direction as claimed, not significant``;
-        ``opposite direction, not significant``; or ``not tested``."""
+        ``opposite direction, not significant``; ``no difference, not significant`` (an
+        estimate of exactly 0); or ``not tested``."""
         if math.isnan(self.p):
             return "not tested"
         significant = not math.isnan(self.p_holm) and self.p_holm <= self.alpha
+        if self.estimate is not None and self.estimate.value == 0 and not significant:
+            return "no difference, not significant"
         if significant:
             return "supported" if self.agrees else "opposite direction, significant"
         return (

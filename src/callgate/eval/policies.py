@@ -11,7 +11,10 @@ complexity:
 * ``mistype``: a call's arguments are first sent mistyped (stage B); at the
   ``recover`` rate the next turn sends them right, otherwise the policy gives up;
 * ``skip``: the last edit of the solution is left out, so execution succeeds
-  and the task fails (stage D).
+  and the task fails (stage D);
+* ``crash`` (the code surface): the program raises before its last edit, so
+  ``run_python`` exits non-zero (stage C, and a failed call for H3) and the
+  task fails.
 
 Every draw comes from a generator seeded by (seed, task, surface), so a run
 is reproducible and two surfaces of one task draw independently.
@@ -55,6 +58,7 @@ class Policy:
     mistype: Rates = field(default_factory=dict)
     skip: Rates = field(default_factory=dict)
     recover: Rates = field(default_factory=lambda: {"*": 1.0})
+    crash: Rates = field(default_factory=dict)
     run_tests: bool = True
     """Whether the policy runs the tests before it answers (as the solution does)."""
 
@@ -71,6 +75,7 @@ POLICIES: dict[str, Policy] = {
     "planted": Policy(
         name="planted",
         skip={"fine/composition": 0.6, "code/single": 0.4},
+        crash={"code/composition": 0.3},
         mistype={"coarse/single": 0.6, "*": 0.05},
         wrong_tool={"fine": 0.05},
         recover={"coarse/single": 0.0, "*": 1.0},
@@ -124,10 +129,14 @@ def _mistyped(name: str, args: dict[str, Any]) -> dict[str, Any]:
     return {**args, key: [args.get(key)]}
 
 
-def _program(ops: list[Operation]) -> str:
-    """The code surface's one program: the solution's operations as calls of ``tools``."""
+def _program(ops: list[Operation], *, crash: bool = False) -> str:
+    """The code surface's one program: the solution's operations as calls of ``tools``
+    (with ``crash``, raising before the last edit)."""
     lines = ["import tools", ""]
-    for op in ops:
+    last = max((i for i, op in enumerate(ops) if op.kind == "write"), default=-1)
+    for i, op in enumerate(ops):
+        if crash and i == last:
+            lines.append("raise RuntimeError('planted crash before the last edit')")
         if op.kind == "read":
             lines.append(f"tools.read_file(path={op.path!r})")
         elif op.kind == "search":
@@ -164,7 +173,8 @@ class PolicyModel(Model):
             ops = ops[:last] + ops[last + 1 :]
         self.steps: list[_Step] = []
         if surface == "code":
-            self.steps.append(_Step("run_python", {"code": _program(ops)}))
+            crash = rng.random() < _rate(policy.crash, surface, c)
+            self.steps.append(_Step("run_python", {"code": _program(ops, crash=crash)}))
         else:
             for op in ops:
                 name, args = _call(op, surface)

@@ -220,7 +220,7 @@ def _plots(a: Analysis, out: Path) -> list[str]:
         for s in surfaces
     ]
     if any(data):
-        fig, ax = plt.subplots(figsize=(7, 4))
+        fig, ax = plt.subplots(figsize=(9, 4))
         rng = np.random.default_rng(0)
         for i, (s, d) in enumerate(zip(surfaces, data, strict=True)):
             if d:
