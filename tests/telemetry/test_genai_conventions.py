@@ -188,3 +188,23 @@ def test_a_refused_call_under_pydantic_ais_instrumentation_is_one_span_too(
         not (s.parent and s.parent.span_id in {t.context.span_id for t in tool_spans})
         for s in tool_spans
     )
+
+
+def test_a_named_callgate_agent_names_its_spans(spans: Spans) -> None:
+    """``Agent(..., name="support")``: the invoke_agent span is ``invoke_agent support`` and
+    its tool spans carry gen_ai.agent.name 'support' (it was always 'callgate')."""
+    ran: list[str] = []
+    model = ScriptedModel([calls(("lookup", {"order_id": "o-1"})), answer("shipped")])
+    gate = Gate(
+        shop_registry(ran),
+        policy=Policy([allow("lookup")]),
+        ledger=MemoryLedger(),
+        telemetry=Telemetry(spans.provider),
+    )
+    Agent(model, gate, name="support").run(
+        "where is o-1?", authority=Authority(principal="p", grants=["read:orders"])
+    )
+    agent_span = spans.one("invoke_agent support")
+    assert dict(agent_span.attributes or {})["gen_ai.agent.name"] == "support"
+    tool_span = spans.one("execute_tool lookup")
+    assert dict(tool_span.attributes or {})["gen_ai.agent.name"] == "support"

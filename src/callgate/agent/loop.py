@@ -87,6 +87,7 @@ class Agent:
         plan_first: begin every run with a planning turn: the model, having seen
             only the system prompt and the user's message, names the tools it will
             use, and they become the run's intent (`callgate.agent.planning`).
+        name: the agent's name in traces (``gen_ai.agent.name``; default ``callgate``).
     """
 
     def __init__(
@@ -102,7 +103,11 @@ class Agent:
         halt_on_boundary: bool = False,
         on_event: Callable[[TranscriptEntry], None] | None = None,
         plan_first: bool = False,
+        name: str = "callgate",
     ) -> None:
+        if not isinstance(name, str) or not name.strip():
+            raise DefinitionError(f"Agent name must be a non-empty string, got {name!r}")
+        self.name = name
         if not isinstance(model, Model):
             raise DefinitionError(f"Agent needs a callgate.llms.Model, got {type(model).__name__}")
         if not isinstance(gate, Gate):
@@ -204,6 +209,7 @@ class Agent:
             model=self.model.name,
             run_id=state.run.id,
             provider=provider_name(self.model),
+            agent=self.name,
         )
 
     def resume(self, result: AgentResult) -> AgentResult:
@@ -232,6 +238,7 @@ class Agent:
             model=self.model.name,
             run_id=state.run.id,
             provider=provider_name(self.model),
+            agent=self.name,
         )
 
     # -- the loop ------------------------------------------------------------------------
