@@ -402,3 +402,42 @@ def test_the_interaction_interval_covers_the_planted_effect_at_its_level() -> No
         positive += est.value > 0
     assert 0.90 <= covered / 300 <= 0.99
     assert positive == 300
+
+
+def test_an_empty_lab_draws_nothing_and_says_so(tmp_path: Path) -> None:
+    """Runs that proposed no call: no funnel.png and no eta.png are written (no matplotlib
+    warning either: warnings are errors here), and the report says why in a sentence."""
+    import warnings
+
+    from callgate.eval.funnel import funnel
+    from callgate.eval.report import write_report
+
+    runs = [
+        RunView(run_id=f"{s}/{i}", task=f"t{i}", surface=s, complexity=c, passed=False)
+        for i, c in enumerate(("single", "composition"))
+        for s in ("coarse", "fine")
+    ]
+    a = analyse(runs, PREREG, RegexTokenizer())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        path = write_report(a, funnel(runs, reps=100), tmp_path)
+    assert not (tmp_path / "funnel.png").exists()
+    assert not (tmp_path / "eta.png").exists()
+    text = path.read_text()
+    assert "No call was proposed: the funnel has no rate" in text
+    assert "![funnel](funnel.png)" not in text
+
+
+def test_the_funnel_command_does_not_pool_two_labs_unasked(tmp_path: Path) -> None:
+    """Two labs in one ledger: `eval funnel` without --lab exits 2 naming both; with --lab A
+    it reads A's runs only."""
+    db = tmp_path / "lab.db"
+    _lab(tmp_path, db, "A", "policy:oracle-fast", tasks="repo:1")
+    _lab(tmp_path, db, "B", "policy:clumsy", tasks="repo:1")
+    both = CliRunner().invoke(eval_app, ["funnel", "--db", str(db)])
+    assert both.exit_code == 2
+    assert "A, B" in both.output
+    one = CliRunner().invoke(eval_app, ["funnel", "--db", str(db), "--lab", "A", "--json",
+                                        str(tmp_path / "f.json")])  # fmt: skip
+    assert one.exit_code == 0, one.output
+    assert json.loads((tmp_path / "f.json").read_text())["runs"] == 2

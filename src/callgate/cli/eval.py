@@ -96,7 +96,13 @@ def funnel_command(
     dsn: Annotated[
         str | None, typer.Option("--dsn", help="A PostgreSQL ledger instead of --db.")
     ] = None,
-    lab: Annotated[str | None, typer.Option("--lab", help="Only the runs of this lab id.")] = None,
+    lab: Annotated[
+        list[str] | None,
+        typer.Option("--lab", help="The lab's runs (repeat with --pool to pool several)."),
+    ] = None,
+    pool: Annotated[
+        bool, typer.Option("--pool", help="Pool the labs named (or every lab) on purpose.")
+    ] = False,
     tasks: Annotated[
         str | None,
         typer.Option(
@@ -112,12 +118,20 @@ def funnel_command(
     """Print the stage funnel of the evaluation runs in a ledger."""
     require_eval("callgate eval funnel")
     from callgate.eval.funnel import funnel, funnel_png
-    from callgate.eval.record import read_runs
+    from callgate.eval.record import labs_from_records, runs_from_records
 
     with open_ledger(db, dsn) as ledger:
-        runs = read_runs(ledger, lab=lab)
+        records = list(ledger.audit())
+    labs = [x.lab for x in labs_from_records(records)]
+    if ((not lab and len(labs) > 1) or (lab and len(lab) > 1)) and not pool:
+        raise fail(
+            f"the ledger holds labs {', '.join(plain(x) for x in labs)}: name one with --lab ID, "
+            "or pool several on purpose with --pool",
+            2,
+        )
+    runs = runs_from_records(records, lab=lab or None)
     if not runs:
-        which = f" of lab {lab}" if lab else ""
+        which = f" of lab {', '.join(lab)}" if lab else ""
         raise fail(
             f"no evaluation runs{which} in the ledger (runs are recorded by "
             "'callgate lab run', which writes eval.run events)",
@@ -141,8 +155,10 @@ def funnel_command(
     if result.unverified:
         typer.echo(f"\n{result.unverified} run(s) without a verdict: left out of D")
     if png is not None:
-        funnel_png(result, png)
-        typer.echo(f"wrote {png}")
+        if funnel_png(result, png) is None:
+            typer.echo("no call was proposed: no funnel chart is drawn")
+        else:
+            typer.echo(f"wrote {png}")
     if json_out is not None:
         json_out.write_text(json.dumps(data, indent=2), encoding="utf-8")
         typer.echo(f"wrote {json_out}")
