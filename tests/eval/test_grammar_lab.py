@@ -36,6 +36,7 @@ class DecodingPolicy(Model):
         self._inner = PolicyModel(SLOPPY, task, surface, seed=3)
         self.name = "sloppy" if constraint == "none" else f"sloppy+{constraint}"
         self.constraint, self.seconds = constraint, seconds
+        self.constrain = constraint  # what the lab's record names as the decoding mode
         self.decodes: list[DecodeStats] = []
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
@@ -94,6 +95,7 @@ def test_the_decision_on_a_lab_ledger_uses_its_verdicts_and_decodes(tmp_path: Pa
     )
     assert result.exit_code == 0, result.output
     assert "DO NOT CONSTRAIN" in result.output
+    assert "lab free: model sloppy; decoding none" in result.output
     data: list[dict[str, Any]] = json.loads(out.read_text())
     assert data[0]["tasks_per_term"]["q"] == 6
     other = CliRunner().invoke(grammar_app, ["grammar-decision", "--db", str(db), "--lab", "x"])

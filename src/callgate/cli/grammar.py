@@ -144,6 +144,12 @@ def grammar_decision(
             "python examples/local/evaluate.py --db LEDGER",
             code=2,
         )
+    if lab:
+        from callgate.eval.record import labs_from_records
+
+        for found in labs_from_records(records):
+            if found.lab in lab:
+                typer.echo(plain(f"lab {found.lab}: model {found.model_line()}"))
     for decision in decisions:
         for line in render(decision).splitlines():
             typer.echo(plain(line))  # model and tool names come from the ledger: shown, not obeyed

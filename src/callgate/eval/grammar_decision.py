@@ -440,7 +440,9 @@ def _decide(
     short = _shortfall(
         units, retry_share, q_rate is not None, c_r_is_retry="stands in" not in source
     )
-    if (verdict != "undecided" or not reason.startswith("cannot compute")) and short:
+    if short and verdict == "undecided" and reason.startswith("cannot compute"):
+        reason += f"; and fewer than {MIN_TASKS} tasks behind: " + "; ".join(short)
+    elif short:
         verdict, reason, break_even = (
             "not enough data",
             f"no interval is drawn from fewer than {MIN_TASKS} tasks: " + "; ".join(short),
