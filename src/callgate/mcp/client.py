@@ -21,6 +21,7 @@ connection closes (`StdioTransport`).
 from __future__ import annotations
 
 import collections
+import contextvars
 import logging
 import re
 import sys
@@ -143,6 +144,25 @@ def suggested_rules(server_name: str) -> list[Rule]:
 
 # -- talking to the server -------------------------------------------------------
 
+REQUEST: contextvars.ContextVar[Any] = contextvars.ContextVar("callgate_mcp_request", default=None)
+"""The client's request a proxied call answers (the SDK's server request context), set by
+`GateServer` while a call runs: the upstream's progress updates go back to that request."""
+
+
+def _progress_to(request: Any) -> Any:
+    """A progress callback that reports the upstream's progress to the client's request (the
+    SDK sends nothing when the client asked for no progress)."""
+    if request is None:
+        return None
+
+    async def forward(progress: float, total: float | None, message: str | None) -> None:
+        try:
+            await request.session.report_progress(progress, total, message)
+        except Exception as exc:  # the client went away: the call itself goes on
+            logger.debug("progress not forwarded: %s", type(exc).__name__)
+
+    return forward
+
 
 class _Upstream(Protocol):
     async def list_tools(self) -> list[mcp_types.Tool]: ...
@@ -191,7 +211,9 @@ class ClientUpstream:
         return tools
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
-        return await self.client.call_tool(name, arguments)
+        return await self.client.call_tool(
+            name, arguments, progress_callback=_progress_to(REQUEST.get())
+        )
 
 
 class StdioTransport:
@@ -598,6 +620,9 @@ class RemoteToolset:
     report: PinReport | None = None
     skipped: dict[str, str] = field(default_factory=dict)
     """Remote tools that could not be imported, with the reason."""
+    listed: dict[str, mcp_types.Tool] = field(default_factory=dict, repr=False)
+    """Each remote tool as the server last listed it (its title, annotations, output schema
+    are shown to clients through a proxy; none of them grants anything)."""
     _built: dict[str, tuple[str, ToolSpec]] = field(default_factory=dict, repr=False)
     _lock: anyio.Lock = field(default_factory=anyio.Lock, repr=False)
 
@@ -625,6 +650,7 @@ class RemoteToolset:
         """List the server's tools, check the pins, rebuild what changed; returns the report."""
         async with self._lock:
             listed = await self.upstream.list_tools()
+            raw = {t.name: t for t in listed}
             definitions = [tool_definition(t) for t in listed]
             if self.include is not None:
                 wanted = set(self.include)
@@ -648,6 +674,7 @@ class RemoteToolset:
                 seen_names.add(definition.name)
                 digest = definition.hash
                 built = self._built.get(definition.name)
+                self.listed[definition.name] = raw[definition.name]
                 if built is not None and built[0] == digest:
                     continue
                 try:
@@ -707,6 +734,25 @@ class RemoteToolset:
             if built is spec:
                 return not self.pins.approved(self.server_name, remote, digest)
         return False
+
+    def presented(self, spec: ToolSpec) -> dict[str, Any]:
+        """What a proxy's listing adds to one tool's definition, from the server's own
+        listing: ``title``, ``annotations`` (hints a client may show; callgate never reads
+        them for authority) and ``outputSchema``."""
+        for remote, (_, built) in self._built.items():
+            if built is spec and remote in self.listed:
+                tool = self.listed[remote]
+                extra: dict[str, Any] = {}
+                if tool.title is not None:
+                    extra["title"] = tool.title
+                if tool.annotations is not None:
+                    extra["annotations"] = tool.annotations.model_dump(
+                        by_alias=True, exclude_none=True
+                    )
+                if tool.output_schema is not None:
+                    extra["outputSchema"] = tool.output_schema
+                return extra
+        return {}
 
     def visible(self) -> list[ToolSpec]:
         """The tools a model may be shown: imported and not blocked."""

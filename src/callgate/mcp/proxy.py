@@ -18,6 +18,7 @@ hidden from listings and its calls are rejected until a person approves it.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -40,11 +41,13 @@ from callgate.mcp.client import (
     suggested_rules,
 )
 from callgate.mcp.pins import PinReport, PinStore
-from callgate.mcp.server import GateServer
+from callgate.mcp.server import DEFAULT_MAX_ARGUMENT_CHARS, GateServer
 from callgate.mcp.upstream import Restart, SupervisedUpstream
 from callgate.tools import ToolSpec
 
 __all__ = ["ProxyCatalog", "proxy"]
+
+logger = logging.getLogger("callgate.mcp")
 
 
 class ProxyCatalog:
@@ -59,6 +62,10 @@ class ProxyCatalog:
         await self.toolset.refresh()
         self.stale = False
         return self.toolset.visible()
+
+    def presented(self, spec: ToolSpec) -> dict[str, Any]:
+        """The upstream's title, annotations and output schema for one listed tool."""
+        return self.toolset.presented(spec)
 
     async def prepare_call(self, name: str) -> None:
         if self.stale:
@@ -104,6 +111,24 @@ def _upstream_audit(gate: Gate, server_name: str) -> Callable[[str, Mapping[str,
     return record
 
 
+async def _watch_visible(server: GateServer, catalog: ProxyCatalog, interval: float) -> None:
+    """Tell the clients when the tools they may see change: a pin approved or forgotten (the
+    pin file is re-read when it changed), or the upstream's own list changed."""
+    seen = [spec.name for spec in catalog.toolset.visible()]
+    while True:
+        await anyio.sleep(interval)
+        try:
+            if catalog.stale:
+                await catalog.prepare_call("")
+            now = [spec.name for spec in catalog.toolset.visible()]
+        except Exception as exc:  # the upstream is down: checked again next time
+            logger.debug("tool visibility not checked: %s", type(exc).__name__)
+            continue
+        if now != seen:
+            seen = now
+            await server.tools_changed()
+
+
 @contextlib.asynccontextmanager
 async def proxy(
     upstream: UpstreamSource,
@@ -123,6 +148,8 @@ async def proxy(
     name: str | None = None,
     gate_options: Mapping[str, Any] | None = None,
     restart: Restart | None = None,
+    watch_interval: float = 1.0,
+    max_argument_chars: int | None = DEFAULT_MAX_ARGUMENT_CHARS,
 ) -> AsyncIterator[GateServer]:
     """Connect to ``upstream`` and yield a `GateServer` that serves its tools through a gate.
 
@@ -142,6 +169,11 @@ async def proxy(
             3 restarts in a row, after 1, 2 and 4 s); when none is left the session
             ends with `UpstreamFailed`. A call made while the upstream is down is an
             ``error`` and is not sent.
+        watch_interval: seconds between checks of which tools are visible: when a
+            person approves a pin (`callgate mcp pins approve`, another process) or the
+            upstream's tool list changed, clients are sent ``tools/list_changed``.
+        max_argument_chars: arguments longer than this (compact JSON) are rejected at
+            parse, the limit named, and never sent (see `GateServer`).
     """
     store = pins if isinstance(pins, PinStore) else PinStore(pins)
     async with contextlib.AsyncExitStack() as stack:
@@ -166,6 +198,7 @@ async def proxy(
                 server_name=server_name,
                 restart=restart,
                 client_options={"message_handler": on_message},
+                forward_logs=True,
                 on_restart=relist,
             )
             tasks = await stack.enter_async_context(anyio.create_task_group())
@@ -194,7 +227,7 @@ async def proxy(
         if isinstance(connection, SupervisedUpstream):
             connection.on_event = _upstream_audit(gate, server_name)
         await toolset.refresh()
-        yield GateServer(
+        server = GateServer(
             gate,
             name=name or f"callgate-proxy-{server_name}",
             principal=principal,
@@ -202,4 +235,11 @@ async def proxy(
             context=context,
             trusted_values=trusted_values,
             catalog=catalog,
+            list_changed=True,
+            lasting_runs=server_name,
+            max_argument_chars=max_argument_chars,
         )
+        watchers = await stack.enter_async_context(anyio.create_task_group())
+        stack.callback(watchers.cancel_scope.cancel)
+        watchers.start_soon(_watch_visible, server, catalog, watch_interval)
+        yield server

@@ -27,7 +27,9 @@ from __future__ import annotations
 import collections
 import contextlib
 import getpass
+import hashlib
 import hmac
+import json
 import os
 import re
 import sys
@@ -41,12 +43,15 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 import mcp_types
-from mcp.server.lowlevel import Server
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
+from mcp.shared.subscriptions import ToolsListChanged
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from callgate.authorize.policy import Authority
-from callgate.calls import Observation, Status, ToolCall
+from callgate.calls import Observation, Stage, Status, ToolCall
 from callgate.gate import Gate, Run
-from callgate.mcp.client import RemoteResult
+from callgate.mcp.client import REQUEST, RemoteResult
 from callgate.providers.mcp import tool_definitions
 from callgate.redact import REDACTED
 from callgate.tools import ToolSpec
@@ -67,6 +72,10 @@ __all__ = [
 ]
 
 _MIN_SECRET_CHARS = 6
+
+DEFAULT_MAX_ARGUMENT_CHARS = 1_000_000
+"""The default cap on one call's arguments as compact JSON (the parse stage's own cap on
+argument text, `callgate.parse.MAX_ARGUMENT_CHARS`, is the same)."""
 
 
 def credential_patterns(context: Mapping[str, Any]) -> tuple[str, ...]:
@@ -118,6 +127,22 @@ class _RegistryCatalog:
         return None
 
 
+class _Server(Server[Any]):
+    """The SDK's low-level server, whose capabilities say whether the tool list may change
+    on every transport (in process, stdio, HTTP), not only where options are passed."""
+
+    def __init__(self, notifications: NotificationOptions, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._notifications = notifications
+
+    def get_capabilities(
+        self, notification_options: NotificationOptions | None = None, *args: Any, **kwargs: Any
+    ) -> mcp_types.ServerCapabilities:
+        if notification_options is None or not notification_options.tools_changed:
+            notification_options = self._notifications
+        return super().get_capabilities(notification_options, *args, **kwargs)
+
+
 class GateServer:
     """An MCP server in front of a `Gate`.
 
@@ -135,6 +160,18 @@ class GateServer:
         catalog: which tools are listed (default: the gate's registry).
         instructions: text sent to clients on connection.
         max_runs: runs kept in memory (least recently used are dropped).
+        list_changed: advertise ``tools.listChanged`` and tell clients when the listed
+            tools change (`tools_changed`): on ``subscriptions/listen`` streams
+            (2026-07-28 clients) and as ``notifications/tools/list_changed`` on the
+            connections of earlier protocol versions.
+        lasting_runs: a name (the proxy's server name) under which each principal's
+            run survives a restart: a client without a transport session (stdio) gets
+            the same run id every time, so a call left pending is found again by its
+            exact effect and the person's decision is used once by the next session;
+            the run's evidence and what it read come back with it (`Gate.resume_run`).
+        max_argument_chars: a call whose arguments, as compact JSON, are longer is
+            rejected at the parse stage with the limit named, and not sent (None: no cap
+            but the gate's own). The ledger records the rejection, not the arguments.
     """
 
     def __init__(
@@ -150,8 +187,16 @@ class GateServer:
         catalog: ToolCatalog | None = None,
         instructions: str | None = None,
         max_runs: int = 1024,
+        list_changed: bool = False,
+        lasting_runs: str | None = None,
+        max_argument_chars: int | None = DEFAULT_MAX_ARGUMENT_CHARS,
     ) -> None:
         self.gate = gate
+        self.list_changed = list_changed
+        self.lasting_runs = lasting_runs
+        self.max_argument_chars = max_argument_chars
+        self._bus = InMemorySubscriptionBus()
+        self._sessions: collections.OrderedDict[int, Any] = collections.OrderedDict()
         self.principal = principal or default_principal()
         self.grants = tuple(grants)
         self.context = dict(context or {})
@@ -167,12 +212,37 @@ class GateServer:
                 reverse=True,
             )
         )
-        self.server: Server[Any] = Server(
+        self.server: Server[Any] = _Server(
+            NotificationOptions(tools_changed=list_changed),
             name,
             instructions=instructions,
             on_list_tools=self._on_list_tools,
             on_call_tool=self._on_call_tool,
+            on_subscriptions_listen=ListenHandler(self._bus) if list_changed else None,
         )
+
+    # -- telling clients the tool list changed -------------------------------------
+
+    def _remember(self, ctx: ServerRequestContext[Any, Any]) -> None:
+        """Keep a handshake-era connection's session, to notify it of list changes later."""
+        if not self.list_changed or ctx.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return
+        key = id(getattr(ctx.session, "_connection", ctx.session))
+        self._sessions[key] = ctx.session
+        self._sessions.move_to_end(key)
+        while len(self._sessions) > self.max_runs:
+            self._sessions.popitem(last=False)
+
+    async def tools_changed(self) -> None:
+        """Tell every client that the tools it may see changed (it lists them again)."""
+        if not self.list_changed:
+            return
+        await self._bus.publish(ToolsListChanged())
+        for key, session in list(self._sessions.items()):
+            try:
+                await session.send_tool_list_changed()
+            except Exception:  # that client is gone
+                self._sessions.pop(key, None)
 
     # -- the gate side ---------------------------------------------------------
 
@@ -187,10 +257,7 @@ class GateServer:
         key = (identity.principal, identity.session)
         run = self._runs.get(key)
         if run is None:
-            run = self.gate.run(
-                authority=self.authority_for(identity.principal),
-                trusted_values=self.trusted_values,
-            )
+            run = self._start_run(identity)
             self._runs[key] = run
             while len(self._runs) > self.max_runs:
                 self._runs.popitem(last=False)
@@ -198,13 +265,37 @@ class GateServer:
             self._runs.move_to_end(key)
         return run
 
+    def lasting_run_id(self, principal: str) -> str | None:
+        """The run id a principal's sessions share across restarts (`lasting_runs`)."""
+        if self.lasting_runs is None:
+            return None
+        digest = hashlib.sha256(f"{self.lasting_runs}\x00{principal}".encode()).hexdigest()
+        return "run_mcp_" + digest[:24]
+
+    def _start_run(self, identity: ClientIdentity) -> Run:
+        authority = self.authority_for(identity.principal)
+        run_id = self.lasting_run_id(identity.principal) if identity.session is None else None
+        if run_id is not None:
+            ledger = self.gate.ledger
+            if ledger.run_facts(run_id) or ledger.calls(run_id=run_id, newest=1):
+                return self.gate.resume_run(
+                    run_id, authority=authority, trusted_values=self.trusted_values
+                )
+        return self.gate.run(authority=authority, run_id=run_id, trusted_values=self.trusted_values)
+
     async def call(
         self, identity: ClientIdentity, name: str, arguments: Mapping[str, Any]
     ) -> Observation:
         """Submit one call from a client through the gate."""
-        await self.catalog.prepare_call(name)
         run = self.run_for(identity)
-        call = ToolCall(id="mcp_" + uuid.uuid4().hex[:20], name=name, arguments=dict(arguments))
+        call_id = "mcp_" + uuid.uuid4().hex[:20]
+        if self.max_argument_chars is not None:
+            refused = _over_cap(call_id, name, arguments, self.max_argument_chars)
+            if refused is not None:
+                run.record_rejected([refused])
+                return refused
+        await self.catalog.prepare_call(name)
+        call = ToolCall(id=call_id, name=name, arguments=dict(arguments))
         # asubmit runs a sync handler in a worker thread: it cannot stall other clients.
         observations = await run.asubmit([call])
         return observations[0]
@@ -229,15 +320,27 @@ class GateServer:
         ctx: ServerRequestContext[Any, Any],
         params: mcp_types.PaginatedRequestParams | None,
     ) -> mcp_types.ListToolsResult:
-        specs = await self.catalog.listing()
+        self._remember(ctx)
+        specs = list(await self.catalog.listing())
+        definitions = tool_definitions(specs)
+        presented = getattr(self.catalog, "presented", None)
+        if presented is not None:
+            for spec, definition in zip(specs, definitions, strict=True):
+                definition.update(presented(spec))
         return mcp_types.ListToolsResult(
-            tools=[mcp_types.Tool.model_validate(d) for d in tool_definitions(list(specs))]
+            tools=[mcp_types.Tool.model_validate(d) for d in definitions]
         )
 
     async def _on_call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: mcp_types.CallToolRequestParams
     ) -> mcp_types.CallToolResult:
-        observation = await self.call(self.identity(ctx), params.name, params.arguments or {})
+        self._remember(ctx)
+        # A proxied call's progress (and log messages) go back to this request.
+        token = REQUEST.set(ctx)
+        try:
+            observation = await self.call(self.identity(ctx), params.name, params.arguments or {})
+        finally:
+            REQUEST.reset(token)
         return tool_result(observation, secrets=self._secrets)
 
     # -- transports --------------------------------------------------------------
@@ -296,6 +399,28 @@ class GateServer:
         app = self.http_app(host=host, port=port, path=path, tokens=tokens)
         config = uvicorn.Config(app, host=host, port=port, log_level="warning")
         await uvicorn.Server(config).serve()
+
+
+def _over_cap(
+    call_id: str, name: str, arguments: Mapping[str, Any], cap: int
+) -> Observation | None:
+    """A parse-stage rejection if the arguments, as compact JSON, are over ``cap`` characters."""
+    size = len(json.dumps(arguments, ensure_ascii=False, separators=(",", ":"), default=str))
+    if size <= cap:
+        return None
+    return Observation(
+        call_id=call_id,
+        tool=name,
+        status=Status.REJECTED,
+        stage=Stage.PARSE,
+        content=(
+            f"rule arguments_size: the arguments are {size:,} characters long (as JSON), over "
+            f"the limit of {cap:,} characters; they were not read further or sent. Send smaller "
+            "arguments (split the work into several calls), or ask the operator to raise "
+            "--max-argument-chars."
+        ),
+        retryable=False,
+    )
 
 
 @contextlib.asynccontextmanager

@@ -25,6 +25,7 @@ import os
 import signal
 import sys
 import time
+import warnings
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -33,10 +34,10 @@ import anyio
 import anyio.abc
 import mcp_types
 from mcp import Client
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
 from callgate.errors import OutcomeUnknown, ToolFailure
-from callgate.mcp.client import ClientUpstream, StdioTransport, connectable
+from callgate.mcp.client import REQUEST, ClientUpstream, StdioTransport, connectable
 
 __all__ = ["Restart", "SupervisedUpstream", "UpstreamFailed"]
 
@@ -140,11 +141,17 @@ class SupervisedUpstream:
         client_options: Mapping[str, Any] | None = None,
         on_restart: Callable[[], Awaitable[object]] | None = None,
         on_event: Callable[[str, Mapping[str, Any]], None] | None = None,
+        forward_logs: bool = False,
     ) -> None:
         self.target = target
         self.server_name = server_name
         self.restart = restart if restart is not None else Restart()
         self.client_options = dict(client_options or {})
+        if forward_logs:
+            # Every level is asked for; the client's own session drops what it did not ask.
+            self.client_options.setdefault("logging_callback", self._forward_log)
+            self.client_options.setdefault("log_level", "debug")
+        self._in_flight: list[Any] = []
         self.on_restart = on_restart
         self.on_event = on_event
         self.state = "starting"
@@ -196,6 +203,8 @@ class SupervisedUpstream:
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
         upstream = await self._ready()
         down = self._down
+        request = REQUEST.get()
+        self._in_flight.append(request)
         try:
             return await upstream.call_tool(name, arguments)
         except Exception as exc:
@@ -211,6 +220,31 @@ class SupervisedUpstream:
                 f"the MCP server '{self.server_name}' stopped while this call was in flight "
                 f"({self.reason or 'it exited'}): it may have acted before it stopped"
             ) from None
+        finally:
+            self._in_flight.remove(request)
+
+    async def _forward_log(self, params: mcp_types.LoggingMessageNotificationParams) -> None:
+        """Pass an upstream log message to the client whose call is in flight.
+
+        A log message does not say which call it belongs to, so it is forwarded only
+        while exactly one call is in flight (never to another client's request);
+        otherwise it is dropped, and logged at debug level.
+        """
+        requests = [r for r in self._in_flight if r is not None]
+        if len(requests) != 1 or len(self._in_flight) != 1:
+            logger.debug("MCP server '%s': a log message not forwarded", self.server_name)
+            return
+        request = requests[0]
+        try:
+            with warnings.catch_warnings():
+                # Deprecated by the 2026-07-28 protocol, still what a server sends.
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                sending = request.session.send_log_message(
+                    params.level, params.data, params.logger, related_request_id=request.request_id
+                )
+            await sending
+        except Exception as exc:  # the client went away
+            logger.debug("log message not forwarded: %s", type(exc).__name__)
 
     # -- the connection's life -------------------------------------------------------
 
