@@ -441,3 +441,32 @@ def test_the_funnel_command_does_not_pool_two_labs_unasked(tmp_path: Path) -> No
                                         str(tmp_path / "f.json")])  # fmt: skip
     assert one.exit_code == 0, one.output
     assert json.loads((tmp_path / "f.json").read_text())["runs"] == 2
+
+
+def test_a_local_model_is_named_by_file_hash_decoding_and_parameters(tmp_path: Path) -> None:
+    """describe_model reads what a LocalModel holds (path, constrain, max_tokens, temperature,
+    seed): the lab record names the GGUF file, its SHA-256 (of the bytes written here: the
+    digest of b"GGUF" + 60 zero bytes, computed by hashlib), the decoding mode and the
+    parameters."""
+    import hashlib
+
+    from callgate.eval.lab import describe_model
+    from callgate.eval.record import LabView
+    from callgate.llms import ScriptedModel
+
+    gguf = tmp_path / "tiny-q4.gguf"
+    gguf.write_bytes(b"GGUF" + bytes(60))
+    model = ScriptedModel([])
+    model.name = "tiny-q4+llguidance"
+    for key, value in {"path": gguf, "constrain": "llguidance", "max_tokens": 256,
+                       "temperature": 0.0, "seed": 7}.items():  # fmt: skip
+        setattr(model, key, value)
+    info = describe_model(model, "local:tiny-q4.gguf+llguidance")
+    assert info["file"] == "tiny-q4.gguf"
+    assert info["sha256"] == hashlib.sha256(b"GGUF" + bytes(60)).hexdigest()
+    assert info["decoding"] == "llguidance"
+    assert info["parameters"] == {"max_tokens": 256, "temperature": 0.0, "seed": 7}
+    line = LabView(lab="x", model=info).model_line()
+    assert "file tiny-q4.gguf" in line
+    assert "decoding llguidance" in line
+    assert "max_tokens=256" in line
