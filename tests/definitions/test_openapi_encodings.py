@@ -1,10 +1,10 @@
 """OpenAPI requests as real APIs write them, against a real service on 127.0.0.1.
 
-Form-urlencoded bodies with Stripe's nested ``a[b]`` / ``a[0]`` style, ``deepObject``
-and object query parameters, multipart with a file (and its size bound), server
-variables, documents without ``servers``, and operations left out with their JSON
-pointer. The service (Starlette under uvicorn) records the raw query string and
-body of every request, so each test checks what really went over the wire.
+Form-urlencoded bodies with Stripe's nested ``a[b]`` / ``a[0]`` style, ``deepObject``,
+object and delimited query parameters, multipart with a file (and its size bound),
+array path and header values, and the checks on keys the model chooses. The service
+(`shop_recorder`) records the raw query string and body of every request, so each test
+checks what really went over the wire.
 """
 
 from __future__ import annotations
@@ -17,85 +17,21 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
-from callgate import Authority, DefinitionError, Gate, MemoryLedger, Registry, Status, ToolCall
-from callgate.openapi import OpenAPIImport, import_openapi
-from servers import serving
+from callgate import Authority, Gate, MemoryLedger, Registry, Status, ToolCall
+from callgate.openapi import import_openapi
+from callgate.openapi.encoding import form_pairs
+
+from .shop_recorder import SEEN, call, pairs, recording, with_servers
 
 pytestmark = pytest.mark.timeout(60)
-
-SEEN: list[dict[str, Any]] = []
-
-
-async def _record(request: Request) -> Response:
-    body = await request.body()
-    entry: dict[str, Any] = {
-        "method": request.method,
-        "path": request.url.path,
-        "query": request.scope.get("query_string", b"").decode(),
-        "content_type": request.headers.get("content-type", ""),
-        "body": body,
-    }
-    if entry["content_type"].startswith("multipart/form-data"):
-        form = await request.form()
-        parts: dict[str, Any] = {}
-        for key, value in form.multi_items():
-            if hasattr(value, "read"):
-                parts.setdefault(key, []).append(
-                    {"filename": value.filename, "data": await value.read()}
-                )
-            else:
-                parts.setdefault(key, []).append(value)
-        entry["parts"] = parts
-    SEEN.append(entry)
-    return JSONResponse({"ok": True})
-
-
-async def _relative(request: Request) -> Response:
-    """A document whose only server is relative (``/v9``): it lives where the document is."""
-    document = {
-        "openapi": "3.1.0",
-        "info": {"title": "rel", "version": "1"},
-        "servers": [{"url": "/v9"}],
-        "paths": {"/ping": {"get": {"operationId": "ping"}}},
-    }
-    return JSONResponse(document)
 
 
 @pytest.fixture(scope="module")
 def service() -> Iterator[str]:
-    """A service that records every request it receives and answers ``{"ok": true}``."""
-    app = Starlette(
-        routes=[
-            Route("/docs/relative.json", _relative),
-            Route("/{rest:path}", _record, methods=["GET", "POST", "PUT"]),
-        ]
-    )
-    with serving(app, what="recording service") as url:
+    """The recording service, one for the module."""
+    with recording() as url:
         yield url
-
-
-def _run(api: OpenAPIImport) -> Any:
-    registry = api.register(Registry())
-    return Gate(registry, ledger=MemoryLedger()).run(
-        authority=Authority(principal="ana", grants=["read:*", "write:*", "network:*"])
-    )
-
-
-def _call(api: OpenAPIImport, tool: str, arguments: dict[str, Any]) -> Any:
-    (obs,) = _run(api).submit([ToolCall(id="c1", name=tool, arguments=arguments)])
-    return obs
-
-
-def _pairs(text: str | bytes) -> list[tuple[str, str]]:
-    """The decoded ``key=value`` pairs of a query string or form body, in order."""
-    if isinstance(text, bytes):
-        text = text.decode()
-    return urllib.parse.parse_qsl(text, keep_blank_values=True)
 
 
 STRIPE_LIKE: dict[str, Any] = {
@@ -231,7 +167,7 @@ def test_a_form_body_sends_nested_objects_and_arrays_as_stripe_does(service: str
     api = import_openapi(STRIPE_LIKE, api="pay", base_url=service)
     assert "PostCustomers" in {t.name for t in api.tools}, api.skipped
     SEEN.clear()
-    obs = _call(
+    obs = call(
         api,
         "PostCustomers",
         {
@@ -247,7 +183,7 @@ def test_a_form_body_sends_nested_objects_and_arrays_as_stripe_does(service: str
     assert obs.status is Status.OK, obs.content
     (seen,) = SEEN
     assert seen["content_type"] == "application/x-www-form-urlencoded"
-    assert _pairs(seen["body"]) == [
+    assert pairs(seen["body"]) == [
         ("email", "ana@example.com"),
         ("balance", "-5"),
         ("address[city]", "Paris"),
@@ -267,9 +203,9 @@ def test_an_empty_string_unsets_a_form_field(service: str) -> None:
     """Stripe unsets metadata with ``metadata=``: the value the schema allows is sent as is."""
     api = import_openapi(STRIPE_LIKE, api="pay", base_url=service)
     SEEN.clear()
-    obs = _call(api, "PostCustomers", {"metadata": ""})
+    obs = call(api, "PostCustomers", {"metadata": ""})
     assert obs.status is Status.OK, obs.content
-    assert _pairs(SEEN[0]["body"]) == [("metadata", "")]
+    assert pairs(SEEN[0]["body"]) == [("metadata", "")]
 
 
 def test_a_form_key_with_brackets_is_rejected_before_any_request(service: str) -> None:
@@ -277,7 +213,7 @@ def test_a_form_key_with_brackets_is_rejected_before_any_request(service: str) -
     semantic stage, nothing is sent."""
     api = import_openapi(STRIPE_LIKE, api="pay", base_url=service)
     SEEN.clear()
-    obs = _call(api, "PostCustomers", {"metadata": {"a][admin": "1"}})
+    obs = call(api, "PostCustomers", {"metadata": {"a][admin": "1"}})
     assert obs.status is Status.REJECTED
     assert obs.stage == "semantic"
     assert SEEN == []
@@ -287,16 +223,16 @@ def test_deep_object_query_parameters_are_sent_with_brackets(service: str) -> No
     """``created[gte]=…``, ``expand[0]=…``; the anyOf's integer form is sent plain."""
     api = import_openapi(STRIPE_LIKE, api="pay", base_url=service)
     SEEN.clear()
-    obs = _call(api, "GetCharges", {"created": {"gte": 10, "lt": 20}, "expand": ["data.customer"]})
+    obs = call(api, "GetCharges", {"created": {"gte": 10, "lt": 20}, "expand": ["data.customer"]})
     assert obs.status is Status.OK, obs.content
-    assert _pairs(SEEN[0]["query"]) == [
+    assert pairs(SEEN[0]["query"]) == [
         ("created[gte]", "10"),
         ("created[lt]", "20"),
         ("expand[0]", "data.customer"),
     ]
-    obs = _call(api, "GetCharges", {"created": 5, "limit": 3})
+    obs = call(api, "GetCharges", {"created": 5, "limit": 3})
     assert obs.status is Status.OK, obs.content
-    assert _pairs(SEEN[1]["query"]) == [("created", "5"), ("limit", "3")]
+    assert pairs(SEEN[1]["query"]) == [("created", "5"), ("limit", "3")]
 
 
 def test_object_and_delimited_query_parameters_follow_their_style(service: str) -> None:
@@ -304,13 +240,13 @@ def test_object_and_delimited_query_parameters_follow_their_style(service: str) 
     commas, ``pipeDelimited`` with ``|``."""
     api = import_openapi(STRIPE_LIKE, api="pay", base_url=service)
     SEEN.clear()
-    obs = _call(
+    obs = call(
         api,
         "GetProducts",
         {"filter": {"color": "red", "size": "m"}, "ids": ["1", "2"], "tags": ["x", "y"]},
     )
     assert obs.status is Status.OK, obs.content
-    assert _pairs(SEEN[0]["query"]) == [
+    assert pairs(SEEN[0]["query"]) == [
         ("color", "red"),
         ("size", "m"),
         ("ids", "1,2"),
@@ -360,13 +296,12 @@ def test_any_nested_form_value_round_trips_through_the_bracket_encoding(
 ) -> None:
     """Whatever keys and values the model sends (no brackets in keys), the service rebuilds
     exactly the same nested value from the body."""
-    from callgate.openapi.encoding import form_pairs
 
     api = import_openapi(STRIPE_LIKE, api="pay", base_url="http://127.0.0.1:9")
     (op,) = [o for o in api.operations if o.tool == "PostCustomers"]
     values = {"metadata": metadata, "items": items}
     body = urllib.parse.urlencode(form_pairs(op, values))
-    rebuilt = _unbracket(_pairs(body))
+    rebuilt = _unbracket(pairs(body))
     expected = {k: _textual(v) for k, v in values.items() if v}
     assert rebuilt == expected
 
@@ -407,7 +342,7 @@ def test_a_multipart_upload_sends_the_file_bytes_and_the_other_fields(service: s
     assert [t.name for t in api.tools] == ["uploadFile"], api.skipped
     data = bytes(range(256)) * 3
     SEEN.clear()
-    obs = _call(
+    obs = call(
         api,
         "uploadFile",
         {
@@ -428,11 +363,11 @@ def test_a_file_over_the_bound_is_rejected_and_nothing_is_sent(service: str) -> 
     """``max_file_bytes`` bounds each file: one byte over is a schema rejection."""
     api = import_openapi(UPLOAD, api="files", base_url=service, max_file_bytes=300)
     SEEN.clear()
-    fits = _call(
+    fits = call(
         api, "uploadFile", {"file": base64.b64encode(b"x" * 300).decode(), "purpose": "batch"}
     )
     assert fits.status is Status.OK, fits.content
-    over = _call(
+    over = call(
         api, "uploadFile", {"file": base64.b64encode(b"x" * 301).decode(), "purpose": "batch"}
     )
     assert over.status is Status.REJECTED
@@ -445,97 +380,10 @@ def test_a_file_that_is_not_base64_is_rejected(service: str) -> None:
     api = import_openapi(UPLOAD, api="files", base_url=service)
     assert [t.name for t in api.tools] == ["uploadFile"], api.skipped
     SEEN.clear()
-    obs = _call(api, "uploadFile", {"file": "not base64!", "purpose": "batch"})
+    obs = call(api, "uploadFile", {"file": "not base64!", "purpose": "batch"})
     assert obs.status is Status.REJECTED
     assert obs.stage == "schema"
     assert SEEN == []
-
-
-def _with_servers(servers: Any) -> dict[str, Any]:
-    document: dict[str, Any] = {
-        "openapi": "3.0.3",
-        "info": {"title": "v", "version": "1"},
-        "paths": {"/ping": {"get": {"operationId": "ping"}}},
-    }
-    if servers is not None:
-        document["servers"] = servers
-    return document
-
-
-def test_server_variables_take_their_defaults_and_can_be_overridden(service: str) -> None:
-    """``{scheme}://{host}:{port}/{version}``: defaults fill the URL; ``server_variables``
-    replaces one; the request goes where the resolved URL says."""
-    port = service.rsplit(":", 1)[1]
-    servers = [
-        {
-            "url": "http://{host}:{port}/{version}",
-            "variables": {
-                "host": {"default": "127.0.0.1"},
-                "port": {"default": port},
-                "version": {"default": "v1", "enum": ["v1", "v2"]},
-            },
-        }
-    ]
-    api = import_openapi(_with_servers(servers), api="v")
-    assert api.base_url == f"http://127.0.0.1:{port}/v1"
-    SEEN.clear()
-    assert _call(api, "ping", {}).status is Status.OK
-    other = import_openapi(_with_servers(servers), api="v", server_variables={"version": "v2"})
-    assert _call(other, "ping", {}).status is Status.OK
-    assert [s["path"] for s in SEEN] == ["/v1/ping", "/v2/ping"]
-
-
-def test_a_server_variable_outside_its_enum_or_unknown_is_a_definition_error() -> None:
-    """An override must be one of the variable's values, and name a variable that exists."""
-    servers = [
-        {
-            "url": "https://{region}.example.com",
-            "variables": {"region": {"default": "eu", "enum": ["eu", "us"]}},
-        }
-    ]
-    with pytest.raises(DefinitionError, match=r"'region'.*'eu', 'us'"):
-        import_openapi(_with_servers(servers), api="v", server_variables={"region": "mars"})
-    with pytest.raises(DefinitionError, match="'zone'"):
-        import_openapi(_with_servers(servers), api="v", server_variables={"zone": "a"})
-
-
-def test_a_document_without_servers_needs_a_base_url_and_says_so(service: str) -> None:
-    """No ``servers``: the import names ``base_url``; given one, the tools work."""
-    with pytest.raises(DefinitionError, match=r"no server.*base_url"):
-        import_openapi(_with_servers(None), api="v")
-    api = import_openapi(_with_servers(None), api="v", base_url=service)
-    assert _call(api, "ping", {}).status is Status.OK
-
-
-def test_the_network_effect_names_the_host_without_the_port(service: str) -> None:
-    """``network:<host>`` is the host alone, as the sandbox's ``network_connect`` grants it:
-    a grant of ``network:127.0.0.1`` admits the call whatever the port."""
-    api = import_openapi(_with_servers(None), api="v", base_url=service)
-    assert [e.text for e in api.tools[0].effects] == ["read:v:/ping", "network:127.0.0.1"]
-    run = Gate(api.register(Registry()), ledger=MemoryLedger()).run(
-        authority=Authority(principal="ana", grants=["read:v:*", "network:127.0.0.1"])
-    )
-    (obs,) = run.submit([ToolCall(id="c1", name="ping", arguments={})])
-    assert obs.status is Status.OK, obs.content
-
-
-def test_an_operation_left_out_is_listed_with_its_json_pointer() -> None:
-    """The reason names where in the document the obstacle is, as a JSON pointer."""
-    document = _with_servers([{"url": "https://x.example"}])
-    document["paths"]["/v1/things/{id}"] = {
-        "post": {
-            "parameters": [
-                {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}},
-                {"name": "m", "in": "path", "style": "matrix", "schema": {"type": "string"}},
-            ]
-        }
-    }
-    api = import_openapi(document, api="v")
-    (op,) = [o for o in api.operations if o.path == "/v1/things/{id}"]
-    assert op.pointer == "#/paths/~1v1~1things~1{id}/post"
-    reason = api.skipped["POST /v1/things/{id}"]
-    assert "#/paths/~1v1~1things~1{id}/post/parameters/1" in reason
-    assert "matrix" in reason
 
 
 ARRAYS: dict[str, Any] = {
@@ -569,7 +417,7 @@ def test_array_path_and_header_values_are_written_simple_style(service: str) -> 
     is ``a,b``."""
     api = import_openapi(ARRAYS, api="arr", base_url=service)
     SEEN.clear()
-    obs = _call(api, "getItems", {"ids": ["a/1", "b"], "X-Tags": ["x", "y"]})
+    obs = call(api, "getItems", {"ids": ["a/1", "b"], "X-Tags": ["x", "y"]})
     assert obs.status is Status.OK, obs.content
     assert SEEN[0]["path"] == "/items/a/1,b"  # the service decodes %2F; the raw path kept it
 
@@ -590,30 +438,11 @@ def test_an_array_cannot_smuggle_a_dot_segment_or_a_header(
     stage, nothing sent."""
     api = import_openapi(ARRAYS, api="arr", base_url=service)
     SEEN.clear()
-    obs = _call(api, "getItems", arguments)
+    obs = call(api, "getItems", arguments)
     assert obs.status is Status.REJECTED, obs.content
     assert obs.stage == "semantic"
     assert field in obs.content
     assert SEEN == []
-
-
-def test_a_relative_server_is_resolved_against_the_documents_url(
-    service: str, tmp_path: Any
-) -> None:
-    """``servers: [{url: /v9}]`` read from ``http://host/docs/relative.json`` means
-    ``http://host/v9``; read from a file, it names no host and ``base_url`` is required."""
-    api = import_openapi(service + "/docs/relative.json", api="rel")
-    assert api.base_url == service + "/v9"
-    SEEN.clear()
-    assert _call(api, "ping", {}).status is Status.OK
-    assert SEEN[0]["path"] == "/v9/ping"
-    local = tmp_path / "relative.json"
-    local.write_text(
-        '{"openapi": "3.1.0", "info": {"title": "r", "version": "1"}, '
-        '"servers": [{"url": "/v9"}], "paths": {}}'
-    )
-    with pytest.raises(DefinitionError, match=r"relative.*--base-url"):
-        import_openapi(local, api="rel")
 
 
 SPREAD: dict[str, Any] = {
@@ -660,13 +489,13 @@ def test_a_spread_object_cannot_write_the_credential_or_another_parameter(
     assert SEEN == []
     (good,) = run.submit([ToolCall(id="c2", name="search", arguments={"filter": {"q": "x"}})])
     assert good.status is Status.OK, good.content
-    assert _pairs(SEEN[0]["query"]) == [("q", "x"), ("key", "k-secret")]
+    assert pairs(SEEN[0]["query"]) == [("q", "x"), ("key", "k-secret")]
 
 
 def test_openapi_registry_formats_are_checked_not_refused(service: str) -> None:
     """Stripe's ``decimal`` and ``unix-time`` import (they were refused as unknown formats)
     and constrain: ``"12.50"`` and ``1700000000`` pass, ``"twelve"`` does not."""
-    document = _with_servers(None)
+    document = with_servers(None)
     document["paths"]["/price"] = {
         "post": {
             "operationId": "setPrice",
@@ -682,7 +511,7 @@ def test_openapi_registry_formats_are_checked_not_refused(service: str) -> None:
     }
     api = import_openapi(document, api="p", base_url=service)
     assert "setPrice" in {t.name for t in api.tools}, api.skipped
-    assert _call(api, "setPrice", {"amount": "12.50", "at": 1700000000}).status is Status.OK
-    bad = _call(api, "setPrice", {"amount": "twelve"})
+    assert call(api, "setPrice", {"amount": "12.50", "at": 1700000000}).status is Status.OK
+    bad = call(api, "setPrice", {"amount": "twelve"})
     assert bad.status is Status.REJECTED
     assert bad.stage == "schema"
