@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy import stats as sps  # type: ignore[import-untyped]
 
 from callgate.errors import DefinitionError
 from callgate.eval.funnel import call_stage, program_failed
@@ -539,6 +538,8 @@ def _hypotheses(
                 )
                 continue
             table = [[k, n - k], [ko, no - ko]]
+            from scipy import stats as sps  # type: ignore[import-untyped]  # slow import
+
             p_o = float(sps.fisher_exact(table, alternative="two-sided")[1])
             est = newcombe(k, n, ko, no, level)
             diffs[o] = Estimate(

@@ -26,7 +26,6 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import stats as sps  # type: ignore[import-untyped]
 
 __all__ = [
     "Estimate",
@@ -39,6 +38,14 @@ __all__ = [
     "ratio_bootstrap",
     "wilson",
 ]
+
+
+def _sps() -> Any:
+    """``scipy.stats``, imported on first use: importing it takes a second or more, and
+    every process that imports callgate.eval (the test collection too) would pay it."""
+    from scipy import stats  # type: ignore[import-untyped]
+
+    return stats
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -74,7 +81,7 @@ def wilson(successes: int, n: int, level: float = 0.95) -> Estimate:
         return Estimate(value=math.nan, low=math.nan, high=math.nan, level=level, n=0)
     if not 0 <= successes <= n:
         raise ValueError(f"successes must be within [0, n={n}], got {successes}")
-    z = float(sps.norm.ppf(0.5 + level / 2))
+    z = float(_sps().norm.ppf(0.5 + level / 2))
     p = successes / n
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
@@ -225,8 +232,8 @@ def paired_power(effect: float, sd: float, n: int, alpha: float = 0.05) -> float
         return math.nan
     df = n - 1
     ncp = effect / sd * math.sqrt(n)
-    crit = float(sps.t.ppf(1 - alpha / 2, df))
-    return float(sps.nct.sf(crit, df, ncp) + sps.nct.cdf(-crit, df, ncp))
+    crit = float(_sps().t.ppf(1 - alpha / 2, df))
+    return float(_sps().nct.sf(crit, df, ncp) + _sps().nct.cdf(-crit, df, ncp))
 
 
 def pairs_for_power(
