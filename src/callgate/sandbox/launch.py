@@ -184,7 +184,12 @@ def bwrap_command(
         args += ["--file", str(files.seed), SEED_PATH]
     if files.seccomp is not None:
         args += ["--seccomp", str(files.seccomp)]
-    args += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", WORKSPACE, "--"]
+    # /proc read-only: bubblewrap's init (PID 1) runs as the code's user and is dumpable, so
+    # the code could open /proc/1/mem for writing and make the init run its own program,
+    # outside every limit the guest sets (tests/sandbox/test_lifetime.py). Writes to the
+    # sandbox's own /proc/sys settings go with it.
+    args += ["--remount-ro", "/dev", "--remount-ro", "/proc", "--remount-ro", "/"]
+    args += ["--chdir", WORKSPACE, "--"]
     if files.compiled:
         args += [config.python, "-I", "-S", "-B", "-c", _RUN_CODE]
     else:
