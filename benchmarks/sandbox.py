@@ -113,7 +113,7 @@ async def user_switch(runs: int) -> None:
 
 
 # Options of the sandbox's bubblewrap command, removed one group at a time by --ablate
-# (the option and how many words it takes).
+# (the option and how many words it takes; "option argument" removes that pair only).
 ABLATIONS: dict[str, tuple[tuple[str, int], ...]] = {
     "cgroup namespace": (("--unshare-cgroup-try", 1),),
     "no nested user namespaces": (("--disable-userns", 1),),
@@ -121,7 +121,7 @@ ABLATIONS: dict[str, tuple[tuple[str, int], ...]] = {
     "network namespace": (("--unshare-net", 1),),
     "PID namespace": (("--unshare-pid", 1),),
     "IPC and UTS namespaces": (("--unshare-ipc", 1), ("--unshare-uts", 1), ("--hostname", 2)),
-    "/proc": (("--proc", 2),),
+    "/proc": (("--proc", 2), ("--remount-ro /proc", 2)),
     "read-only root": (("--remount-ro", 2),),
 }
 
@@ -148,8 +148,9 @@ async def ablate(runs: int) -> None:
         kept: list[str] = []
         i = 0
         while i < len(argv):
-            if argv[i] in words:
-                i += words[argv[i]]
+            pair = " ".join(argv[i : i + 2])
+            if pair in words or argv[i] in words:
+                i += words.get(pair) or words[argv[i]]
                 continue
             kept.append(argv[i])
             i += 1
