@@ -250,6 +250,17 @@ def test_run_shell_cannot_reach_the_network_or_keep_a_daemon() -> None:
     assert obs.result["stdout"].split() == ["BLOCKED", "started"], obs.result
 
 
+@pytest.mark.usefixtures("bwrap_available")
+def test_a_script_writes_to_dev_stdout_and_dev_stderr() -> None:
+    """``echo ... > /dev/stderr``, common in scripts, reopens the output pipes through
+    ``/proc/self/fd``: it works as root too (the pipes belong to the sandbox's uid). Before,
+    as root, the host's pipes were root's and the script read ``Permission denied``."""
+    script = "echo to-err > /dev/stderr && echo to-out > /dev/stdout && echo done"
+    obs = _submit(shell_tool(), script)
+    assert obs.result["stdout"].split() == ["to-out", "done"], obs.result
+    assert obs.result["stderr"].strip() == "to-err", obs.result
+
+
 def test_run_shell_needs_the_exec_grant() -> None:
     """run_shell's effect is exec:sandbox like run_python's: without it, nothing runs."""
     obs = _submit(shell_tool(), "echo ran", grants=())

@@ -325,6 +325,11 @@ async def _run_code(
         # unsafe mode has no namespace to end it) must not keep the call waiting.
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
+        if uid is not None:
+            # the sandbox's own: reopening them (`echo x > /dev/stderr`) goes through
+            # /proc/self/fd, which checks the pipe's owner, and root's pipes refuse it
+            for fd in (out_w, err_w):
+                os.fchown(fd, uid, uid)
         handed = (guest.fileno(), *opened)  # (opened: the descriptors bubblewrap reads)
         opened += [out_w, err_w]
         try:
