@@ -71,7 +71,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
-    over = False
+    over: list[str] = []
     with tempfile.TemporaryDirectory() as scratch:
         print(f"{'document':<22} {'MB':>5} {'ops':>5} {'tools':>5} {'wall s':>7} {'cpu s':>6}")
         for case in CASES:
@@ -86,7 +86,8 @@ def main() -> int:
                 walls.append(wall)
                 cpus.append(cpu)
             median_cpu = statistics.median(cpus)
-            over |= median_cpu > TARGET_SECONDS
+            if median_cpu > TARGET_SECONDS:
+                over.append(f"{case.removesuffix('.gz')} ({median_cpu:.2f} s)")
             print(
                 f"{case.removesuffix('.gz'):<22} {len(data) / 1e6:>5.1f} {ops:>5} {tools:>5} "
                 f"{statistics.median(walls):>7.2f} {median_cpu:>6.2f}"
@@ -95,9 +96,8 @@ def main() -> int:
         print("\nstripe.json, one import by step (CPU s):")
         for step, seconds in _steps(stripe).items():
             print(f"  {step:<28} {seconds:6.2f}")
-    print(
-        f"\ntarget: median CPU ≤ {TARGET_SECONDS:g} s per document: {'NOT MET' if over else 'met'}"
-    )
+    verdict = "met for every document" if not over else "NOT MET for " + ", ".join(over)
+    print(f"\ntarget: median CPU ≤ {TARGET_SECONDS:g} s per document: {verdict}")
     return 1 if over else 0
 
 
