@@ -6,6 +6,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 EXAMPLES = Path(__file__).parents[2] / "examples"
 if str(EXAMPLES) not in sys.path:
     sys.path.insert(0, str(EXAMPLES))
@@ -33,3 +35,41 @@ def test_any_count_is_balanced_and_never_repeats() -> None:
         if counts:
             assert max(counts.values()) - min(counts.values()) <= 1
             assert len(counts) == min(n, 10)
+
+
+def test_the_demo_explains_max_steps_labels_the_warm_up_and_ends_with_a_summary(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """examples/local/demo.py with a scripted stand-in for the GGUF model (the real one
+    needs llama.cpp): each one-turn run's "max_steps" is explained, the first request of a
+    phase is labelled the warm-up, and a table closes the demo with one row per phase:
+    2 requests, 2 calls, 1 ran ok (get_order) and 1 rejected (an unknown tool)."""
+    from local import demo
+
+    from callgate.llms import ScriptedModel, calls
+
+    gguf = tmp_path / "stand-in.gguf"
+    gguf.write_bytes(b"GGUF")
+
+    def stand_in(path: object, *, constrain: str, **_: object) -> ScriptedModel:
+        model = ScriptedModel(
+            [calls(("get_order", {"order_id": "o-17"})), calls(("fly_to_moon", {}))]
+        )
+        model.name = "stand-in" if constrain == "none" else f"stand-in+{constrain}"
+        model.path = gguf  # type: ignore[attr-defined]
+        model.load_seconds = 0.0  # type: ignore[attr-defined]
+        model.temperature = 0.0  # type: ignore[attr-defined]
+        return model
+
+    monkeypatch.setattr(demo, "LocalModel", stand_in)
+    monkeypatch.setattr(demo, "console", demo.Console(highlight=False, width=200))
+    assert demo.main(["--requests", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "run ended: max_steps (the demo gives the model one turn per request" in out
+    assert out.count("(warm-up") == 2  # once per phase
+    assert "What the gate did with each phase's proposals" in out
+    rows = [line for line in out.splitlines() if "stand-in" in line and "│" in line]
+    assert len(rows) == 2
+    for row in rows:
+        cells = [c.strip() for c in row.split("│") if c.strip()]
+        assert cells[2:6] == ["2", "2", "1", "1"], cells
