@@ -139,3 +139,37 @@ def test_the_ledger_grows_by_its_budget_not_twice_it(tmp_path: Path) -> None:
     assert refused == 20 - done, result
     assert "Limits.ledger_bytes" in result["stdout"], result
     assert grown < (2 << 20) + (1 << 20), f"the ledger grew by {grown:,} bytes"
+
+
+def test_many_small_calls_count_the_records_they_leave(tmp_path: Path) -> None:
+    """256 calls of one character against a 256 KiB ledger budget: each call's records
+    (decision, attempt, outcome, row) cost the ledger about 2 kB whatever its size, so
+    the budget is spent before the calls are (the file grows by the budget and a call at
+    most). Counted by their frames alone, as before, all 256 ran and the SQLite ledger
+    grew by 0.46 MiB."""
+    path = tmp_path / "ledger.db"
+    ledger = SQLiteLedger(str(path))
+    registry = Registry([keep])
+    limits = Limits(ledger_bytes=256 << 10)
+    registry.add(python_tool(tools=["keep"], timeout=20, limits=limits))
+    gate = Gate(registry, ledger=ledger)
+    run = gate.run(authority=Authority(principal="p", grants=["exec:sandbox", "write:notes"]))
+    before = sum(p.stat().st_size for p in tmp_path.glob("ledger.db*"))
+    code = (
+        "import tools\n"
+        "done = 0\n"
+        "try:\n"
+        "    for i in range(256):\n"
+        "        tools.keep(note='a')\n"
+        "        done += 1\n"
+        "except tools.CallRejected as exc:\n"
+        "    print(exc.message)\n"
+        "print(done)\n"
+    )
+    (obs,) = run.submit([ToolCall(id="c", name="run_python", arguments={"code": code})])
+    ledger.close()
+    grown = sum(p.stat().st_size for p in tmp_path.glob("ledger.db*")) - before
+    assert isinstance(obs.result, dict), obs.content
+    assert "Limits.ledger_bytes" in obs.result["stdout"], obs.result
+    assert int(obs.result["stdout"].split()[-1]) < 256
+    assert grown < (256 << 10) + (64 << 10), f"the ledger grew by {grown:,} bytes"

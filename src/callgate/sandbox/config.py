@@ -55,7 +55,8 @@ class Limits:
     """Bytes one run of code may send through the bridge in all (every frame counted); a
     call past it is refused (``tools.CallRejected``) and never reaches the gate."""
     ledger_bytes: int = 16 << 20
-    """What the ledger may keep for one run of code's calls: each call's frame as many
+    """What the ledger may keep for one run of code's calls: 2 kB of records per call,
+    each call's frame as many
     times as the ledger stores its arguments (twice; three times while it waits for an
     approval) and the content of its answer; once spent, further calls are refused (the
     call that crosses it has run, so the ledger may pass it by one call's worth)."""

@@ -65,6 +65,9 @@ Answer = Callable[[CallRequest], Awaitable[dict[str, Any]]]
 _GUEST = Path(__file__).with_name("guest.py")
 _DRAIN_SECONDS = 0.5
 _BASE_ENV = {"PATH": "/usr/bin:/bin", "HOME": WORKSPACE, "LANG": "C.UTF-8"}
+_RECORD_BYTES = 2048
+"""What one call's records cost the ledger whatever its arguments (decision, attempt,
+outcome, the call's row, their hashes): about 1.9 kB on SQLite for a one-character call."""
 _ARGUMENT_COPIES = 2
 """How many times the ledger stores a call's arguments (its journal record and its call
 row): counted once, a flood of large calls grew a SQLite ledger by twice
@@ -135,12 +138,13 @@ class _Budget:
     kept: int = 0
 
     def keep(self, body: bytes, reply: dict[str, Any]) -> None:
-        """Count what the ledger keeps for one answered call: its arguments once in the
+        """Count what the ledger keeps for one answered call: its records whatever their
+        content (``_RECORD_BYTES``), its arguments once in the
         journal record and once in the call row (``_ARGUMENT_COPIES``), once more in the
         approval request when it waits for a person, and its answer's content (UTF-8)."""
         copies = _ARGUMENT_COPIES + (reply.get("status") == "pending")
         content = str(reply.get("content", "")).encode("utf-8", "surrogatepass")
-        self.kept += copies * len(body) + len(content)
+        self.kept += _RECORD_BYTES + copies * len(body) + len(content)
 
     def refusal(self, limits: Limits) -> str | None:
         """Why the next call is refused (None: it is within both budgets)."""
