@@ -31,6 +31,7 @@ from callgate.calls import Observation, Stage, Status, ToolCall
 from callgate.canonical import canonical_arguments, canonical_json, digest
 from callgate.execute import Admitted
 from callgate.ledger.base import CallRecord, CallState
+from callgate.ledger.budgets import BudgetCharge, budget_grants, charges_for
 from callgate.parse import ParsedArguments, may_be_deep, parse_arguments, screen_call
 from callgate.redact import context_secrets, hide_secret_problems
 from callgate.render import Problem, Rejection, bounded
@@ -189,6 +190,16 @@ class Admission:
             updated_at=now,
         )
         self.run.names.admitted(model_id, call.id, spec.name, request_hash)
+        if self.run.budgets is None:
+            self.run.budgets = budget_grants(self.run.authority.grants)
+        charges: tuple[BudgetCharge, ...] = ()
+        if self.run.budgets and spec.side_effecting:
+            charges = charges_for(
+                self.run.budgets,
+                decision.effects,
+                owner=self.run.authority.recorded_as,
+                run_id=self.run.id,
+            )
         return Admitted(
             record=record,
             call=call,
@@ -200,6 +211,7 @@ class Admission:
             idempotency_key=key,
             request_hash=request_hash,
             secrets=secrets,
+            budgets=charges,
         )
 
     def _internal_error(self, call: ToolCall, exc: Exception) -> Observation:

@@ -85,6 +85,8 @@ class Admitted:
     attempt: int = 1
     """The attempt number the handler's `CallContext` starts with."""
     secrets: tuple[str, ...] = ()
+    budgets: tuple[tuple[str, float, float], ...] = ()
+    """What the call spends of each budget it counts against (`callgate.ledger.budgets`)."""
     record: CallRecord | None = None
     """The admission record, written to the ledger once the batch is planned."""
     offload: bool = False
@@ -240,6 +242,7 @@ def _attempt_logic(
             started_at=now,
             key_expires_at=now + spec.key_retention,
             side_effecting=side,
+            budgets=item.budgets,
         )
         if shared:
             claim: Claim = yield _Record(ledger.begin_attempt, ledger.abegin_attempt, start)
@@ -508,7 +511,13 @@ def _claim_observation(item: Admitted, claim: Claim) -> Observation:
             tool_version=spec.version,
             details=({"rule": "idempotent_replay", "holder": list(claim.holder or ())},),
         )
-    if claim.kind is ClaimKind.IN_PROGRESS:
+    if claim.kind is ClaimKind.OVER_BUDGET:
+        text = (
+            f"Rejected at the execute stage:\n- over budget: {claim.reason}\nNothing was "
+            "done. Do not send this call again in this run; tell the user the budget is spent."
+        )
+        rule, retryable = "over_budget", False
+    elif claim.kind is ClaimKind.IN_PROGRESS:
         text = (
             "Rejected at the execute stage:\n- an earlier call with the same idempotency key "
             "is still running\nWait for its outcome; do not send this call again now."

@@ -18,6 +18,7 @@ from callgate.authorize.policy import Authority, Decision, Policy
 from callgate.authorize.provenance import TrustIndex
 from callgate.call_names import CallNames
 from callgate.calls import ToolCall
+from callgate.effects import Grant
 from callgate.evidence import Evidence
 from callgate.ledger.base import Ledger
 from callgate.redact import Redactor
@@ -62,5 +63,7 @@ class RunState:
     intents: tuple[Intent, ...] = ()
     """What the trusted request needs (`callgate.authorize.intent`): after untrusted
     content, a call must be inside every one. They only accumulate (`Run.narrow`)."""
+    budgets: tuple[Grant, ...] | None = None
+    """The authority's budget grants (``spend:USD<=50/run``), found at the first call."""
     batch_ids: tuple[str, ...] = ()
     """The model's ids in the batch being admitted: no new name may take one."""

@@ -198,6 +198,9 @@ class AttemptStart:
     started_at: float
     key_expires_at: float
     side_effecting: bool
+    budgets: tuple[tuple[str, float, float], ...] = ()
+    """What the attempt spends of each budget it counts against: (key, amount, limit)
+    (`callgate.ledger.budgets.BudgetCharge`); checked and charged with the key."""
 
 
 class ClaimKind(enum.StrEnum):
@@ -211,6 +214,8 @@ class ClaimKind(enum.StrEnum):
     """The key is held by an attempt still running: do not run a second one."""
     CONFLICT = "conflict"
     """The key was used with different arguments: reject."""
+    OVER_BUDGET = "over_budget"
+    """The attempt would pass a budget (``spend:USD<=50/run``): reject (`Claim.reason`)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -221,6 +226,8 @@ class Claim:
     outcome: Outcome | None = None
     holder: tuple[str, str] | None = None
     """``(run_id, call_id)`` of the call that first used the key."""
+    reason: str | None = None
+    """For ``OVER_BUDGET``: which budget, its limit and what is spent."""
 
 
 def claim_for_key(

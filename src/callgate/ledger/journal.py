@@ -163,8 +163,9 @@ def decision_data(r: CallRecord, at: float) -> dict[str, Any]:
 
 
 def started_data(s: AttemptStart, worker: str) -> dict[str, Any]:
-    """The data of an ``attempt.started`` record (for a side effect: the key it takes)."""
-    return {
+    """The data of an ``attempt.started`` record (for a side effect: the key it takes, and
+    what it spends of each budget, `callgate.ledger.budgets`)."""
+    data = {
         "actor": worker,
         "attempt": s.attempt,
         "idempotency_key": s.idempotency_key,
@@ -174,6 +175,9 @@ def started_data(s: AttemptStart, worker: str) -> dict[str, Any]:
         "key_expires_at": s.key_expires_at,
         "side_effecting": s.side_effecting,
     }
+    if s.budgets:
+        data["budgets"] = [[key, amount] for key, amount, _ in s.budgets]
+    return data
 
 
 def finished_data(f: AttemptFinish, worker: str) -> dict[str, Any]:

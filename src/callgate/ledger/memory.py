@@ -42,6 +42,7 @@ from callgate.ledger.base import (
     settled_state,
     verify_chain,
 )
+from callgate.ledger.budgets import BudgetBook, BudgetCharge
 from callgate.ledger.journal import changes_state, derive, finished_data
 
 __all__ = ["MemoryLedger"]
@@ -153,6 +154,7 @@ class MemoryLedger(Ledger):
         self._audit: list[AuditRecord] = []
         self._audited = 0
         self._chained = 0
+        self._budgets = BudgetBook()
         self._owners: dict[str, str] = {}
         """Run id → who owns it (`Ledger.record_run`)."""
 
@@ -206,6 +208,12 @@ class MemoryLedger(Ledger):
                 if claim is None and status is not None and status[0] != "admitted":
                     # The call already ran (its id came back): never a second execution.
                     claim = Claim(kind=ClaimKind.IN_PROGRESS, holder=ident)
+                if claim is None and start.budgets:
+                    why = self._budgets.refusal([BudgetCharge(*b) for b in start.budgets])
+                    if why is not None:
+                        claim = Claim(kind=ClaimKind.OVER_BUDGET, holder=ident, reason=why)
+                    else:
+                        self._budgets.charge(*ident, [b[:2] for b in start.budgets])
                 if claim is not None:
                     self._settle_without_running(ident, claim, start.started_at)
                     return claim
@@ -265,6 +273,8 @@ class MemoryLedger(Ledger):
             key = self._keys.get(finish.idempotency_key)
             if key is not None and key[1] == ident:
                 self._keys[finish.idempotency_key] = (key[0], key[1], key[2], row)
+            if outcome.status == "error":
+                self._budgets.give_back(*ident)
             if status is not None:
                 self._status[ident] = (
                     outcome.status,

@@ -46,6 +46,7 @@ from callgate.ledger.base import (
     may_finish,
     settled_state,
 )
+from callgate.ledger.budgets import BudgetCharge
 from callgate.ledger.journal import (
     MIGRATED,
     KeyRow,
@@ -686,6 +687,17 @@ def _begin(tx: Transaction, s: AttemptStart) -> Claim:
     if claim is None and current is not None and current.state is not CallState.ADMITTED:
         # The call id came back after its call ran: never a second execution.
         claim = Claim(kind=ClaimKind.IN_PROGRESS, holder=(s.run_id, s.call_id))
+    if claim is None and s.budgets and tx.truth is not None:
+        # Spent by the journal, and by attempts started earlier in this transaction.
+        extra: dict[str, float] = {}
+        for rec in tx._appended:
+            for key, amount in (
+                rec.data.get("budgets") or () if rec.kind == "attempt.started" else ()
+            ):
+                extra[key] = extra.get(key, 0.0) + amount
+        why = tx.truth.state.budgets.refusal([BudgetCharge(*b) for b in s.budgets], extra)
+        if why is not None:
+            claim = Claim(kind=ClaimKind.OVER_BUDGET, holder=(s.run_id, s.call_id), reason=why)
     if claim is None:
         tx.append("attempt.started", s.run_id, s.call_id, started_data(s, tx.worker))
         return RUN

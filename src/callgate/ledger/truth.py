@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from callgate.errors import LedgerError
 from callgate.ledger.base import GENESIS, AuditRecord, CallRecord, audit_hash
+from callgate.ledger.budgets import BudgetBook
 from callgate.ledger.journal import RUN_FACT, UNREADABLE, Derived, apply
 
 if TYPE_CHECKING:
@@ -91,6 +92,7 @@ class TruthFold(Derived):
         self.owners: dict[str, str] = {}
         """Run id → who owns it: its ``run.opened`` record, else its first call's principal."""
         self.facts: dict[str, list[AuditRecord]] = {}
+        self.budgets = BudgetBook()
 
     def call(self, run_id: str, call_id: str) -> CallRecord | None:
         return None
@@ -108,6 +110,7 @@ class TruthFold(Derived):
         super().reset()
         self.owners.clear()
         self.facts.clear()
+        self.budgets = BudgetBook()
 
     def add_orphan(self, run_id: str, call_id: str, seq: int) -> None:
         return None
@@ -211,6 +214,13 @@ class JournalTruth:
             apply(self.state, rec)
         if rec.kind.startswith(RUN_FACT):
             self.state.fact(rec)
+        elif rec.kind == "attempt.started" and rec.call_id is not None:
+            charges = rec.data.get("budgets")
+            if isinstance(charges, list):
+                with contextlib.suppress(*UNREADABLE, IndexError):
+                    self.state.budgets.charge(rec.run_id, rec.call_id, charges)
+        elif rec.kind == "attempt.error" and rec.call_id is not None:
+            self.state.budgets.give_back(rec.run_id, rec.call_id)
         self.seq = rec.seq
         self.hash = rec.hash
 
