@@ -282,6 +282,13 @@ def test_analyse_keeps_each_labs_deviations_and_model_and_never_pools(tmp_path: 
     assert "decoding scripted" in report
     assert "policy:clumsy" not in report
     assert json.loads((tmp_path / "r1" / "analysis.json").read_text())["runs"] == 4
+    again = CliRunner().invoke(
+        lab_app,
+        ["run", "--model", "policy:oracle", "--prereg", str(EXAMPLE), "--surfaces", "fine",
+         "--tasks", "repo:1", "--db", str(db), "--out", str(tmp_path / "o"), "--lab", "A"],
+    )  # fmt: skip
+    assert again.exit_code == 2
+    assert "already holds a lab 'A'" in again.output
     two = CliRunner().invoke(
         lab_app, [*args, "--lab", "A", "--lab", "B", "--out", str(tmp_path / "r2")]
     )

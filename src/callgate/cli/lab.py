@@ -233,6 +233,15 @@ def run_command(
     check_ledger(db, missing_ok=True)
     ledger = SQLiteLedger(db, worker="callgate-lab")
     lab_id = lab_name or time.strftime("%Y%m%d-%H%M%S")
+    from callgate.eval.record import read_labs
+
+    if any(found.lab == lab_id for found in read_labs(ledger)):
+        ledger.close()
+        raise fail(
+            f"{db} already holds a lab {lab_id!r}: give this one another --lab ID "
+            "(its runs would be mixed with that lab's)",
+            2,
+        )
     start = time.perf_counter()
 
     def progress(run: LabRun) -> None:
