@@ -483,6 +483,15 @@ def proxy(
             help="Seconds before the first restart; each further one waits twice as long.",
         ),
     ] = 1.0,
+    max_argument_chars: Annotated[
+        int,
+        typer.Option(
+            "--max-argument-chars",
+            min=1,
+            help="Refuse (at parse, nothing sent) a call whose arguments, as compact JSON, "
+            "are longer than this.",
+        ),
+    ] = 1_000_000,
 ) -> None:
     """Proxy an MCP server through the gate (see --help)."""
     _require_sdk()
@@ -531,6 +540,7 @@ def proxy(
                     trusted_values=tuple(trust or ()),
                     gate_options={"secret_patterns": _secret_patterns(headers)},
                     restart=Restart(attempts=restarts, delay=restart_delay),
+                    max_argument_chars=max_argument_chars,
                 ) as server:
                     await _serve(server, transport, host, port, tokens)
             watch.cancel_scope.cancel()
@@ -712,18 +722,36 @@ def pins_show(
     head = cell(f"{server} / {tool}", style="bold")
     head.append(plain(f": {entry.state}"))
     out.print(head, soft_wrap=True)
-    for label, definition in (("approved", entry.approved), ("now seen", entry.seen)):
-        if definition is None:
-            continue
+    shown = [(label, d) for label, d in (("approved", entry.approved), ("now seen", entry.seen))]
+    present = [(label, d) for label, d in shown if d is not None]
+    if len(present) == 2 and present[0][1] != present[1][1]:
+        # Both, and they differ: what changed, as a unified diff of the two renderings.
+        import difflib
+
+        (_, old), (_, new) = present
+        out.print(plain(f"--- approved ({old.get('hash')})"), soft_wrap=True)
+        out.print(plain(f"+++ now seen ({new.get('hash')})"), soft_wrap=True)
+        diff = difflib.unified_diff(_rendered(old), _rendered(new), lineterm="", n=3)
+        for changed in list(diff)[2:]:  # the two file headers are printed above
+            mark = changed[:1]
+            style = "red" if mark == "-" else "green" if mark == "+" else ""
+            out.print(Text(changed, style=style), soft_wrap=True)
+        return
+    for label, definition in present:
         line = Text(label, style="bold")
         line.append(plain(f" ({definition.get('hash')}):"))
         out.print(line, soft_wrap=True)
-        # The description and the schema are the upstream's words: shown as data, the
-        # description on one line (its line breaks as \n), the schema as JSON whose
-        # invisible characters are \uXXXX escapes.
-        out.print(cell(f"  description: {definition.get('description') or ''}"), soft_wrap=True)
-        schema = plain_json(_sorted(definition.get("input_schema")), indent=2)
-        out.print(Text("  input schema: " + schema.replace("\n", "\n  ")), soft_wrap=True)
+        out.print(Text("\n".join(_rendered(definition))), soft_wrap=True)
+
+
+def _rendered(definition: Mapping[str, Any]) -> list[str]:
+    """One pinned definition as plain lines. The description and the schema are the
+    upstream's words: shown as data, the description on one line (its line breaks as
+    \\n), the schema as JSON whose invisible characters are \\uXXXX escapes."""
+    lines = [plain(f"  description: {definition.get('description') or ''}")]
+    schema = plain_json(_sorted(definition.get("input_schema")), indent=2)
+    lines += ("  input schema: " + schema.replace("\n", "\n  ")).split("\n")
+    return lines
 
 
 def _sorted(value: Any) -> Any:
