@@ -24,7 +24,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from callgate.authorize.intent import Intent, IntentFinding, check_intent, integrity_grants
-from callgate.authorize.provenance import SinkFinding, TrustIndex
+from callgate.authorize.provenance import Finding, TrustIndex
+from callgate.authorize.readers import disclosed_arguments
 from callgate.calls import Stage
 from callgate.canonical import canonical_json, digest
 from callgate.effects import Effect, Grant, Grants
@@ -381,7 +382,7 @@ class Decision:
     effects: tuple[Effect, ...]
     rule: str | None = None
     rejection: Rejection | None = None
-    provenance: tuple[SinkFinding, ...] = ()
+    provenance: tuple[Finding, ...] = ()
     """Sink values no trusted input vouches for, and where they came from."""
     intent: IntentFinding | None = None
     """Why the call is outside the run's intent after untrusted content (None: it is not)."""
@@ -524,7 +525,8 @@ def _authorize(
             )
     rule_name = rule.name if rule else None
     if spec.sinks and provenance is not None:
-        findings = tuple(provenance.check(spec.sinks, values, links=True))
+        recipients = disclosed_arguments(spec.effects, spec.sinks)
+        findings = tuple(provenance.check(spec.sinks, values, links=True, recipients=recipients))
         if findings:
             return _provenance_decision(policy, action, effects, rule_name, findings)
     return Decision(action=action, effects=effects, rule=rule_name)
@@ -535,7 +537,7 @@ def _provenance_decision(
     action: Action,
     effects: tuple[Effect, ...],
     rule_name: str | None,
-    findings: tuple[SinkFinding, ...],
+    findings: tuple[Finding, ...],
 ) -> Decision:
     """Escalate or deny a call whose sink values no trusted input vouches for."""
     if policy.untrusted_sinks is Action.DENY:
@@ -547,7 +549,11 @@ def _provenance_decision(
             rejection=Rejection(
                 stage=Stage.POLICY,
                 problems=tuple(
-                    Problem(rule="untrusted_sink", field=f.argument, message=f.explain())
+                    Problem(
+                        rule=getattr(f, "rule", "untrusted_sink"),
+                        field=f.argument,
+                        message=f.explain(),
+                    )
                     for f in findings
                 ),
                 advice=(

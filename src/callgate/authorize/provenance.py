@@ -45,32 +45,43 @@ What the matcher detects, and what it does not:
   narrow the run's authority for those (`callgate.authorize.intent`).
 * Indexing is linear in the size of tool output, so a hostile page cannot
   stall the gate.
+* A label may be `Readers` (who may read the field): a call that sends the
+  value, or a text holding it, to a recipient outside them is a finding too
+  (`callgate.authorize.readers`).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
 
+from callgate.authorize.paths import TrustPath
+from callgate.authorize.readers import (
+    ReaderFinding,
+    Readers,
+    Restrictions,
+    content_texts,
+)
 from callgate.authorize.text import is_number, links, normalize, phrase, tokens, words
 from callgate.errors import DefinitionError
 from callgate.evidence import Evidence, EvidenceItem
 
 __all__ = [
+    "Finding",
     "OutputTrust",
+    "Readers",
     "SinkFinding",
     "TrustIndex",
     "TrustPath",
     "normalize",
 ]
 
-OutputTrust = (
-    bool | Mapping[str, str | bool] | Callable[[Mapping[str, Any]], Mapping[str, str | bool] | bool]
-)
+Label = str | bool | Readers
+"""One place's label: trusted (``True``), trusted of a kind, or `Readers`."""
+OutputTrust = bool | Mapping[str, Label] | Callable[[Mapping[str, Any]], Mapping[str, Label] | bool]
 """How a tool labels its output.
 
 * ``True``: every value of every record, and the keys of its nested mappings,
@@ -79,7 +90,9 @@ OutputTrust = (
   trusted, tagged with a kind (``"file"``, ``"contact"``; ``True`` for no
   kind); the path ``"*"`` alone stands for the whole record;
 * a function of one output record returning either of the above: trust
-  decided per record (sent mail versus received mail).
+  decided per record (sent mail versus received mail);
+* a label may be `Readers` (``{"passport": Readers("user")}``): the field's trust
+  is ``Readers.trust`` and only those readers may receive its value.
 """
 
 _MAX_DEPTH = 64
@@ -90,88 +103,6 @@ _FUNCTION_TEXT = "the and for with from this that your our you are not but all a
 _FUNCTION_WORDS = frozenset(_FUNCTION_TEXT.split())
 _RECORDS_PER_VALUE = 64
 _SHOWN = 200
-
-
-@dataclass(frozen=True, slots=True)
-class TrustPath:
-    """Where in an output record an ``output_trust`` label applies.
-
-    Written as segments joined by ``.``: a name (``owner.email``), a JSON string
-    for a key holding a dot or a quote (``meta."x.y"``), or ``*`` for any one key
-    (``files.*.id``). Lists are transparent: ``attachments.name`` is the name of
-    every attachment. ``keys(path)`` labels the keys of the mapping at ``path``
-    (``keys(shared_with)``: the addresses a file is shared with); ``keys()`` the
-    record's own field names. A path names one place only: a key holding a dot
-    is always quoted, so ``a.b`` is never the key ``"a.b"``.
-    """
-
-    segments: tuple[str | None, ...]
-    """The names on the way; None for ``*``."""
-    keys: bool = False
-    """Whether the label is on the keys of the mapping at the path."""
-
-    @classmethod
-    def parse(cls, text: str) -> TrustPath:
-        """Read a path; `DefinitionError` names what is wrong and how to write it."""
-        inner, keys = text, False
-        if text.startswith("keys(") and text.endswith(")"):
-            inner, keys = text[5:-1], True
-        if not inner:
-            if keys:
-                return cls((), keys=True)
-            raise DefinitionError("an output_trust path is empty; name a field, e.g. 'id'")
-        segments: list[str | None] = []
-        i = 0
-        while True:
-            if inner.startswith('"', i):
-                end = _closing_quote(inner, i)
-                if end < 0:
-                    raise DefinitionError(
-                        f"output_trust path {text!r}: the quoted key at position {i} is not "
-                        'closed; write it as a JSON string, e.g. meta."x.y"'
-                    )
-                segments.append(json.loads(inner[i : end + 1]))
-                i = end + 1
-                if i < len(inner) and inner[i] != ".":
-                    raise DefinitionError(
-                        f"output_trust path {text!r}: expected '.' after the quoted key at "
-                        f"position {i}, got {inner[i]!r}"
-                    )
-            else:
-                end = inner.find(".", i)
-                end = len(inner) if end < 0 else end
-                name = inner[i:end]
-                if not name or '"' in name:
-                    raise DefinitionError(
-                        f"output_trust path {text!r}: segment {len(segments) + 1} is "
-                        f"{name!r}; write names joined by '.', quote a key holding '.' "
-                        'or \'"\' as a JSON string (meta."x.y"), or use * for any key'
-                    )
-                segments.append(None if name == "*" else name)
-                i = end
-            if i >= len(inner):
-                return cls(tuple(segments), keys=keys)
-            i += 1  # the dot
-            if i >= len(inner):
-                raise DefinitionError(f"output_trust path {text!r} ends with '.'; name a field")
-
-    def matches(self, path: tuple[str, ...]) -> bool:
-        """Whether this path names the place ``path`` (the keys on the way to it)."""
-        if len(path) != len(self.segments):
-            return False
-        return all(s is None or s == p for s, p in zip(self.segments, path, strict=True))
-
-
-def _closing_quote(text: str, start: int) -> int:
-    i = start + 1
-    while i < len(text):
-        if text[i] == "\\":
-            i += 2
-            continue
-        if text[i] == '"':
-            return i
-        i += 1
-    return -1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -245,6 +176,7 @@ class _Index:
     untrusted_words: list[tuple[str, str]] = field(default_factory=list)
     exposed_by: list[str] = field(default_factory=list)
     indexed: int = 0
+    restrictions: Restrictions = field(default_factory=Restrictions)
 
 
 class _Deep:
@@ -253,7 +185,7 @@ class _Deep:
 
 _DEEP = _Deep()
 _SCALARS = (str, int, float)
-_Labels = tuple[str | bool | None, tuple[tuple[TrustPath, str | bool], ...]]
+_Labels = tuple[Label | None, tuple[tuple[TrustPath, Label], ...]]
 """What one record trusts: the label of every place (``*``) and labels by path."""
 
 
@@ -288,14 +220,19 @@ class TrustIndex:
         """Record one value the application vouches for, optionally of a kind."""
         self._index.trusted_values.setdefault(normalize(value), set()).add(kind)
 
+    def add_user(self, identity: Any) -> None:
+        """Declare one identity of the run's user (an address, an account): a recipient
+        with it may read values whose `Readers` name ``"user"``."""
+        self._index.restrictions.users.add(normalize(identity))
+
     def add_trusted_record(
-        self, record: Mapping[str, Any], kinds: Mapping[str, str] | None = None
+        self, record: Mapping[str, Any], kinds: Mapping[str, str | Readers] | None = None
     ) -> None:
         """Record one record the application vouches for whole (an address-book entry, a
         saved payee): each value is trusted, of the kind ``kinds`` gives its field (a path,
         as in ``output_trust``), and the values are kept together, so that the request
         naming one of them names the others (`named`)."""
-        labels: dict[str, str | bool] = {"*": True}
+        labels: dict[str, Label] = {"*": True}
         if kinds:
             labels.update(kinds)
         self._absorb_record(record, _labels(record, labels), "application")
@@ -324,7 +261,8 @@ class TrustIndex:
     ) -> None:
         """Index one record: labelled places trusted (kept together), the rest untrusted."""
         kept: list[str] = []
-        seen: dict[tuple[tuple[str, ...], bool], str | bool | None] = {}
+        readers_of: dict[int, list[str]] = {}
+        seen: dict[tuple[tuple[str, ...], bool], Label | None] = {}
         for path, value, is_key in _walk(record, (), 0):
             if value is _DEEP:
                 self._exposed(call_id)
@@ -333,6 +271,9 @@ class TrustIndex:
             if place not in seen:
                 seen[place] = _label_of(labels, path, is_key)
             label = seen[place]
+            if isinstance(label, Readers):
+                self._restrict(record, value, label, path, call_id, readers_of)
+                label = label.trust
             if label:
                 self.add_trusted_value(value, label if isinstance(label, str) else None)
                 if isinstance(value, str) and " " in value.strip():
@@ -345,6 +286,27 @@ class TrustIndex:
                     self._exposed(call_id)
         if len(kept) > 1:
             self._record(kept)
+
+    def _restrict(
+        self,
+        record: Mapping[str, Any],
+        value: Any,
+        readers: Readers,
+        path: tuple[str, ...],
+        call_id: str,
+        readers_of: dict[int, list[str]],
+    ) -> None:
+        """Remember that ``value`` may be read only by ``readers`` (resolved in ``record``,
+        once per record and label: ``readers_of``)."""
+        named = readers_of.get(id(readers))
+        if named is None:
+            named = readers_of[id(readers)] = [
+                normalize(v)
+                for p, v, is_key in _walk(record, (), 0)
+                if v is not _DEEP and any(r.keys == is_key and r.matches(p) for r in readers.paths)
+            ]
+        where = ".".join(path) or "value"
+        self._index.restrictions.add(value, readers, named, where, call_id)
 
     def _record(self, values: list[str]) -> None:
         """Remember which trusted values one record holds together (for `named`)."""
@@ -414,11 +376,18 @@ class TrustIndex:
             self._index.untrusted_words.append((call_id, words(text)))
 
     def check(
-        self, sinks: Mapping[str, str | None], values: Mapping[str, Any], *, links: bool
-    ) -> list[SinkFinding]:
+        self,
+        sinks: Mapping[str, str | None],
+        values: Mapping[str, Any],
+        *,
+        links: bool,
+        recipients: Iterable[str] = (),
+    ) -> list[Finding]:
         """The sink values of a call that nothing trusted vouches for; with ``links``,
-        also the links inside its other (free-text) arguments."""
-        findings: list[SinkFinding] = []
+        also the links inside its other (free-text) arguments; with ``recipients`` (the
+        arguments a call discloses to), restricted values its other arguments would send
+        outside their readers (`ReaderFinding`)."""
+        findings: list[Finding] = []
         for argument, kind in sinks.items():
             value = values.get(argument)
             if value is None:
@@ -436,6 +405,52 @@ class TrustIndex:
                         finding = self._check_value(argument, link, None, "link")
                         if finding is not None:
                             findings.append(finding)
+        findings.extend(self.readers_check(recipients, values))
+        return findings
+
+    def readers_check(
+        self, recipients: Iterable[str], values: Mapping[str, Any]
+    ) -> list[ReaderFinding]:
+        """Restricted values inside the content arguments of a call (every argument but
+        its recipients) that a recipient of the call may not read."""
+        restrictions = self._index.restrictions
+        targets = [
+            (name, str(one)) for name in recipients for one in content_texts(values.get(name))
+        ]
+        if not targets or not restrictions.values:
+            return []
+        findings: list[ReaderFinding] = []
+        recipient_names = {name for name, _ in targets}
+        for argument, value in values.items():
+            if argument in recipient_names:
+                continue
+            for text in content_texts(value):
+                for held in restrictions.find(text):
+                    outside = next(
+                        (
+                            (name, one)
+                            for name, one in targets
+                            if not restrictions.may_read(held, normalize(one))
+                        ),
+                        None,
+                    )
+                    if outside is None:
+                        continue
+                    allowed = sorted(held.readers or ())
+                    if held.user:
+                        allowed = sorted(restrictions.users) + allowed
+                    findings.append(
+                        ReaderFinding(
+                            argument=argument,
+                            value=held.shown,
+                            field=held.field,
+                            readers=held.who,
+                            allowed=tuple(allowed[:20]),
+                            recipient=_shown(outside[1], 120),
+                            recipient_argument=outside[0],
+                            tainted_by=(held.source,),
+                        )
+                    )
         return findings
 
     def _check_value(
@@ -539,7 +554,7 @@ def _walk(
         yield path, node, False
 
 
-def _label_of(labels: _Labels | None, path: tuple[str, ...], is_key: bool) -> str | bool | None:
+def _label_of(labels: _Labels | None, path: tuple[str, ...], is_key: bool) -> Label | None:
     """The label of one place of a record: a path that names it, else the record's ``*``
     (but a record's own field names only by ``keys()``: they are its schema, not data)."""
     if labels is None:
@@ -564,8 +579,8 @@ def _labels(record: Mapping[str, Any], trust: OutputTrust | None) -> _Labels | N
         return (True, ())
     if trust is False or trust is None or not isinstance(trust, Mapping):
         return None
-    everything: str | bool | None = None
-    by_path: list[tuple[TrustPath, str | bool]] = []
+    everything: Label | None = None
+    by_path: list[tuple[TrustPath, Label]] = []
     for raw, label in trust.items():
         if not label:
             continue
@@ -597,3 +612,7 @@ def _parsed(text: str) -> TrustPath | None:
 
 
 _MISSING: Any = object()
+
+Finding = SinkFinding | ReaderFinding
+"""What the provenance check finds: a sink value nothing vouches for, or a restricted
+value sent outside its readers."""
