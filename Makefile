@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo demo-local quickstart test test-model lint typecheck format bench fuzz corpus clean
+.PHONY: install demo demo-local quickstart test test-fast test-model lint typecheck format bench fuzz corpus clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -49,6 +49,12 @@ test: lint typecheck
 	$(BIN)/pytest
 	CALLGATE_DRIVER=async $(BIN)/pytest tests/core
 
+# The fast tier, for feedback while working: unit tests only (no subprocess, server,
+# PostgreSQL, bubblewrap or model: tests/conftest.py marks those `integration`), each
+# hypothesis property at a few examples (the `dev` profile). `make test` is the full suite.
+test-fast: $(STAMP)
+	CALLGATE_HYPOTHESIS_PROFILE=dev $(BIN)/pytest -m "not integration and not model"
+
 format: $(STAMP)
 	$(BIN)/ruff format src tests benchmarks examples
 	$(BIN)/ruff check --fix src tests benchmarks examples
@@ -68,6 +74,7 @@ fuzz: $(STAMP)
 # every export checked against its provider's shape, a generated valid call accepted.
 # Prints a table per source; fails on any crash or failed check. `make test` runs a sample.
 corpus: $(STAMP)
+	$(BIN)/python -m tests.corpus.mcp_conformance.install
 	$(BIN)/python -m tests.corpus
 
 clean:
