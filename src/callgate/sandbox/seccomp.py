@@ -16,7 +16,8 @@ library falls back to ``clone``, whose flags the filter can read):
   ``pidfd_getfd``, ``process_madvise``, ``kcmp``;
 * any socket that is not ``AF_UNIX`` (the network namespace has no route out
   anyway); ``connect``, ``bind``, ``listen``, ``accept`` and ``accept4`` on any socket
-  (`NETWORK_SYSCALLS`); injecting terminal input with ``ioctl(TIOCSTI)``;
+  (`NETWORK_SYSCALLS`); datagram sockets and socketpairs (``sendto`` with an address
+  needs no ``connect``); injecting terminal input with ``ioctl(TIOCSTI)``;
 * memory outside the sandbox's bounds and per-user kernel objects: SysV IPC, POSIX
   message queues, memfds, inotify (`MEMORY_SYSCALLS`); socket buffers raised past their
   default (``setsockopt`` of ``SO_SNDBUF``/``SO_RCVBUF``) and pipes resized
@@ -128,6 +129,9 @@ _AF_UNIX = 1
 _CLONE_NEWUSER = 0x10000000
 _TIOCSTI = 0x5412
 _SOL_SOCKET = 1
+_SOCK_TYPE_MASK = 0xF
+_DATAGRAM_TYPES = (2, 3)
+"""SOCK_DGRAM, and SOCK_RAW, which AF_UNIX makes a datagram socket."""
 _BUFFER_OPTIONS = (7, 8, 32, 33)
 """SO_SNDBUF, SO_RCVBUF, SO_SNDBUFFORCE, SO_RCVBUFFORCE: refused, so every socket keeps the
 kernel's default buffers (raised to 4 MiB each, one sandbox's socketpairs held 1.1-1.4 GiB
@@ -201,6 +205,11 @@ def _compiled() -> bytes | str:
         rule("socket", _errno(errno.EAFNOSUPPORT), (0, _CMP_NE, _AF_UNIX, 0))
         rule("socketpair", _errno(errno.EAFNOSUPPORT), (0, _CMP_NE, _AF_UNIX, 0))
         rule("ioctl", eperm, (1, _CMP_MASKED_EQ, 0xFFFFFFFF, _TIOCSTI))
+        # no datagram sockets: sendto/sendmsg with an address needs no connect, and a
+        # read-only bind does not stop it reaching a host service's socket
+        for name in ("socket", "socketpair"):
+            for kind in _DATAGRAM_TYPES:
+                rule(name, eperm, (1, _CMP_MASKED_EQ, _SOCK_TYPE_MASK, kind))
         # kernel memory no bound counts: socket buffers raised past their default (up to
         # net.core.wmem_max/rmem_max each) and pipes resized past 64 KiB
         for option in _BUFFER_OPTIONS:
