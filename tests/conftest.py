@@ -10,7 +10,9 @@ backends with ``pytest_generate_tests`` and may override ``ledger_pg_target``
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import os
+import re
 import sys
 import tempfile
 
@@ -21,7 +23,8 @@ os.environ.setdefault(
 )
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import ModuleType
+from types import FunctionType, ModuleType
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -47,9 +50,20 @@ def _load_pgcluster() -> ModuleType:
 pgcluster = _load_pgcluster()
 
 # Tests never write into the working tree: no example database for hypothesis
-# (pytest's own cache is off in pyproject.toml's addopts).
-settings.register_profile("callgate", database=None)
-settings.load_profile("callgate")
+# (pytest's own cache is off in pyproject.toml's addopts). Two profiles, chosen by
+# CALLGATE_HYPOTHESIS_PROFILE: `ci` (the default, and what `make test` and CI run:
+# every property at the example count its test asks for) and `dev` (`make test-fast`:
+# at most DEV_MAX_EXAMPLES examples per property, a quick smoke run, not a proof).
+DEV_MAX_EXAMPLES = 10
+settings.register_profile("ci", database=None)
+settings.register_profile("dev", database=None, max_examples=DEV_MAX_EXAMPLES)
+HYPOTHESIS_PROFILE = os.environ.get("CALLGATE_HYPOTHESIS_PROFILE", "ci")
+if HYPOTHESIS_PROFILE not in ("ci", "dev"):
+    raise pytest.UsageError(
+        f"CALLGATE_HYPOTHESIS_PROFILE={HYPOTHESIS_PROFILE!r}: expected 'ci' (every property "
+        "at its full example count) or 'dev' (a few examples each); unset it for 'ci'"
+    )
+settings.load_profile(HYPOTHESIS_PROFILE)
 
 
 @pytest.fixture(scope="session")
@@ -130,3 +144,127 @@ def make_ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Call
 def ledger(make_ledger: Callable[..., Ledger]) -> Ledger:
     """A fresh ledger of the backend under test."""
     return make_ledger()
+
+
+# -- The fast tier ----------------------------------------------------------------------
+# `make test-fast` runs `-m "not integration and not model"`: unit tests only. A test is
+# marked `integration` here, so that no test file has to say it, when it
+# - lies in a folder of real processes: tests/integration, tests/sandbox (bubblewrap);
+# - uses a PostgreSQL fixture or runs on the "postgres" ledger backend;
+# - or, in its own source, a fixture's or a helper's it calls (functions written under
+#   tests/, followed by name), starts a process or a server (SPAWNS).
+
+TESTS_DIR = Path(__file__).parent
+INTEGRATION_DIRS = frozenset({"integration", "sandbox"})
+POSTGRES_FIXTURES = frozenset(
+    {"pg_cluster", "pg_dsn", "ledger_pg_target", "approvals_pg_database", "pg_schema_dsn"}
+)
+SPAWNS = re.compile(
+    r"\bsubprocess\.|sys\.executable|\buvicorn\b|\bfrom servers import\b|\bservers\.serv"
+    r"|stdio_client|StdioServerParameters|\bPopen\b|create_subprocess|multiprocessing"
+    r"|ProcessPoolExecutor|os\.fork|\bbwrap\b|playwright|\bfree_port\b"
+)
+
+
+def _written_here(obj: object) -> FunctionType | None:
+    """``obj`` unwrapped, if it is a function defined in a file under tests/."""
+    if isinstance(obj, staticmethod | classmethod):
+        obj = obj.__func__
+    try:
+        obj = inspect.unwrap(obj)  # type: ignore[arg-type]
+    except ValueError:
+        return None
+    if not isinstance(obj, FunctionType):
+        return None
+    path = obj.__code__.co_filename
+    return obj if path.startswith(str(TESTS_DIR)) else None
+
+
+_SPAWN_CACHE: dict[object, bool] = {}
+
+
+def _spawns(func: FunctionType, seen: set[object]) -> bool:
+    """Whether ``func``, or a tests/ function or class it names, starts a process/server."""
+    code = func.__code__
+    if code in _SPAWN_CACHE:
+        return _SPAWN_CACHE[code]
+    if code in seen:
+        return False
+    seen.add(code)
+    try:
+        source = inspect.getsource(func)
+    except (OSError, TypeError):
+        source = ""
+    found = SPAWNS.search(source) is not None
+    if not found:
+        names: set[str] = set()
+        stack = [code]
+        while stack:
+            current = stack.pop()
+            names.update(current.co_names)
+            stack.extend(c for c in current.co_consts if inspect.iscode(c))
+        for name in sorted(names):
+            value: Any = func.__globals__.get(name)
+            if isinstance(value, type):
+                where = getattr(sys.modules.get(value.__module__), "__file__", None) or ""
+                written = where.startswith(str(TESTS_DIR))
+                members = list(vars(value).values()) if written else []
+            else:
+                members = [value]
+            for member in members:
+                helper = _written_here(member)
+                if helper is not None and _spawns(helper, seen):
+                    found = True
+                    break
+            if found:
+                break
+    _SPAWN_CACHE[code] = found
+    return found
+
+
+def _is_integration(item: pytest.Item) -> bool:
+    """Whether ``item`` needs a process, a server or PostgreSQL (see the comment above)."""
+    parts = Path(str(item.path)).relative_to(TESTS_DIR).parts
+    if parts and parts[0] in INTEGRATION_DIRS:
+        return True
+    fixtures = set(getattr(item, "fixturenames", ()))
+    if fixtures & POSTGRES_FIXTURES:
+        return True
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and "postgres" in [
+        v for v in callspec.params.values() if isinstance(v, str)
+    ]:
+        return True
+    seen: set[object] = set()
+    test = _written_here(getattr(item, "function", None))
+    if test is not None and _spawns(test, seen):
+        return True
+    definitions = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    for name in fixtures:
+        for definition in definitions.get(name, ()):
+            fixture = _written_here(getattr(definition, "func", None))
+            if fixture is not None and _spawns(fixture, seen):
+                return True
+    return False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark processes, servers and PostgreSQL `integration`; under the `dev` hypothesis
+    profile, cap every property at DEV_MAX_EXAMPLES, its own ``@settings`` included."""
+    integration = pytest.mark.integration
+    for item in items:
+        if _is_integration(item):
+            item.add_marker(integration)
+    if HYPOTHESIS_PROFILE != "dev":
+        return
+    for item in items:
+        test = getattr(item, "obj", None)
+        if not getattr(test, "is_hypothesis_test", False):
+            continue
+        # Hypothesis reads this attribute when the test runs (the settings its
+        # @settings decorator gave it); there is no public cap over explicit settings.
+        own = getattr(test, "_hypothesis_internal_use_settings", None) or settings.default
+        if own.max_examples > DEV_MAX_EXAMPLES:
+            test._hypothesis_internal_use_settings = settings(  # type: ignore[union-attr]
+                own, max_examples=DEV_MAX_EXAMPLES
+            )
