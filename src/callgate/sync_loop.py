@@ -49,7 +49,12 @@ def run_sync(fn: Callable[[], Awaitable[T]]) -> T:
     if loop is None or _local.pid != os.getpid():
         # A forked child must not share its parent's loop (and its selector).
         loop = asyncio.new_event_loop()
-        _local.loop, _local.pid = loop, os.getpid()
+        owner = _Owner()
+        # When this thread ends, its thread-local data goes and `owner` with it: the loop
+        # is closed then (a thread per request would otherwise keep a loop, and its
+        # three file descriptors, per thread ever seen). Not at exit: `_close_all` does.
+        weakref.finalize(owner, _close_loop, loop).atexit = False
+        _local.loop, _local.pid, _local.loop_owner = loop, os.getpid(), owner
         with _lock:
             _loops.append(loop)
     task = loop.create_task(_awaited(fn))
@@ -70,8 +75,8 @@ async def _awaited(fn: Callable[[], Awaitable[T]]) -> T:
 
 
 class _Owner:
-    """Held by the thread a helper serves: when that thread ends, this is freed and the
-    helper retires (`_retire`)."""
+    """Held by a thread: when that thread ends, this is freed, and the helper serving the
+    thread retires (`_retire`) or the thread's own loop is closed (`_close_loop`)."""
 
 
 def _helper() -> concurrent.futures.ThreadPoolExecutor:
@@ -102,9 +107,16 @@ def _close_own_loop() -> None:
     if loop is None or _local.pid != os.getpid():
         return
     _local.loop = None
+    _close_loop(loop)
+
+
+def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Forget a thread's loop and close it (it runs nothing: its thread is done)."""
     with _lock:
         if loop in _loops:
             _loops.remove(loop)
+    if loop.is_running() or loop.is_closed():
+        return
     with contextlib.suppress(RuntimeError):
         loop.run_until_complete(loop.shutdown_asyncgens())
     loop.close()

@@ -12,7 +12,9 @@ The lab (`callgate.eval.lab`) runs every task through the same sync ``Agent.run`
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -162,3 +164,46 @@ def test_sync_runs_from_async_code_share_one_model(provider: str, server: Record
 
     assert asyncio.run(cell()) == [StopReason.ANSWERED] * 3
     assert len(set(server.connections)) == 1
+
+
+@pytest.mark.parametrize("provider", sorted(PROVIDERS))
+def test_resume_on_another_thread_with_one_model(provider: str, server: RecordedServer) -> None:
+    """Run in one thread, approve and resume in another (the approval arrives as a web
+    request, served on a thread of its own), twice, with one model object: every resume
+    reaches the model (it ended in ``model_error`` after the approved refund had run:
+    the SDK client was bound to the first thread's loop)."""
+    make, _, answer, refund = PROVIDERS[provider]
+    server.queue = [(200, refund()), (200, payload(answer))] * 2
+    shop = Shop()
+    gate = shop_gate(shop)
+    agent = Agent(make(server.url), gate)
+    for _ in range(2):
+        paused = _on_a_new_thread(
+            lambda: agent.run("Refund order o-2 in full, 90 USD.", authority=authority())
+        )
+        assert paused.paused, (paused.reason, paused.detail)
+        for approval_id in paused.pending_approvals:
+            gate.approvals.approve(approval_id, by="lead@shop")
+        result = _on_a_new_thread(functools.partial(agent.resume, paused))
+        assert (result.reason, result.error) == (StopReason.ANSWERED, None)
+    assert len(server.requests) == 4
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai_chat"])
+def test_arun_under_two_event_loops_with_one_model(provider: str, server: RecordedServer) -> None:
+    """``asyncio.run(agent.arun(...))`` twice with one model object (a script, a test, a
+    notebook restarted): the second run reaches the model too (its client was bound to
+    the first, closed loop: 'Event loop is closed')."""
+    make, call, answer, _ = PROVIDERS[provider]
+    server.queue = [(200, payload(name)) for name in (call, answer) * 2]
+    agent = Agent(make(server.url), shop_gate(Shop()))
+    results = [asyncio.run(agent.arun("Where is o-1?", authority=authority())) for _ in range(2)]
+    assert [(r.reason, r.error) for r in results] == [(StopReason.ANSWERED, None)] * 2
+
+
+def _on_a_new_thread(fn: Callable[[], Any]) -> Any:
+    box: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: box.update(result=fn()))
+    thread.start()
+    thread.join(60)
+    return box["result"]

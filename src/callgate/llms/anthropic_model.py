@@ -7,12 +7,13 @@ is imported.
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from callgate.errors import DefinitionError
-from callgate.llms.base import Model, ModelRequest, ModelResponse
+from callgate.llms.base import ClientPerLoop, Model, ModelRequest, ModelResponse
 from callgate.llms.formats import get_format
 
 __all__ = ["AnthropicModel"]
@@ -60,16 +61,23 @@ class AnthropicModel(Model):
         self.max_tokens = max_tokens
         self.options = dict(options or {})
         self._usage = get_format("anthropic").usage
+        make: Callable[[], Any] | None = None
         if client is None:
             key = api_key or os.environ.get("ANTHROPIC_API_KEY")
             if not key:
                 raise DefinitionError(
                     "no Anthropic API key: set ANTHROPIC_API_KEY (or pass api_key=...)"
                 )
-            client = _sdk().AsyncAnthropic(
-                api_key=key, base_url=base_url, timeout=timeout, max_retries=max_retries
+            make = functools.partial(
+                _sdk().AsyncAnthropic,
+                api_key=key,
+                base_url=base_url,
+                timeout=timeout,
+                max_retries=max_retries,
             )
+            client = make()
         self.client = client
+        self._clients = ClientPerLoop(client, make)
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         kwargs: dict[str, Any] = {
@@ -82,7 +90,7 @@ class AnthropicModel(Model):
             kwargs["system"] = request.system
         if request.tools:
             kwargs["tools"] = list(request.tools)
-        response = await self.client.messages.create(**kwargs)
+        response = await self._clients.current().messages.create(**kwargs)
         return ModelResponse(
             raw=response,
             usage=self._usage(response),

@@ -10,7 +10,10 @@ format's ``extract``; an adapter never interprets tool calls itself.
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
+import asyncio
+import threading
+import weakref
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,3 +89,40 @@ class Model(abc.ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, format={self.format!r})"
+
+
+class ClientPerLoop:
+    """The SDK client a model built, one per event loop it runs on.
+
+    An ``openai.AsyncOpenAI`` or ``anthropic.AsyncAnthropic`` client keeps its
+    connections on the loop it first ran on; on another loop (a run resumed on
+    another thread, ``asyncio.run`` called twice) its next request fails with
+    'Event loop is closed' or '... bound to a different event loop'. So the model
+    keeps the client it built for the first loop it meets and builds one more, with
+    the same settings, for each other loop, dropped with that loop. A client the
+    caller passed in is the caller's to manage and is used as it is, on every loop.
+    """
+
+    def __init__(self, first: Any, make: Callable[[], Any] | None) -> None:
+        self.first = first
+        self._make = make
+        self._first_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
+        self._others: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._lock = threading.Lock()
+
+    def current(self) -> Any:
+        """The client for the running event loop (built on first use there)."""
+        if self._make is None:
+            return self.first
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self._first_loop is None:
+                self._first_loop = weakref.ref(loop)
+            if self._first_loop() is loop:
+                return self.first
+            client = self._others.get(loop)
+            if client is None:
+                client = self._others[loop] = self._make()
+            return client

@@ -8,12 +8,13 @@ through ``base_url``.
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from callgate.errors import DefinitionError
-from callgate.llms.base import Model, ModelRequest, ModelResponse
+from callgate.llms.base import ClientPerLoop, Model, ModelRequest, ModelResponse
 from callgate.llms.formats import get_format
 
 __all__ = ["OpenAIModel"]
@@ -68,6 +69,7 @@ class OpenAIModel(Model):
         self.format = "openai_chat" if api == "chat" else "openai_responses"
         self._usage = get_format(self.format).usage
         self.options = dict(options or {})
+        make: Callable[[], Any] | None = None
         if client is None:
             key = api_key or os.environ.get("OPENAI_API_KEY")
             if not key:
@@ -76,10 +78,16 @@ class OpenAIModel(Model):
                         "no OpenAI API key: set OPENAI_API_KEY (or pass api_key=...)"
                     )
                 key = LOCAL_KEY
-            client = _sdk().AsyncOpenAI(
-                api_key=key, base_url=base_url, timeout=timeout, max_retries=max_retries
+            make = functools.partial(
+                _sdk().AsyncOpenAI,
+                api_key=key,
+                base_url=base_url,
+                timeout=timeout,
+                max_retries=max_retries,
             )
+            client = make()
         self.client = client
+        self._clients = ClientPerLoop(client, make)
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         kwargs: dict[str, Any] = {"model": self.model, **self.options}
@@ -88,14 +96,14 @@ class OpenAIModel(Model):
             kwargs["messages"] = [*system, *request.messages]
             if request.tools:
                 kwargs["tools"] = list(request.tools)
-            response = await self.client.chat.completions.create(**kwargs)
+            response = await self._clients.current().chat.completions.create(**kwargs)
         else:
             kwargs["input"] = list(request.messages)
             if request.system:
                 kwargs["instructions"] = request.system
             if request.tools:
                 kwargs["tools"] = list(request.tools)
-            response = await self.client.responses.create(**kwargs)
+            response = await self._clients.current().responses.create(**kwargs)
         return ModelResponse(
             raw=response,
             usage=self._usage(response),
