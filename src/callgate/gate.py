@@ -353,6 +353,8 @@ class Run:
     def trust_value(self, value: Any, kind: str | None = None) -> None:
         """Vouch for one value (optionally of a kind, such as ``"file"``)."""
         self.provenance.add_trusted_value(value, kind)
+        if isinstance(value, str):  # stored as the redactor leaves it (narrower, never wider)
+            value = self.gate.redactor.text(value, self.state.context_secrets)
         self._record([trusted_fact(values=[(value, kind)])])
 
     def trust_record(
@@ -398,7 +400,8 @@ class Run:
             secrets = self.state.context_secrets
             facts.append(
                 trusted_fact(
-                    texts=[scrub(t, secrets) for t in texts], values=[(v, None) for v in values]
+                    texts=[scrub(t, secrets) for t in texts],
+                    values=[(scrub(v, secrets) if isinstance(v, str) else v, None) for v in values],
                 )
             )
         if intent is not None:

@@ -10,6 +10,8 @@ Run: ``python resume_worker.py start|resume|untrusted --db PATH --run RUN_ID --d
   (`Run.untrusted`), not read by a tool, before ``delete_all_files``.
 * ``resume``: ``Gate.resume_run`` with the authority alone (no trusted text, no intent),
   as the docs' recipe does, then the model sends ``delete_all_files`` again.
+* ``widen``: the same, but the resume passes an intent that covers every tool: it adds
+  to the recorded one, so it cannot widen the run.
 
 Each prints the status of ``delete_all_files`` as one JSON line; the handler appends to
 ``--deleted`` when it runs (the effect, counted outside the process).
@@ -54,7 +56,7 @@ def gate(db: Path, deleted: Path) -> Gate:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("command", choices=["start", "untrusted", "resume"])
+    parser.add_argument("command", choices=["start", "untrusted", "resume", "widen"])
     parser.add_argument("--db", required=True, type=Path)
     parser.add_argument("--run", required=True)
     parser.add_argument("--deleted", required=True, type=Path)
@@ -63,6 +65,8 @@ def main() -> None:
     try:
         if args.command == "resume":
             run = g.resume_run(args.run, authority=AUTHORITY)
+        elif args.command == "widen":
+            run = g.resume_run(args.run, authority=AUTHORITY, intent=Intent(tools=["*"]))
         else:
             run = g.run(
                 authority=AUTHORITY,

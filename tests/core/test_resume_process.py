@@ -56,3 +56,13 @@ def test_a_resumed_run_in_another_process_asks_what_the_original_asked(
     second = worker("resume", db, "run-a", deleted)
     assert second == {"status": "pending", "stage": "approval"}
     assert not deleted.exists()
+
+
+@pytest.mark.integration
+def test_a_resume_that_passes_a_wider_intent_can_only_narrow(tmp_path: Path) -> None:
+    """An intent given to resume_run adds to the recorded one: ``tools=["*"]`` does not let
+    the deletion through."""
+    db, deleted = tmp_path / "ledger.db", tmp_path / "deleted.txt"
+    assert worker("start", db, "run-a", deleted)["status"] == "pending"
+    assert worker("widen", db, "run-a", deleted) == {"status": "pending", "stage": "approval"}
+    assert not deleted.exists()
