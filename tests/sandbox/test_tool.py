@@ -110,6 +110,24 @@ def test_configured_environment_is_all_there_is(sandboxed: Callable[..., Sandbox
     assert env == {"HOME": "/workspace", "LANG": "C.UTF-8", "PATH": "/usr/bin:/bin", "REGION": "eu"}
 
 
+def test_multiprocessing_pool_maps_a_function_the_code_defined(
+    sandboxed: Callable[..., SandboxResult],
+) -> None:
+    """What a new user writes first: a function of their own, mapped over a Pool. It is
+    pickled by name from ``__main__``, so the code must run as the real ``__main__``
+    module. Before, the lookup failed (``attribute lookup square on __main__ failed``)."""
+    code = (
+        "import multiprocessing\n"
+        "def square(x):\n"
+        "    return x * x\n"
+        "if __name__ == '__main__':\n"
+        "    with multiprocessing.Pool(2) as pool:\n"
+        "        print(pool.map(square, [1, 2, 3]))\n"
+    )
+    result = sandboxed(code)
+    assert result.stdout.strip() == "[1, 4, 9]", result
+
+
 def test_configuration_mistakes_fail_where_declared(tmp_path: Path) -> None:
     """Bad limits, timeouts, modes and workspaces raise DefinitionError naming the field."""
     with pytest.raises(DefinitionError, match=r"Limits\.processes"):

@@ -237,9 +237,13 @@ def main() -> int:
         os.execv("/bin/sh", ["sh", "-c", str(start["code"])])
     tools = _tools_module(bridge, list(start.get("tools", [])), str(start.get("network", "")))
     sys.modules["tools"] = tools
-    namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
+    # The code runs as the real __main__ module: what pickles by name (a function handed to
+    # multiprocessing.Pool) is looked up there.
+    main_module = types.ModuleType("__main__")
+    main_module.__builtins__ = __builtins__  # type: ignore[attr-defined]
+    sys.modules["__main__"] = main_module
     try:
-        exec(compile(str(start["code"]), "<code>", "exec"), namespace)
+        exec(compile(str(start["code"]), "<code>", "exec"), main_module.__dict__)
     except SystemExit as stop:
         code_value = stop.code
         return code_value if isinstance(code_value, int) else (0 if code_value is None else 1)
