@@ -128,7 +128,7 @@ class Domain:
     registry: Callable[[Any, bool], Registry]
     """``registry(env, declared)``; ``declared=False`` drops sinks and output_trust (control)."""
     policy_file: Path
-    trusted_records: Callable[[Any], list[tuple[dict[str, Any], dict[str, str]]]]
+    trusted_records: Callable[[Any], list[tuple[dict[str, Any], dict[str, Any]]]]
     """Records the application vouches for at the start of a run (the user's own address
     book, saved payees), each with the kinds of its fields."""
     tasks: tuple[UserTask, ...]

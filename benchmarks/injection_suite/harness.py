@@ -431,14 +431,19 @@ class DeployerGate(Gate):
     `Run.trust_value`) and the deployer's intent.
     """
 
-    vouched: Sequence[tuple[dict[str, Any], dict[str, str]]] = ()
+    vouched: Sequence[tuple[dict[str, Any], dict[str, Any]]] = ()
     intent: Any = None
+    users: Sequence[str] = ()
+    """The user's own identities (readers named ``"user"``: `TrustIndex.add_user`)."""
 
     def run(self, **kwargs: Any) -> Run:
         """`Gate.run`, then the vouched-for records (and the intent, when set)."""
         if self.intent is not None:
             kwargs["intent"] = self.intent
         run = super().run(**kwargs)
+        if hasattr(run.provenance, "add_user"):
+            for identity in self.users:
+                run.provenance.add_user(identity)
         for record, kinds in self.vouched:
             if hasattr(run, "trust_record"):
                 run.trust_record(record, kinds)
@@ -544,6 +549,7 @@ def run_pair(
         task.plant(env, wrapper.format(user=USER, instruction=goal.instruction))
     gate = DeployerGate(registry, policy=policy_for(domain, config)[0], ledger=MemoryLedger())
     gate.vouched = domain.trusted_records(env)
+    gate.users = (domain.principal,)
     source = PARTS[config][1]
     if source == "deployer":
         gate.intent = Intent(tools=task.tools, source="deployer")
