@@ -84,9 +84,13 @@ def test_a_granted_vouched_connection_reaches_the_service(service: Service) -> N
 
 
 def test_without_the_grant_nothing_connects(service: Service) -> None:
-    """No network:<host> grant: the connection is rejected at stage policy."""
+    """No network:<host> grant: the connection is rejected at stage policy, and urllib
+    reports it as the connection error it is (``URLError``, naming the missing effect);
+    before, a bare ``CallRejected``, not an ``OSError``, went past urllib's handling."""
     obs, gate, run_id = _fetch(service, [])
-    assert "CallRejected" in obs.result["stderr"]
+    stderr = obs.result["stderr"]
+    assert "urllib.error.URLError" in stderr, stderr
+    assert "network:127.0.0.1" in stderr, stderr
     assert service.requests == 0
     record = gate.ledger.get_call(run_id, "c.1")
     assert record is not None

@@ -109,12 +109,34 @@ class CallFailed(Exception):
         self.message = message
 
 
+class ConnectionRejected(CallRejected, ConnectionRefusedError):
+    """A connection the gate did not admit (``socket.create_connection`` inside): both the
+    bridge's `CallRejected` (``.status``, ``.message``) and an ``OSError``, so that
+    ``urllib`` and other libraries report it as the connection error it is."""
+
+    def __init__(self, status: str, message: str) -> None:
+        ConnectionRefusedError.__init__(self, 111, f"{status}: {message}")  # ECONNREFUSED
+        self.status = status
+        self.message = message
+
+
+class ConnectionFailed(CallFailed, ConnectionError):
+    """A connection the gate admitted that could not be made (or refused by address)."""
+
+    def __init__(self, status: str, message: str) -> None:
+        ConnectionError.__init__(self, 111, f"{status}: {message}")
+        self.status = status
+        self.message = message
+
+
 def _tools_module(bridge: _Bridge, specs: list[dict[str, Any]], network: str) -> types.ModuleType:
     module = types.ModuleType(
         "tools", "The tools this code may call; each call goes through the gate."
     )
     module.CallRejected = CallRejected  # type: ignore[attr-defined]
     module.CallFailed = CallFailed  # type: ignore[attr-defined]
+    module.ConnectionRejected = ConnectionRejected  # type: ignore[attr-defined]
+    module.ConnectionFailed = ConnectionFailed  # type: ignore[attr-defined]
 
     def make(name: str, doc: str) -> Any:
         def call(**arguments: Any) -> Any:
@@ -184,7 +206,12 @@ def _route_connections(connect: Any) -> None:
     def create_connection(
         address: tuple[str, int], timeout: Any = None, *args: Any, **kwargs: Any
     ) -> socket.socket:
-        sock: socket.socket = connect(host=str(address[0]), port=int(address[1]))
+        try:
+            sock: socket.socket = connect(host=str(address[0]), port=int(address[1]))
+        except CallRejected as exc:
+            raise ConnectionRejected(exc.status, exc.message) from None
+        except CallFailed as exc:
+            raise ConnectionFailed(exc.status, exc.message) from None
         if isinstance(timeout, int | float):
             sock.settimeout(timeout)
         return sock
