@@ -249,3 +249,50 @@ def test_through_the_gate_any_embedding_asks(before: str, after: str) -> None:
         [obs] = run.submit([_send("desk@hotel-lumen.example", before + PASSPORT + after)])
         assert obs.status is Status.PENDING
         assert sent == []
+
+
+def test_a_restriction_read_from_tool_output_survives_a_resume(tmp_path: Path) -> None:
+    """Restrictions are rebuilt from the recorded observations: a run resumed in another
+    gate over the same SQLite ledger still refuses to mail the passport outside."""
+    path = tmp_path / "l.db"
+    first = _run_with_profile(_gate(path, []), REQUEST)
+    sent: list[dict[str, Any]] = []
+    resumed = _gate(path, sent).resume_run(first.id, authority=AUTHORITY, trusted=[REQUEST])
+    resumed.provenance.add_user(ME)
+    [obs] = resumed.submit([_send("desk@hotel-lumen.example", f"passport {PASSPORT}")])
+    assert obs.status is Status.PENDING
+    assert sent == []
+
+
+def test_a_vouched_record_restricts_before_any_tool_read_it(tmp_path: Path) -> None:
+    """The application vouches for the profile with Readers labels at the run's start: the
+    passport is restricted before any tool returned it (a model told it by an attacker, or
+    reading and sending in one batch, is still stopped)."""
+    sent: list[dict[str, Any]] = []
+    run = _gate(tmp_path / "l.db", sent).run(authority=AUTHORITY, trusted=[REQUEST])
+    run.trust_record({"name": "Maya", "passport": PASSPORT}, {"passport": Readers("user")})
+    profile = ToolCall(id="p", name="get_profile", arguments="{}")
+    send = _send("desk@hotel-lumen.example", f"passport {PASSPORT}")
+    statuses = [obs.status for obs in run.submit([profile, send])]
+    assert statuses == [Status.OK, Status.PENDING]
+    assert sent == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the journal's run.trusted record (callgate.resume, not owned here) stores a "
+    "Readers label as text; a resumed run loses the restriction of a vouched record",
+)
+def test_a_restriction_of_a_vouched_record_survives_a_resume(tmp_path: Path) -> None:
+    """The application vouches for the profile with Readers labels; after a resume in
+    another gate the passport still may not be mailed outside."""
+    path = tmp_path / "l.db"
+    gate = _gate(path, [])
+    first = gate.run(authority=AUTHORITY, trusted=[REQUEST])
+    first.trust_record({"name": "Maya", "passport": PASSPORT}, {"passport": Readers("user")})
+    [read] = first.submit([ToolCall(id="f", name="read_file", arguments='{"file_id": "f-1"}')])
+    assert read.status is Status.OK
+    sent: list[dict[str, Any]] = []
+    resumed = _gate(path, sent).resume_run(first.id, authority=AUTHORITY, trusted=[REQUEST])
+    [obs] = resumed.submit([_send("desk@hotel-lumen.example", f"passport {PASSPORT}")])
+    assert obs.status is Status.PENDING
