@@ -396,7 +396,9 @@ def tool(
             URL, path, id of a thing to delete): ``["to"]`` or ``{"file_id": "file"}``
             for a typed identifier. Their values must come from trusted input.
         output_trust: which output comes from a trusted system of record: ``True``,
-            ``{"field": "kind"}``, or a function of one output record.
+            ``{"field": "kind"}``, or a function of one output record. A label may be
+            ``Readers("user", "keys(shared_with)")``: who may receive that field's value
+            (a ``disclose:{argument}`` effect names the recipients; docs/policy.md).
         resource_version: ``(args) -> str``, the current version of the resource the
             call acts on; an approval covers only that version.
         ordered: calls of this tool in one batch run in proposal order, each
