@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from callgate.eval import stats
+from callgate.eval.intervals import Interval, clustered, wilson
 
 __all__ = [
     "DECODE_EVENT",
@@ -85,45 +86,6 @@ class _Record(Protocol):
     def at(self) -> float: ...
     @property
     def data(self) -> Mapping[str, Any]: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Interval:
-    """An estimate and its 95 % interval."""
-
-    value: float
-    low: float
-    high: float
-
-    def __str__(self) -> str:
-        return f"{_fmt(self.value)} [{_fmt(self.low)}, {_fmt(self.high)}]"
-
-    def __add__(self, other: Interval) -> Interval:
-        return Interval(self.value + other.value, self.low + other.low, self.high + other.high)
-
-    def times(self, other: Interval) -> Interval:
-        """The product, with the interval of every corner (signs may differ)."""
-        corners = [a * b for a in (self.low, self.high) for b in (other.low, other.high)]
-        return Interval(self.value * other.value, min(corners), max(corners))
-
-    def scaled(self, factor: float) -> Interval:
-        """This interval times a known constant."""
-        ends = sorted((self.low * factor, self.high * factor))
-        return Interval(self.value * factor, ends[0], ends[1])
-
-
-def _fmt(x: float) -> str:
-    if math.isnan(x):
-        return "n/a"
-    if abs(x) < 1e-9:
-        return "0"
-    return f"{x:.3g}" if abs(x) < 1000 else f"{x:.0f}"
-
-
-def wilson(successes: int, total: int) -> Interval:
-    """The rate ``successes/total`` with its 95 % Wilson score interval (`stats.wilson`)."""
-    found = stats.wilson(successes, total)
-    return Interval(found.value, found.low, found.high)
 
 
 @dataclass(slots=True)
@@ -374,12 +336,12 @@ def _decide(
     constrained_mode = constrained_modes[0] if constrained_modes else ""
     constrained = by_mode.get(constrained_mode, [])
     failure_rates = {
-        mode: _clustered([(_task(r), r.shape_failures, r.proposed) for r in rs], seed)[0]
+        mode: clustered([(_task(r), r.shape_failures, r.proposed) for r in rs], seed)[0]
         for mode, rs in sorted(by_mode.items())
     }
     proposed = sum(r.proposed for r in free)
     failures = sum(r.shape_failures for r in free)
-    p_f, p_f_tasks = _clustered([(_task(r), r.shape_failures, r.proposed) for r in free], seed)
+    p_f, p_f_tasks = clustered([(_task(r), r.shape_failures, r.proposed) for r in free], seed)
     p_f_unit = (
         "calls rejected at parse or schema over calls proposed (interval: bootstrap over tasks)"
     )
@@ -410,10 +372,10 @@ def _decide(
     c_r_tokens: Interval | None = None
     c_r_tasks = 0
     if retry_runs:
-        c_r, c_r_tasks = _clustered(
+        c_r, c_r_tasks = clustered(
             [(_task(r), sum(t for t, _ in turns), len(turns)) for r, turns in retry_runs], seed
         )
-        c_r_tokens, _ = _clustered(
+        c_r_tokens, _ = clustered(
             [
                 (
                     _task(r),
@@ -478,22 +440,6 @@ def _decide(
 def _task(run: _Run) -> str:
     """The unit a run belongs to: its task (a run with none is its own unit)."""
     return run.task or run.run_id
-
-
-def _clustered(rows: Sequence[tuple[str, float, float]], seed: int) -> tuple[Interval, int]:
-    """Σ numerator / Σ denominator over ``(task, numerator, denominator)`` rows, with a
-    percentile bootstrap resampling tasks (a task's rows stay together); and the number of
-    tasks with a non-zero denominator."""
-    num: dict[str, float] = defaultdict(float)
-    den: dict[str, float] = defaultdict(float)
-    for task, n, d in rows:
-        num[task] += n
-        den[task] += d
-    tasks = [t for t in den if den[t] > 0]
-    if not tasks:
-        return Interval(math.nan, math.nan, math.nan), 0
-    found = stats.ratio_bootstrap([num[t] for t in tasks], [den[t] for t in tasks], seed=seed)
-    return Interval(found.value, found.low, found.high), len(tasks)
 
 
 def _shortfall(
@@ -570,7 +516,7 @@ def _constraining_cost(
     }
     if per_token_free is not None:
         parts["free_decode_seconds_per_token"] = per_token_free
-    found, tasks = _clustered([(t, c, 1.0) for t, c in zip(owners, per_call, strict=True)], seed)
+    found, tasks = clustered([(t, c, 1.0) for t, c in zip(owners, per_call, strict=True)], seed)
     return found, parts, tasks
 
 
