@@ -411,7 +411,8 @@ async def _run_code(
                     if result.tool_calls > limits.max_calls:
                         raise ProtocolViolation(
                             f"the code made more than {limits.max_calls} tool calls "
-                            "(Limits.max_calls)"
+                            "(Limits.max_calls) and was stopped; do the work in fewer calls "
+                            "(one call with more arguments), or ask for a higher limit"
                         )
                     budget.sent += HEADER.size + len(body)
                     reply: dict[str, Any]
