@@ -3,8 +3,9 @@
 Four assistant domains (`injection_suite`: workspace mail/files/calendar,
 banking, travel booking, team chat), each with ordinary callgate tools over
 an in-memory environment, the deployer's declarations written once from the
-tools' meaning (effects, sinks, ``output_trust``, a policy file with
-integrity-sensitive effects, the values the application vouches for), user
+tools' meaning (effects, sinks, ``output_trust`` with `Readers` on private
+fields, a policy file with integrity-sensitive effects, the values the
+application vouches for), user
 tasks with the calls a correct assistant makes, and injection goals.
 
 Every user task is paired with every injection goal of its domain: the
