@@ -296,3 +296,22 @@ def test_a_restriction_of_a_vouched_record_survives_a_resume(tmp_path: Path) -> 
     resumed = _gate(path, sent).resume_run(first.id, authority=AUTHORITY, trusted=[REQUEST])
     [obs] = resumed.submit([_send("desk@hotel-lumen.example", f"passport {PASSPORT}")])
     assert obs.status is Status.PENDING
+
+
+def test_values_sharing_a_prefix_are_each_found() -> None:
+    """Restricted values starting alike (``C01X00T47``, ``C01X99``) are each found, the
+    shorter one also inside the longer one's text, and a short value (``AB1``) only as a
+    whole argument."""
+    index = TrustIndex()
+    index.add_user(ME)
+    evidence = Evidence()
+    record = {"passport": PASSPORT, "old": "C01X99", "code": "AB1"}
+    evidence.note("p", "get_profile", {}, record)
+    labels = {name: Readers("user") for name in record}
+    index.absorb(evidence, lambda tool: labels)
+    values = {"to": "x@y.example", "body": "c01x99 and c01x00t47 and ab1"}
+    found = sorted(f.field for f in index.readers_check(["to"], values))
+    assert found == ["old", "passport"]
+    assert [f.field for f in index.readers_check(["to"], {"to": "x@y.example", "s": "ab-1"})] == [
+        "code"
+    ]

@@ -136,11 +136,14 @@ class Restricted:
 class Restrictions:
     """The restricted values one run has seen, by `canonical` form."""
 
-    __slots__ = ("users", "values")
+    __slots__ = ("_by_prefix", "users", "values")
 
     def __init__(self) -> None:
         self.values: dict[str, Restricted] = {}
         self.users: set[str] = set()
+        self._by_prefix: dict[str, list[str]] = {}
+        """Values of `_MIN_INSIDE` characters or more by their first `_MIN_INSIDE`: a text
+        is searched once per position, not once per restricted value."""
 
     def add(
         self,
@@ -160,6 +163,8 @@ class Restrictions:
         if held is None:
             if len(self.values) >= _MAX_RESTRICTED:
                 return
+            if len(key) >= _MIN_INSIDE:
+                self._by_prefix.setdefault(key[:_MIN_INSIDE], []).append(key)
             self.values[key] = Restricted(
                 shown=str(value),
                 field=field,
@@ -187,9 +192,17 @@ class Restrictions:
         key = canonical(text)
         if not key:
             return
-        for value_key, restricted in self.values.items():
-            if value_key == key or (len(value_key) >= _MIN_INSIDE and value_key in key):
-                yield restricted
+        found: dict[str, None] = {}
+        whole = self.values.get(key)
+        if whole is not None:
+            found[key] = None
+        prefixes = self._by_prefix
+        for start in range(len(key) - _MIN_INSIDE + 1):
+            for value_key in prefixes.get(key[start : start + _MIN_INSIDE], ()):
+                if value_key not in found and key.startswith(value_key, start):
+                    found[value_key] = None
+        for value_key in found:
+            yield self.values[value_key]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
