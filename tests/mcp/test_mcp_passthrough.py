@@ -155,3 +155,38 @@ async def test_clients_are_told_when_an_approved_pin_makes_a_tool_visible(
             assert "ToolsListChanged" in type(event).__name__
         names = [t.name for t in (await client.list_tools()).tools]
     assert names == ["read_inbox", "send_email"]
+
+
+async def test_a_call_the_client_cancels_is_cancelled_upstream(log: Path) -> None:
+    """The client gives up on a hanging call: the upstream is told (its handler is
+    cancelled), and the ledger records the call as unknown (it was sent)."""
+    from mcp_support import upstream_calls
+
+    from callgate.ledger.base import CallState
+
+    ledger = MemoryLedger()
+    async with (
+        proxy(
+            upstream_params("hang", log),
+            server_name="slow",
+            ledger=ledger,
+            policy=Policy([allow()]),
+        ) as gate,
+        Client(gate.server) as client,
+    ):
+        with anyio.move_on_after(30) as scope:
+            async with anyio.create_task_group() as tasks:
+
+                async def call() -> None:
+                    await client.call_tool("start_job", {"name": "nightly"})
+
+                tasks.start_soon(call)
+                while not upstream_calls(log):
+                    await anyio.sleep(0.02)
+                tasks.cancel_scope.cancel()
+        assert not scope.cancelled_caught
+        with anyio.fail_after(20):
+            while "start_job.cancelled" not in [c["tool"] for c in upstream_calls(log)]:
+                await anyio.sleep(0.05)
+    [record] = ledger.calls()
+    assert record.state is CallState.UNKNOWN

@@ -98,7 +98,11 @@ def hang_server(grandchild: bool) -> MCPServer:
             )
             extra["grandchild"] = child.pid
         log("start_job", {"name": name}, **extra)
-        await anyio.sleep_forever()
+        try:
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            log("start_job.cancelled", {"name": name})
+            raise
         return "never"
 
     return server
