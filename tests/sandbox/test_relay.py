@@ -389,3 +389,36 @@ def test_open_connections_are_bounded_per_run_of_code(silent: Silent) -> None:
     assert "Limits.open_files" in stdout, obs.result
     assert stdout.split()[-1] == "16", obs.result
     assert len(silent.held) == 16
+
+
+def test_a_half_closed_connection_still_reads_its_answer() -> None:
+    """Ending a relay when the code closes its end must not end it at a half-close: the
+    code sends 300 kB, shuts down its writing side, and reads the service's answer, which
+    the service sends only after it has seen the end of the request."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def answer_after_the_end() -> None:
+        with contextlib.suppress(OSError):
+            conn, _ = server.accept()
+            with conn:
+                size = 0
+                while chunk := conn.recv(65536):
+                    size += len(chunk)
+                conn.sendall(f"got {size}".encode())
+
+    threading.Thread(target=answer_after_the_end, daemon=True).start()
+    code = (
+        "import socket\n"
+        f"c = socket.create_connection(('127.0.0.1', {server.getsockname()[1]}))\n"
+        "c.sendall(b'x' * 300000)\n"
+        "c.shutdown(socket.SHUT_WR)\n"
+        "answer = b''\n"
+        "while chunk := c.recv(65536):\n"
+        "    answer += chunk\n"
+        "print(answer.decode())\n"
+    )
+    try:
+        result = _run(code)
+    finally:
+        server.close()
+    assert result["stdout"].strip() == "got 300000", result
