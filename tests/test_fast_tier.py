@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import subprocess
 import sys
+import unicodedata
 
 import pytest
 
@@ -94,3 +96,20 @@ def test_the_text_module_builds_no_unicode_tables_at_import() -> None:
         "print(json.dumps(r._python_classes.cache_info().currsize))"
     )
     assert built == 0
+
+
+def test_the_stored_unicode_ranges_are_what_re_measures_on_this_interpreter() -> None:
+    """The ranges of Python's ``\\d``, ``\\s``, ``\\w`` stored in callgate._unicode_classes
+    (read instead of measuring them in every process) equal what Python's `re` measures
+    now; on another Unicode database they are not used at all."""
+    from callgate import _unicode_classes, regex
+
+    if unicodedata.unidata_version == _unicode_classes.UNIDATA_VERSION:
+        assert regex._stored_ranges() == regex._measured_ranges()
+    else:
+        assert regex._stored_ranges() is None
+    classes = regex._python_classes()
+    for letter, sample, outside in (("d", "٣", "x"), ("w", "ß_9", "-"), ("s", "\u3000", "a")):
+        assert re.fullmatch(f"\\{letter}+", sample)
+        assert regex.compile_re2(f"[{classes[letter]}]+").fullmatch(sample)
+        assert not regex.compile_re2(f"[{classes[letter]}]+").fullmatch(outside)

@@ -142,20 +142,65 @@ def safe_text(text: str) -> str:
 def _python_classes() -> dict[str, str]:
     """RE2 class ranges of exactly the code points Python's ``\\d``, ``\\w``, ... match.
 
-    Computed once, by Python's `re` itself, over every code point but the surrogates
-    (a lone surrogate in a value is matched as U+FFFD).
+    Built on first use, not at import: from the ranges stored in
+    `callgate._unicode_classes` when they were measured on this interpreter's Unicode
+    database, else measured now (`_measured_ranges`, 0.1-0.5 s).
     """
+    found = _stored_ranges() or _measured_ranges()
+    classes = {}
+    for letter, ranges in found.items():
+        classes[letter] = _spell(ranges)
+        classes[letter.upper()] = _spell(_complement(ranges))
+    return classes
+
+
+def _measured_ranges() -> dict[str, list[tuple[int, int]]]:
+    """The code point ranges of ``\\d``, ``\\s``, ``\\w``, measured by Python's `re` itself
+    over every code point but the surrogates (a lone surrogate in a value is matched as
+    U+FFFD)."""
     found: dict[str, list[tuple[int, int]]] = {letter: [] for letter in "dsw"}
     for start, stop in _CODE_POINTS:
         text = array.array("I", range(start, stop)).tobytes().decode("utf-32-le")
         for letter, ranges in found.items():
             for match in re.finditer(f"\\{letter}+", text):
                 ranges.append((start + match.start(), start + match.end() - 1))
-    classes = {}
-    for letter, ranges in found.items():
-        classes[letter] = _spell(ranges)
-        classes[letter.upper()] = _spell(_complement(ranges))
-    return classes
+    return found
+
+
+def _stored_ranges() -> dict[str, list[tuple[int, int]]] | None:
+    """The ranges `_write_stored_ranges` measured, if measured on this Unicode database."""
+    from callgate import _unicode_classes as stored
+
+    if unicodedata.unidata_version != stored.UNIDATA_VERSION:
+        return None
+    found = {}
+    for letter, numbers in stored.RANGES.items():
+        flat = [int(n) for n in numbers.split()]
+        found[letter] = list(zip(flat[::2], flat[1::2], strict=True))
+    return found
+
+
+def _write_stored_ranges(path: str) -> None:
+    """Measure the ranges on this interpreter and write them as the module at ``path``
+    (``python -m callgate.regex`` rewrites `callgate._unicode_classes`)."""
+    lines = [
+        '"""The code point ranges of Python\'s ``\\\\d``, ``\\\\s``, ``\\\\w``, measured by re.',
+        "",
+        "Each is first and last code point of one range, then the next range's; generated",
+        '(``python -m callgate.regex``), do not edit. Read by `callgate.regex`."""',
+        "",
+        f'UNIDATA_VERSION = "{unicodedata.unidata_version}"',
+        "RANGES: dict[str, str] = {",
+    ]
+    for letter, ranges in _measured_ranges().items():
+        flat = [str(code) for pair in ranges for code in pair]
+        lines.append(f'    "{letter}": (')
+        for i in range(0, len(flat), 12):
+            lines.append(f'        "{" ".join(flat[i : i + 12])} "')
+        lines.append("    ),")
+    lines.append("}")
+    with open(path, "w", encoding="utf-8") as out:
+        out.write("\n".join(lines) + "\n")
 
 
 _CODE_POINTS = ((0, 0xD800), (0xE000, 0x110000))
@@ -623,3 +668,9 @@ def _ecma_unicode(pattern: str, i: int) -> tuple[str, int]:
     if 0xD800 <= code < 0xE000:
         raise Unsupported(*_LONE_SURROGATE, i)
     return _char(code), after
+
+
+if __name__ == "__main__":
+    import pathlib
+
+    _write_stored_ranges(str(pathlib.Path(__file__).with_name("_unicode_classes.py")))
