@@ -14,9 +14,13 @@ below lets type checkers and IDEs see them as if imported here.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
+# typing.TYPE_CHECKING without importing typing (and re, collections, ... with it):
+# type checkers treat any name TYPE_CHECKING as true.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from callgate.agent import Agent, AgentResult, Budgets, StopReason
     from callgate.approvals import ApprovalRequest, Approvals, ApprovalStatus, MemoryApprovals
     from callgate.authorize.intent import Intent
@@ -171,6 +175,9 @@ def __getattr__(name: str) -> Any:
     return value
 
 
+_PLUMBING = frozenset({"TYPE_CHECKING", "annotations", "importlib"})
+
+
 def __dir__() -> list[str]:
-    """The public names (imported or not) and whatever this module already holds."""
-    return sorted(set(globals()) | set(__all__))
+    """The public names (imported or not), dunders and submodules already imported."""
+    return sorted((set(globals()) - _PLUMBING) | set(__all__))
