@@ -281,3 +281,21 @@ def test_an_output_function_is_refused_beside_a_gated_toolset(tmp_path: Path) ->
     with pytest.raises(DefinitionError, match=r"output function.*final_result"):
         run_agent(gated_agent, "report")
     assert shop.runs == {}
+
+
+def test_a_toolset_given_to_agent_run_beside_the_gated_one_is_refused(tmp_path: Path) -> None:
+    """``agent.run(..., toolsets=[...])`` adds a toolset for one run, outside
+    ``agent.toolsets``: ungated the model's call runs the search; beside a GatedToolset the
+    run is refused as it starts, before the model is asked."""
+    shop = Shop()
+    tools, run, _ = _help_run(shop, tmp_path)
+    agent: Agent[None, Any] = Agent(_model(_script_for("search_customers")))
+    assert run_agent(agent, "x", toolsets=[FunctionToolset([_search(shop)])]).output == "done"
+    assert shop.runs == {"search_customers": 1}
+    shop = Shop()
+    script = _script_for("search_customers")
+    agent = Agent(_model(script), toolsets=[GatedToolset(tools, run=run)])
+    with pytest.raises(DefinitionError, match=r"search_customers.*beside its GatedToolset"):
+        run_agent(agent, "x", toolsets=[FunctionToolset([_search(shop)])])
+    assert shop.runs == {}
+    assert len(script.turns) == 2  # the model was never asked

@@ -46,7 +46,8 @@ under a registered name is refused), and only a ``FunctionToolset`` can be
 gated (MCP servers, deferred/external tools, combined or dynamic toolsets
 are refused with `DefinitionError`). When the agent's run starts, every
 other toolset of the agent that holds a tool (``Agent(tools=...)``, another
-toolset, ``@agent.tool``) is refused too: it would run past the gate.
+toolset, ``@agent.tool``, a toolset given to one run with
+``agent.run(..., toolsets=[...])``) is refused too: it would run past the gate.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ from typing import Any
 
 from pydantic import ValidationError
 from pydantic_ai import ApprovalRequired, ModelRetry, RunContext, Tool
-from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, WrapperToolset
+from pydantic_ai.toolsets import AbstractToolset, CombinedToolset, FunctionToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 from pydantic_core import to_jsonable_python
 
@@ -259,20 +260,37 @@ def _refuse_other_toolsets(gated: GatedToolset, ctx: RunContext[Any]) -> None:
         return
     _refuse_output_functions(agent)
     for toolset in agent.toolsets:
-        inner = toolset
-        while isinstance(inner, WrapperToolset) and not isinstance(inner, GatedToolset):
-            inner = inner.wrapped  # a prefixed, filtered or renamed GatedToolset is gated
-        if inner is gated or isinstance(inner, GatedToolset):
-            continue
-        if isinstance(toolset, FunctionToolset) and not toolset.tools:
-            continue  # the agent's own function toolset, empty
-        names = sorted(getattr(toolset, "tools", {}) or ())
-        raise DefinitionError(
-            f"agent {agent.name!r} has a {type(toolset).__name__}"
-            f"{' (' + ', '.join(names) + ')' if names else ''} beside its GatedToolset: "
-            "its tools would run past the gate, so the run is refused. Give the agent only "
-            "GatedToolsets"
-        )
+        _refuse_ungated(agent, toolset, combined=False)
+    manager = ctx.tool_manager
+    run_toolset = getattr(manager, "toolset", None) if manager is not None else None
+    if isinstance(run_toolset, AbstractToolset):
+        # The run's own toolset: the agent's, plus those given to this run only
+        # (``agent.run(..., toolsets=[...])``), which ``agent.toolsets`` does not list.
+        _refuse_ungated(agent, run_toolset, combined=True)
+
+
+def _refuse_ungated(agent: Any, toolset: AbstractToolset[Any], *, combined: bool) -> None:
+    """Refuse ``toolset`` unless it is (under PydanticAI's wrappers) a GatedToolset or an
+    empty FunctionToolset; with ``combined``, a ``CombinedToolset`` is looked into (the
+    run's own combination of the agent's toolsets) rather than refused."""
+    inner = toolset
+    while isinstance(inner, WrapperToolset) and not isinstance(inner, GatedToolset):
+        inner = inner.wrapped  # a prefixed, filtered or renamed GatedToolset is gated
+    if isinstance(inner, GatedToolset):
+        return
+    if combined and isinstance(inner, CombinedToolset):
+        for member in inner.toolsets:
+            _refuse_ungated(agent, member, combined=True)
+        return
+    if isinstance(inner, FunctionToolset) and not inner.tools:
+        return  # the agent's own function toolset, empty
+    names = sorted(getattr(inner, "tools", {}) or ())
+    raise DefinitionError(
+        f"agent {agent.name!r} has a {type(inner).__name__}"
+        f"{' (' + ', '.join(names) + ')' if names else ''} beside its GatedToolset: "
+        "its tools would run past the gate, so the run is refused. Give the agent (and "
+        "agent.run(toolsets=...)) only GatedToolsets"
+    )
 
 
 def _refuse_output_functions(agent: Any) -> None:
