@@ -79,6 +79,9 @@ def resolve_chain_key(
     return key
 
 
+_READ = ("attempt.", "approval.", "run.", "migrated.", "ledger.")
+"""The kinds of record whose data the fold reads."""
+_DECISIONS = frozenset({"proposed", "rejected", "pending", "admitted"})
 _FETCH = 500
 """Journal records read per statement while catching up."""
 
@@ -160,6 +163,14 @@ class JournalTruth:
                 )
         self.keyed_as_head = True
 
+    def reads(self, kind: str, run_id: str) -> bool:
+        """Whether folding a record of ``kind`` reads its data (the others are only checked
+        against their hash): keys, approvals, budgets, runs, migrations, and a run's first
+        decision (its owner)."""
+        return kind.startswith(_READ) or (
+            kind.startswith("call.") and run_id not in self.state.owners
+        )
+
     def key(self, name: str) -> KeyRow | None:
         """The idempotency key as the journal makes it (None: no record took it)."""
         return self.state.keys.get(name)
@@ -209,10 +220,15 @@ class JournalTruth:
 
     def trusted(self, rec: AuditRecord) -> None:
         """Fold a record this process wrote itself (its hash is its own)."""
-        # A record no ledger writes that still hashes right changes nothing here.
-        with contextlib.suppress(*UNREADABLE):
-            apply(self.state, rec)
-        if rec.kind.startswith(RUN_FACT):
+        kind = rec.kind
+        if kind.startswith("call."):  # only a run's first decision: its owner
+            if rec.run_id not in self.state.owners and kind[5:] in _DECISIONS:
+                self.state.owners[rec.run_id] = str(rec.data.get("actor"))
+        elif kind.startswith(_READ):
+            # A record no ledger writes that still hashes right changes nothing here.
+            with contextlib.suppress(*UNREADABLE):
+                apply(self.state, rec)
+        if kind.startswith(RUN_FACT):
             self.state.fact(rec)
         elif rec.kind == "attempt.started" and rec.call_id is not None:
             charges = rec.data.get("budgets")
