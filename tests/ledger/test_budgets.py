@@ -56,9 +56,11 @@ def test_ten_refunds_of_50_in_one_batch_run_once(make_ledger: Callable[..., Ledg
     """Ten concurrent refunds of 50 under ``spend:USD<=50/run``: one runs, nine are refused
     before their handler, saying which budget."""
     refunds = Refunds()
-    run = refunds.gate(make_ledger()).run(authority=PER_RUN)
+    ledger = make_ledger()
+    run = refunds.gate(ledger).run(authority=PER_RUN)
     observations = run.submit([refund(n) for n in range(10)])
     assert refunds.done == [50]
+    assert ledger.verify().ok, ledger.verify().problems
     assert sorted(o.status.value for o in observations) == ["ok"] + ["rejected"] * 9
     refused = [o for o in observations if o.status is Status.REJECTED]
     assert all("over budget" in o.content and "spend:USD<=50/run" in o.content for o in refused)
