@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 import unicodedata
+from pathlib import Path
 
 import pytest
 
@@ -113,3 +114,28 @@ def test_the_stored_unicode_ranges_are_what_re_measures_on_this_interpreter() ->
         assert re.fullmatch(f"\\{letter}+", sample)
         assert regex.compile_re2(f"[{classes[letter]}]+").fullmatch(sample)
         assert not regex.compile_re2(f"[{classes[letter]}]+").fullmatch(outside)
+
+
+def test_tests_that_start_a_process_are_marked_integration(request: pytest.FixtureRequest) -> None:
+    """tests/conftest.py marks a test `integration` when a helper it calls starts a process
+    (here `_fresh`, through subprocess), and leaves an in-process test unmarked, so that
+    ``make test-fast`` (``-m "not integration"``) runs the one and not the other."""
+    marked = {
+        item.name: item.get_closest_marker("integration") is not None
+        for item in request.session.items
+        if item.path == Path(__file__)
+    }
+    spawning = {
+        "test_import_callgate_loads_no_submodule_and_no_heavy_dependency",
+        "test_the_text_module_builds_no_unicode_tables_at_import",
+    }
+    in_process = {
+        "test_every_public_name_resolves_to_the_object_of_its_module",
+        "test_an_unknown_name_is_an_attribute_error_naming_it",
+    }
+    if not spawning | in_process <= marked.keys():  # run by node id, or filtered by -m / -k
+        pytest.skip("the marks are seen only when this whole file is collected unfiltered")
+    assert {name: marked[name] for name in spawning | in_process} == {
+        **dict.fromkeys(spawning, True),
+        **dict.fromkeys(in_process, False),
+    }
