@@ -10,11 +10,12 @@ from typing import Annotated, Any
 
 import pytest
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, InjectedToolCallId, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import InjectedState, ToolNode, tools_condition
+from langgraph.types import Command
 
 from callgate import Authority, Gate, Policy, allow
 from callgate.integrations.langchain import gate_tools, registry
@@ -139,3 +140,69 @@ def test_a_call_langchain_refuses_before_the_tool_starts_is_an_error_not_unknown
     assert (bad.artifact["status"], good.artifact["status"]) == ("error", "ok")
     assert ran == ["SKU-1"]
     assert states(gate.ledger, run.id) == {"stock": ["error", "ok"]}
+
+
+class _TopicState(MessagesState):
+    topic: str
+
+
+def _topic_tool(seen: dict[str, Any]) -> BaseTool:
+    @tool
+    def set_topic(topic: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> Command[Any]:
+        """Set the conversation's topic."""
+        seen["set_topic"] = topic
+        message = ToolMessage(f"topic is {topic}", tool_call_id=tool_call_id)
+        return Command(update={"messages": [message], "topic": topic})
+
+    return set_topic
+
+
+def _topic_graph(node_tools: list[BaseTool]) -> Any:
+    model = FakeMessagesListChatModel(responses=_replies("set_topic", {"topic": "billing"}))
+
+    def agent(state: _TopicState) -> dict[str, list[BaseMessage]]:
+        return {"messages": [model.invoke(state["messages"])]}
+
+    builder = StateGraph(_TopicState)
+    builder.add_node("agent", agent)
+    builder.add_node("tools", ToolNode(node_tools))
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", tools_condition)
+    builder.add_edge("tools", "agent")
+    return builder.compile(checkpointer=InMemorySaver())
+
+
+def test_a_tool_returning_a_command_updates_the_graph_gated_as_bare(tmp_path: Path) -> None:
+    """A tool that returns LangGraph's ``Command(update=...)`` (the common way a tool writes
+    graph state): bare, ToolNode applies it; gated, the call is recorded ok and the same
+    Command reaches ToolNode (it was dropped: the state kept no topic and the model read
+    the Command's JSON dump)."""
+    seen: dict[str, Any] = {}
+    bare = _topic_graph([_topic_tool(seen)])
+    result = bare.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "t"}})
+    assert (seen, result["topic"]) == ({"set_topic": "billing"}, "billing")
+    seen = {}
+    tools = [_topic_tool(seen)]
+    gate = Gate(registry(tools), policy=Policy([allow("set_topic")]), ledger=ledger(tmp_path))
+    run = gate.run(authority=Authority(principal="p", grants=["call:set_topic"]))
+    app = _topic_graph(list(gate_tools(tools, run)))
+    result = app.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "t"}})
+    assert (seen, result.get("topic")) == ({"set_topic": "billing"}, "billing")
+    [message] = tool_messages(result)
+    assert (message.content, message.tool_call_id) == ("topic is billing", "call_7")
+    assert states(gate.ledger, run.id) == {"set_topic": ["ok"]}
+
+
+def test_a_denied_command_tool_changes_no_state(tmp_path: Path) -> None:
+    """Refused by the policy, a Command-returning tool never runs: the state keeps no topic
+    and the model reads callgate's refusal."""
+    seen: dict[str, Any] = {}
+    tools = [_topic_tool(seen)]
+    gate = Gate(registry(tools), policy=Policy([]), ledger=ledger(tmp_path))
+    run = gate.run(authority=Authority(principal="p", grants=[]))
+    app = _topic_graph(list(gate_tools(tools, run)))
+    result = app.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "t"}})
+    assert (seen, result.get("topic")) == ({}, None)
+    [message] = tool_messages(result)
+    assert message.status == "error"
+    assert message.artifact["status"] == "rejected"

@@ -83,6 +83,9 @@ class _Invocation:
     call_id: str | None = None
     injected: dict[str, Any] = field(default_factory=dict)
     started: bool = False
+    command: Any = None
+    """The LangGraph ``Command`` the tool returned, if it did: handed to ``ToolNode`` as
+    it is once the call is ``ok`` (its state update and ``goto`` applied as bare)."""
 
 
 _CALL: contextvars.ContextVar[_Invocation | None] = contextvars.ContextVar(
@@ -216,8 +219,27 @@ def _agent_of(config: RunnableConfig | None) -> str | None:
 
 def _content(output: Any) -> Any:
     """What the tool returned, out of the ``ToolMessage`` LangChain wraps a tool call's
-    output in."""
+    output in. A LangGraph ``Command`` is kept on the gated call for ``ToolNode`` (which
+    applies its update and ``goto``) and recorded as its messages' text."""
+    if _is_command(output):
+        current = _CALL.get()
+        if current is not None:
+            current.command = output
+        update = getattr(output, "update", None)
+        messages = update.get("messages") if isinstance(update, Mapping) else None
+        texts = [m.content for m in messages or () if isinstance(m, ToolMessage)]
+        return texts[0] if len(texts) == 1 else texts
     return output.content if isinstance(output, ToolMessage) else output
+
+
+def _is_command(output: Any) -> bool:
+    """Whether ``output`` is a LangGraph ``Command`` (LangGraph is imported only if the
+    application already did: a tool cannot have returned one otherwise)."""
+    import sys
+
+    module = sys.modules.get("langgraph.types")
+    kind = getattr(module, "Command", None)
+    return isinstance(kind, type) and isinstance(output, kind)
 
 
 def _injected_keys(tool: BaseTool) -> frozenset[str]:
@@ -247,7 +269,7 @@ class GatedTool(BaseTool):
 
     def invoke(
         self, input: str | Mapping[str, Any], config: RunnableConfig | None = None, **kwargs: Any
-    ) -> ToolMessage:
+    ) -> Any:
         """Submit the call to the run (in this thread); the observation as a ``ToolMessage``."""
         call_id, arguments = _call(input)
         arguments, invocation = self._split(call_id, arguments, config)
@@ -257,11 +279,11 @@ class GatedTool(BaseTool):
                 observation = submit_one_sync(self.callgate_run, call_id, self.name, arguments)
         finally:
             _CALL.reset(token)
-        return self._answer(call_id, observation)
+        return self._answer(call_id, observation, invocation)
 
     async def ainvoke(
         self, input: str | Mapping[str, Any], config: RunnableConfig | None = None, **kwargs: Any
-    ) -> ToolMessage:
+    ) -> Any:
         """Submit the call to the run on the event loop; the observation as a ``ToolMessage``."""
         call_id, arguments = _call(input)
         arguments, invocation = self._split(call_id, arguments, config)
@@ -271,7 +293,7 @@ class GatedTool(BaseTool):
                 observation = await submit_one(self.callgate_run, call_id, self.name, arguments)
         finally:
             _CALL.reset(token)
-        return self._answer(call_id, observation)
+        return self._answer(call_id, observation, invocation)
 
     def _split(
         self, call_id: str, arguments: str | Mapping[str, Any], config: RunnableConfig | None
@@ -285,7 +307,17 @@ class GatedTool(BaseTool):
             arguments = {k: v for k, v in arguments.items() if k not in keys}
         return arguments, _Invocation(config=config, call_id=call_id, injected=injected)
 
-    def _answer(self, call_id: str, observation: Observation) -> ToolMessage:
+    def _answer(
+        self, call_id: str, observation: Observation, invocation: _Invocation | None = None
+    ) -> Any:
+        """The observation as a ``ToolMessage``; for an ``ok`` call whose tool returned a
+        LangGraph ``Command`` in this invocation, that Command (what ``ToolNode`` applies)."""
+        if (
+            observation.status is Status.OK
+            and invocation is not None
+            and invocation.command is not None
+        ):
+            return invocation.command
         if observation.status is Status.PENDING and self.pending == "interrupt":
             from langgraph.types import interrupt  # the graph's own pause
 
