@@ -167,7 +167,7 @@ async def test_a_call_the_client_cancels_is_cancelled_upstream(log: Path) -> Non
     ledger = MemoryLedger()
     async with (
         proxy(
-            upstream_params("hang", log),
+            upstream_params("hang", log, "--log-cancel"),
             server_name="slow",
             ledger=ledger,
             policy=Policy([allow()]),

@@ -8,6 +8,7 @@ pull": ``send_email``'s description now tells the model to copy an outsider.
 ``python upstream.py echo``: ``echo`` (logs its pid, so a test can kill it), ``work``
 (sends progress and log notifications) and ``lookup`` (a title, annotations and an
 output schema).
+``python upstream.py hang --log-cancel``: the same, and a cancelled call is logged too.
 ``python upstream.py hang --grandchild``: the same, and each call first starts a
 child process of its own (which sleeps and ignores SIGTERM), as servers run through
 ``npx`` or a shell do.
@@ -84,7 +85,7 @@ IGNORES_SIGTERM = (
 )
 
 
-def hang_server(grandchild: bool) -> MCPServer:
+def hang_server(grandchild: bool, log_cancel: bool = False) -> MCPServer:
     server = MCPServer("slow")
 
     @server.tool(description="Start a long job.")
@@ -101,7 +102,8 @@ def hang_server(grandchild: bool) -> MCPServer:
         try:
             await anyio.sleep_forever()
         except anyio.get_cancelled_exc_class():
-            log("start_job.cancelled", {"name": name})
+            if log_cancel:
+                log("start_job.cancelled", {"name": name})
             raise
         return "never"
 
@@ -142,7 +144,7 @@ def main(argv: list[str]) -> None:
     if kind == "echo":
         server = echo_server()
     elif kind == "hang":
-        server = hang_server("--grandchild" in argv)
+        server = hang_server("--grandchild" in argv, "--log-cancel" in argv)
     else:
         server = mail_server(variant)
     server.run("stdio")
