@@ -85,6 +85,9 @@ async def test_a_call_after_the_upstream_died_is_an_error_and_is_not_sent(log: P
         assert status(first) == "ok"
         kill(await upstream_pid(log))
         second = await client.call_tool("echo", {"message": "two"})
+        # Listing while it is down: the tools last seen, not an error.
+        listed = [t.name for t in (await client.list_tools()).tools]
+    assert "echo" in listed
     assert status(second) == "error"
     message = text(second)
     assert "'echo' is not running" in message

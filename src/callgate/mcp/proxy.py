@@ -29,6 +29,7 @@ from mcp import Client, ClientSession
 
 from callgate.approvals import Approvals
 from callgate.authorize.policy import Policy
+from callgate.errors import ToolFailure
 from callgate.gate import Gate
 from callgate.ledger.base import Ledger
 from callgate.mcp.client import (
@@ -59,7 +60,12 @@ class ProxyCatalog:
         self.stale = False
 
     async def listing(self) -> Sequence[ToolSpec]:
-        await self.toolset.refresh()
+        try:
+            await self.toolset.refresh()
+        except ToolFailure:
+            # The upstream is down (restarting): the tools last seen, checked again on
+            # the next listing; a call to one is refused until it is back.
+            return self.toolset.visible()
         self.stale = False
         return self.toolset.visible()
 
