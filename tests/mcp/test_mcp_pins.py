@@ -337,6 +337,7 @@ def test_the_proxys_log_of_an_upstreams_tools_is_plain_text(
     assert len(lines) == 3, lines
 
 
+@pytest.mark.timeout(60)  # 80 CLI runs: 10 s is too tight on a loaded machine
 @settings(max_examples=40, deadline=None)
 @given(name=st.text(min_size=1, max_size=20), description=st.text(max_size=60))
 def test_no_name_or_description_from_an_upstream_reaches_the_terminal_invisible(
