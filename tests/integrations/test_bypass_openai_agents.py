@@ -29,7 +29,7 @@ from agents.sandbox import SandboxAgent
 from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
 from openai.types.responses.response_output_item import LocalShellCall, LocalShellCallAction
 
-from callgate import DefinitionError, Gate, Policy, allow
+from callgate import Authority, DefinitionError, Gate, Policy, allow
 from callgate.integrations import openai_agents
 
 from .support import AUTHORITY, CONTRACTS, POLICY, REFUND_80, Shop, ledger, states
@@ -486,3 +486,51 @@ def test_guardrails_and_hooks_reach_only_gated_tools(tmp_path: Path) -> None:
         anyio.run(go, openai_agents.gate_agent(agent, run))
         assert shop.runs == {"get_order": 1}
         assert states(gate.ledger, run.id) == {"refund": ["pending"], "get_order": ["ok"]}
+
+
+# --- the SDK's own tool timeout ---------------------------------------------------------
+
+
+def test_the_sdks_tool_timeout_becomes_callgates_unknown_not_a_retry_invitation(
+    tmp_path: Path,
+) -> None:
+    """A tool with the SDK's ``timeout``: the SDK cancelled the gated call itself and told
+    the model only "timed out", so the model proposed the refund again and it started a
+    second time. Gated, the timeout is callgate's (the contract's ``timeout``): the call is
+    recorded unknown and the model reads callgate's message that the effect may have
+    happened and must not be retried blindly."""
+    import asyncio
+
+    started: list[str] = []
+
+    @function_tool(failure_error_function=None, timeout=0.05)
+    async def payout(order_id: str) -> str:
+        """Pay an order out."""
+        started.append(order_id)
+        await asyncio.sleep(5)
+        return "paid"
+
+    def model() -> Stub:
+        return Stub(
+            [call("payout", '{"order_id": "o-1"}', "c1")],
+            [reply("done")],
+        )
+
+    ungated: Agent[Any] = Agent(name="pay", tools=[payout], model=model())
+    _sdk(ungated, "pay")
+    assert started == ["o-1"]
+    assert ungated.model.outputs == ["Tool 'payout' timed out after 0.05 seconds."]  # type: ignore[union-attr]
+    started.clear()
+    agent: Agent[Any] = Agent(name="pay", tools=[payout], model=model())
+    gate = Gate(
+        openai_agents.registry(agent.tools, {"payout": {"effects": "spend:USD"}}),
+        policy=Policy([allow("payout")]),
+        ledger=ledger(tmp_path),
+    )
+    run = gate.run(authority=Authority(principal="p", grants=["spend:USD"]))
+    _sdk(openai_agents.gate_agent(agent, run), "pay")
+    assert started == ["o-1"]
+    assert states(gate.ledger, run.id) == {"payout": ["unknown"]}
+    [told] = agent.model.outputs  # type: ignore[union-attr]
+    assert "timed out after" not in told
+    assert "unknown" in told.lower() or "may have" in told.lower()

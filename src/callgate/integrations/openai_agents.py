@@ -28,7 +28,9 @@ the exact call, under any call id), or through ``run.resume()``.
 The original tool runs as callgate's handler with the SDK's `ToolContext`
 of the call, its exceptions passed to callgate (the wrapped copy has no
 failure formatter), so a `ToolFailure` is an ``error``, an `OutcomeUnknown`
-or any other exception an ``unknown`` outcome that is never retried.
+or any other exception an ``unknown`` outcome that is never retried. A tool's
+SDK ``timeout`` becomes its callgate contract's ``timeout`` (unless the contract
+gives one): its expiry is an ``unknown`` outcome, not the SDK's "timed out".
 """
 
 from __future__ import annotations
@@ -89,12 +91,16 @@ def registry(tools: Iterable[Any], contracts: Contracts | None = None) -> Regist
     names = [t.name for t in tools]
     built = Registry()
     for tool in tools:
+        contract = contract_for(tool.name, contracts, names)
+        if tool.timeout_seconds is not None and contract.get("timeout") is None:
+            # The SDK's timeout becomes callgate's: the gated copy has none (see gate_tool).
+            contract["timeout"] = tool.timeout_seconds
         built.add_schema_tool(
             tool.name,
             tool.description or "",
             tool.params_json_schema,
             _handler(tool),
-            **contract_for(tool.name, contracts, names),
+            **contract,
         )
     return built
 
@@ -202,7 +208,13 @@ def gate_tool(tool: FunctionTool, run: Run) -> FunctionTool:
             _CONTEXT.reset(token)
         return observation.content
 
-    wrapped = dataclasses.replace(tool, on_invoke_tool=on_invoke_tool, needs_approval=False)
+    # No SDK timeout on the gated copy: the SDK would cancel callgate mid-call and tell the
+    # model only "timed out", inviting a retry of an effect that may have happened. The
+    # tool's timeout is its callgate contract's (`registry`), whose expiry is an unknown
+    # outcome the model is told not to retry blindly.
+    wrapped = dataclasses.replace(
+        tool, on_invoke_tool=on_invoke_tool, needs_approval=False, timeout_seconds=None
+    )
     set_function_tool_failure_error_function(wrapped, None)
     setattr(wrapped, _SOURCE, source)
     setattr(wrapped, _RUN_MARK, run)
