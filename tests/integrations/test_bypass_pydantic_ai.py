@@ -299,3 +299,45 @@ def test_a_toolset_given_to_agent_run_beside_the_gated_one_is_refused(tmp_path: 
         run_agent(agent, "x", toolsets=[FunctionToolset([_search(shop)])])
     assert shop.runs == {}
     assert len(script.turns) == 2  # the model was never asked
+
+
+def test_a_tool_timeout_is_an_unknown_outcome_not_a_known_failure(tmp_path: Path) -> None:
+    """A tool with PydanticAI's own ``timeout``: FunctionToolset turns its expiry into a
+    ``ModelRetry`` ("Timed out", try again), which callgate recorded as ``error`` (a known
+    failure: nothing happened) though the payout had started and may have happened. Gated,
+    the timeout is callgate's: the call is recorded unknown and the model reads that the
+    effect may have happened and must not be repeated blindly."""
+    import asyncio
+
+    started: list[str] = []
+
+    async def payout(order_id: str) -> str:
+        """Pay an order out."""
+        started.append(order_id)
+        await asyncio.sleep(5)
+        return "paid"
+
+    def script() -> Script:
+        return Script([call("payout", '{"order_id": "o-1"}', "c1")], [TextPart("done")])
+
+    ungated_script = script()
+    toolset = FunctionToolset([Tool(payout, timeout=0.05)])
+    assert run_agent(Agent(_model(ungated_script), toolsets=[toolset]), "pay").output == "done"
+    assert started == ["o-1"]
+    assert ungated_script.returns == ["Timed out after 0.05 seconds."]  # a retry prompt
+    started.clear()
+    toolset = FunctionToolset([Tool(payout, timeout=0.05)])
+    gate = Gate(
+        registry(toolset, {"payout": {"effects": "spend:USD"}}),
+        policy=Policy([allow("payout")]),
+        ledger=ledger(tmp_path),
+    )
+    run = gate.run(authority=Authority(principal="p", grants=["spend:USD"]))
+    gated_script = script()
+    agent: Agent[None, Any] = Agent(_model(gated_script), toolsets=[GatedToolset(toolset, run=run)])
+    assert run_agent(agent, "pay").output == "done"
+    assert started == ["o-1"]
+    assert states(gate.ledger, run.id) == {"payout": ["unknown"]}
+    [told] = gated_script.returns
+    assert "Timed out" not in told
+    assert "may have happened" in told

@@ -31,7 +31,11 @@ agent's run: the call ends ``error``, nothing done.
 
 The wrapped tool runs as callgate's handler; a ``ModelRetry`` it raises is a
 known failure (``error``: nothing happened, the model may try otherwise),
-any other exception an ``unknown`` outcome that is never retried.
+any other exception an ``unknown`` outcome that is never retried. A tool's
+PydanticAI ``timeout`` (its own or its toolset's) becomes its callgate
+contract's ``timeout`` (unless the contract gives one): its expiry is an
+``unknown`` outcome, not PydanticAI's "Timed out" retry prompt (a known
+failure, though the effect may have happened).
 
 The arguments reach the gate as JSON: PydanticAI has already validated them
 into Python objects (a ``date``, a ``UUID``, a ``Decimal``, a Pydantic
@@ -60,6 +64,7 @@ from pydantic import ValidationError
 from pydantic_ai import ApprovalRequired, ModelRetry, RunContext, Tool
 from pydantic_ai.toolsets import AbstractToolset, CombinedToolset, FunctionToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
+from pydantic_ai.toolsets.function import FunctionToolsetTool
 from pydantic_core import to_jsonable_python
 
 from callgate.calls import Status
@@ -93,12 +98,18 @@ def registry(toolset: FunctionToolset[Any], contracts: Contracts | None = None) 
     built = Registry()
     for name, tool in toolset.tools.items():
         definition = tool.tool_def
+        contract = contract_for(name, contracts, names)
+        timeout = tool.timeout if tool.timeout is not None else toolset.timeout
+        if timeout is not None and contract.get("timeout") is None:
+            # PydanticAI's timeout becomes callgate's (see `_handler`): its expiry is an
+            # unknown outcome, not PydanticAI's "Timed out, try again".
+            contract["timeout"] = timeout
         built.add_schema_tool(
             name,
             definition.description or "",
             definition.parameters_json_schema,
             _handler(name, tool),
-            **contract_for(name, contracts, names),
+            **contract,
         )
     return built
 
@@ -119,6 +130,11 @@ def _handler(name: str, source: Tool[Any]) -> Any:
         wrapped, ctx, tool = current
         try:
             validated = _revalidate(source, tool, arguments, ctx)
+            if isinstance(tool, FunctionToolsetTool):
+                # The function itself, without FunctionToolset's timeout: its expiry would
+                # be a ModelRetry ("Timed out", a known failure) for an effect that may have
+                # happened. The timeout is the callgate contract's (`registry`): unknown.
+                return await tool.call_func(validated, ctx)
             return await wrapped.call_tool(name, validated, ctx, tool)
         except ModelRetry as retry:  # the tool's "nothing happened, try otherwise"
             raise ToolFailure(str(retry.message)) from None
