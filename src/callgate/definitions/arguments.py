@@ -51,6 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 from pydantic_core import PydanticCustomError
 
 from callgate.definitions.formats import FormatCheck, checks_for, unknown_formats
+from callgate.definitions.metaschema import check_schema
 from callgate.errors import DefinitionError
 from callgate.regex import Unsupported, ecma_regex, ecma_search
 from callgate.render import render_json, schema_error_problem
@@ -303,7 +304,7 @@ def _validator(schema: Mapping[str, Any], formats: Mapping[str, FormatCheck | No
     are checked.
     """
     try:
-        from jsonschema import FormatChecker, SchemaError  # type: ignore[import-untyped]
+        from jsonschema import SchemaError  # type: ignore[import-untyped]
         from jsonschema.validators import extend, validator_for  # type: ignore[import-untyped]
         from referencing import Registry
     except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -314,20 +315,65 @@ def _validator(schema: Mapping[str, Any], formats: Mapping[str, FormatCheck | No
 
     _refuse_unrunnable_patterns(schema)
     cls = validator_for(schema)
-    # Patterns are ECMA-262 and were checked above (on RE2); Python's `re` must not judge them.
-    schema_formats = copy.copy(cls.FORMAT_CHECKER)
-    schema_formats.checkers = {**schema_formats.checkers, "regex": (_is_text, ())}
+    dialect = _DIALECTS.get(cls)
+    if dialect is None:
+        # Patterns are ECMA-262 and are checked above (on RE2): Python's `re` must not
+        # judge them. Built once per dialect: the memo of `check_schema` is by checker.
+        schema_formats = copy.copy(cls.FORMAT_CHECKER)
+        schema_formats.checkers = {**schema_formats.checkers, "regex": (_is_text, ())}
+        integers = cls.TYPE_CHECKER.redefine("integer", _is_integer)
+        keywords = {"properties": _properties(cls.VALIDATORS["properties"])}
+        sealed = extend(cls, {**keywords, **_LINEAR_PATTERN_KEYWORDS}, type_checker=integers)
+        dialect = _DIALECTS[cls] = (schema_formats, sealed)
+    schema_formats, sealed = dialect
     try:
-        cls.check_schema(schema, format_checker=schema_formats)
+        check_schema(cls, schema, schema_formats)
     except SchemaError as exc:
         raise UnenforceableSchema(
             f"the input schema is not valid JSON Schema: {exc.message}"
         ) from exc
-    check_properties = cls.VALIDATORS["properties"]
-    root = dict(schema)
+    checker = _tool_formats(dict(schema))
+    for name, check in checks_for(formats).items():
+        checker.checks(name)(check)
+    # An empty registry: references resolve inside this schema only, never over the network.
+    validator: Validator = sealed(schema, registry=Registry(), format_checker=checker)
+    return validator
+
+
+_DIALECTS: dict[Any, tuple[Any, Any]] = {}
+"""By ``jsonschema`` dialect class: the metaschema's format checker and callgate's
+validator class (built once: ``jsonschema.validators.extend`` makes a class, which cost
+an OpenAPI import a tenth of its time when made per tool)."""
+
+
+def _tool_formats(root: Mapping[str, Any]) -> Any:
+    """An empty ``jsonschema.FormatChecker`` (the tool's checks are added) carrying ``root``.
+
+    The format checker is the one part of a ``jsonschema`` validator kept as is when it
+    descends into a subschema, so the shared validator class finds the tool's own
+    ``$defs`` there when it asks whether a property accepts ``null``.
+    """
+    if not _TOOL_FORMATS:
+        from jsonschema import FormatChecker
+
+        class ToolFormats(FormatChecker):  # type: ignore[misc]
+            def __init__(self, root: Mapping[str, Any]) -> None:
+                super().__init__(formats=())
+                self.root = root
+
+        _TOOL_FORMATS.append(ToolFormats)
+    return _TOOL_FORMATS[0](root)
+
+
+_TOOL_FORMATS: list[Any] = []
+
+
+def _properties(check_properties: Any) -> Any:
+    """``properties`` that first takes out a ``null`` meaning "not given" (see `_validator`)."""
 
     def properties(validator: Any, props: Any, instance: Any, node: Any) -> Iterator[Any]:
         if isinstance(instance, dict) and isinstance(props, dict):
+            root = validator.format_checker.root
             required = node.get("required") if isinstance(node, dict) else None
             needed = required if isinstance(required, list) else ()
             for name in [
@@ -341,15 +387,7 @@ def _validator(schema: Mapping[str, Any], formats: Mapping[str, FormatCheck | No
                 del instance[name]
         yield from check_properties(validator, props, instance, node)
 
-    integers = cls.TYPE_CHECKER.redefine("integer", _is_integer)
-    keywords = {"properties": properties, **_LINEAR_PATTERN_KEYWORDS}
-    sealed = extend(cls, keywords, type_checker=integers)
-    checker = FormatChecker(formats=())
-    for name, check in checks_for(formats).items():
-        checker.checks(name)(check)
-    # An empty registry: references resolve inside this schema only, never over the network.
-    validator: Validator = sealed(schema, registry=Registry(), format_checker=checker)
-    return validator
+    return properties
 
 
 def _refuse_unrunnable_patterns(schema: Mapping[str, Any]) -> None:
