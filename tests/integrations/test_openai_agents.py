@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 import pytest
@@ -16,8 +16,9 @@ from openai.types.responses import (
     ResponseOutputMessage,
     ResponseOutputText,
 )
+from pydantic import AfterValidator
 
-from callgate import DefinitionError, Gate
+from callgate import Authority, DefinitionError, Gate, Policy, allow
 from callgate.integrations import openai_agents
 
 from .support import AUTHORITY, CHARGE_5, CONTRACTS, POLICY, REFUND_80, Shop, ledger, states
@@ -202,3 +203,46 @@ def test_run_resume_runs_an_approved_call_without_the_model(tmp_path: Path) -> N
     assert observation.content == "refunded 80.00 USD on o-1"
     assert shop.refunds == [("o-1", 80.0)]
     assert states(gate.ledger, run.id) == {"refund": ["ok"]}
+
+
+def a_sku(value: str) -> str:
+    """A SKU's own check, which no JSON schema shows."""
+    if not value.startswith("SKU-"):
+        raise ValueError("not a SKU")
+    return value
+
+
+def test_input_the_sdk_refuses_before_the_function_starts_is_an_error_not_unknown(
+    tmp_path: Path,
+) -> None:
+    """A check the JSON schema cannot show (a Pydantic ``AfterValidator`` on an argument):
+    the SDK refuses the input before the function starts (``ModelBehaviorError``), so
+    nothing ran. It was recorded unknown, and the model told the effect may have happened
+    and not to repeat the call; it is a known failure (``error``), and a valid call runs."""
+    ran: list[str] = []
+
+    @function_tool(failure_error_function=None)
+    def stock(sku: Annotated[str, AfterValidator(a_sku)]) -> str:
+        """Units in stock."""
+        ran.append(sku)
+        return "3 left"
+
+    model = Stub(
+        [call("stock", '{"sku": "x"}', "c1")],
+        [call("stock", '{"sku": "SKU-1"}', "c2")],
+        [reply("3 left")],
+    )
+    agent: Agent[Any] = Agent(name="shop", tools=[stock], model=model)
+    gate = Gate(
+        openai_agents.registry(agent.tools),
+        policy=Policy([allow("stock")]),
+        ledger=ledger(tmp_path),
+    )
+    run = gate.run(authority=Authority(principal="p", grants=["call:stock"]))
+    run_sdk(openai_agents.gate_agent(agent, run), "stock of x?")
+    assert ran == ["SKU-1"]
+    assert states(gate.ledger, run.id) == {"stock": ["error", "ok"]}
+    refused, answered = model.outputs
+    assert "may have happened" not in refused
+    assert "did not start" in refused
+    assert answered == "3 left"

@@ -40,9 +40,10 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
-from agents import Agent, FunctionTool, Handoff
+from agents import Agent, FunctionTool, Handoff, ModelBehaviorError
 from agents.tool import set_function_tool_failure_error_function
 from agents.tool_context import ToolContext
+from pydantic import ValidationError
 
 from callgate.errors import DefinitionError, ToolFailure
 from callgate.gate import Run
@@ -131,11 +132,47 @@ def _handler(tool: FunctionTool) -> Any:
                 tool_call_id="callgate",
                 tool_arguments=frozen_arguments(arguments),
             )
-        return await chosen.on_invoke_tool(context, frozen_arguments(arguments))
+        try:
+            return await chosen.on_invoke_tool(context, frozen_arguments(arguments))
+        except ModelBehaviorError as exc:
+            if _refused_before_start(exc):  # nothing ran: a known failure, not unknown
+                raise ToolFailure(
+                    f"tool {tool.name!r} did not start: the SDK refused its input "
+                    f"({_input_refusal(exc)}); nothing was done. Check each value against "
+                    "the tool's description and propose the call again"
+                ) from None
+            raise
 
     invoke.__name__ = tool.name
     setattr(invoke, _SOURCE, tool)
     return invoke
+
+
+def _refused_before_start(exc: BaseException) -> bool:
+    """Whether the SDK raised ``exc`` checking a function tool's input, before the
+    function started: the traceback's first SDK invocation frame
+    (``_on_invoke_tool_impl``) called its argument preparation (``_prepare_arguments``),
+    not the function. A refusal raised inside the function (a nested run of its own) has
+    the function's frame there instead, and stays unknown."""
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_name == "_on_invoke_tool_impl":
+            following = tb.tb_next
+            return following is not None and (
+                following.tb_frame.f_code.co_name == "_prepare_arguments"
+                and following.tb_frame.f_code.co_filename == tb.tb_frame.f_code.co_filename
+            )
+        tb = tb.tb_next
+    return False
+
+
+def _input_refusal(exc: ModelBehaviorError) -> str:
+    """What the SDK's argument check said, for the model: the validation errors' messages
+    (``ValueError`` texts of the tool's own validators), never the input itself."""
+    cause = exc.__cause__
+    if isinstance(cause, ValidationError):
+        return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in cause.errors())
+    return "its own validators, which the JSON schema does not show, refused a value"
 
 
 def _registered(tool: FunctionTool, run: Run) -> FunctionTool:
