@@ -48,7 +48,8 @@ def _registry(target: str) -> tuple[Registry, list[Any]]:
 
         try:
             data = json.loads(Path(target).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:
+            # RecursionError: nested past what Python's JSON reader takes.
             raise fail(f"{target}: cannot be read as JSON ({exc})", 2) from exc
         if is_function_list(data):
             return function_definitions(data)

@@ -137,6 +137,32 @@ class SchemaArguments:
         }
 
 
+MAX_SCHEMA_DEPTH = 100
+"""JSON levels (objects and arrays inside each other) an arguments schema may take. The
+validators, exports and grammars walk a schema recursively: a hostile schema hundreds of
+levels deep raised RecursionError from inside jsonschema. A real schema nests a few
+levels, and an argument value deeper than the parse stage's 128 levels is refused anyway."""
+
+
+def _json_depth(value: Any, limit: int) -> int:
+    """How deep ``value`` nests, counted without recursion, up to ``limit + 1``."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, Mapping):
+            children: Any = node.values()
+        elif isinstance(node, list | tuple):
+            children = node
+        else:
+            continue
+        deepest = max(deepest, depth)
+        if deepest > limit:
+            return deepest
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
 def schema_arguments(
     tool: str,
     schema: Mapping[str, Any],
@@ -154,6 +180,13 @@ def schema_arguments(
         raise UnenforceableSchema(
             f"tool {tool!r}: the arguments schema must be a JSON object, "
             f"got {type(schema).__name__}"
+        )
+    depth = _json_depth(schema, MAX_SCHEMA_DEPTH)
+    if depth > MAX_SCHEMA_DEPTH:
+        raise UnenforceableSchema(
+            f"tool {tool!r}: the arguments schema is nested more than {MAX_SCHEMA_DEPTH} "
+            "levels deep (objects and arrays inside each other), deeper than callgate walks; "
+            "move repeated parts under '$defs' and refer to them with '$ref', or flatten it"
         )
     if schema.get("type", "object") != "object":
         raise UnenforceableSchema(
