@@ -13,7 +13,7 @@ from typing import Any
 
 import anyio
 import pytest
-from pydantic_ai import Agent, DeferredToolRequests, FunctionToolset, Tool
+from pydantic_ai import Agent, DeferredToolRequests, FunctionToolset, RunContext, Tool
 from pydantic_ai.messages import TextPart
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.tools import ToolDefinition
@@ -341,3 +341,48 @@ def test_a_tool_timeout_is_an_unknown_outcome_not_a_known_failure(tmp_path: Path
     [told] = gated_script.returns
     assert "Timed out" not in told
     assert "may have happened" in told
+
+
+@pytest.mark.parametrize("raised", ["CallDeferred", "ApprovalRequired"])
+def test_a_tool_that_defers_itself_is_a_known_failure_not_unknown(
+    tmp_path: Path, raised: str
+) -> None:
+    """A tool raising PydanticAI's ``CallDeferred`` or ``ApprovalRequired`` itself (to be run
+    elsewhere, or only once approved): ungated the run ends with DeferredToolRequests and
+    nothing ran. Gated it was recorded unknown (the model told the effect may have
+    happened); it is a known failure (nothing done) whose message says callgate's policy,
+    not the tool, asks for approval."""
+    import pydantic_ai
+
+    exception = getattr(pydantic_ai, raised)
+    ran: list[str] = []
+
+    def ship(ctx: RunContext[None], order_id: str) -> str:
+        """Ship an order."""
+        if not ctx.tool_call_approved:
+            raise exception()
+        ran.append(order_id)
+        return "shipped"
+
+    script = Script([call("ship", '{"order_id": "o-1"}', "c1")], [TextPart("done")])
+    agent: Agent[None, Any] = Agent(
+        _model(script), toolsets=[FunctionToolset([ship])], output_type=[str, DeferredToolRequests]
+    )
+    assert isinstance(run_agent(agent, "ship o-1").output, DeferredToolRequests)
+    assert ran == []
+    toolset = FunctionToolset([ship])
+    gate = Gate(registry(toolset), policy=Policy([allow("ship")]), ledger=ledger(tmp_path))
+    run = gate.run(authority=Authority(principal="p", grants=["call:ship"]))
+    script = Script([call("ship", '{"order_id": "o-1"}', "c1")], [TextPart("done")])
+    agent = Agent(
+        _model(script),
+        toolsets=[GatedToolset(toolset, run=run)],
+        output_type=[str, DeferredToolRequests],
+    )
+    assert run_agent(agent, "ship o-1").output == "done"
+    assert ran == []
+    assert states(gate.ledger, run.id) == {"ship": ["error"]}
+    [told] = script.returns
+    assert "may have happened" not in told
+    assert raised in told
+    assert "nothing was done" in told

@@ -30,7 +30,9 @@ it still waits). ``run.resume()`` cannot run a PydanticAI tool outside the
 agent's run: the call ends ``error``, nothing done.
 
 The wrapped tool runs as callgate's handler; a ``ModelRetry`` it raises is a
-known failure (``error``: nothing happened, the model may try otherwise),
+known failure (``error``: nothing happened, the model may try otherwise), and
+so is a ``CallDeferred`` or ``ApprovalRequired`` it raises itself (callgate's
+policy, not the tool, asks for approval),
 any other exception an ``unknown`` outcome that is never retried. A tool's
 PydanticAI ``timeout`` (its own or its toolset's) becomes its callgate
 contract's ``timeout`` (unless the contract gives one): its expiry is an
@@ -61,7 +63,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
-from pydantic_ai import ApprovalRequired, ModelRetry, RunContext, Tool
+from pydantic_ai import ApprovalRequired, CallDeferred, ModelRetry, RunContext, Tool
 from pydantic_ai.toolsets import AbstractToolset, CombinedToolset, FunctionToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 from pydantic_ai.toolsets.function import FunctionToolsetTool
@@ -138,6 +140,12 @@ def _handler(name: str, source: Tool[Any]) -> Any:
             return await wrapped.call_tool(name, validated, ctx, tool)
         except ModelRetry as retry:  # the tool's "nothing happened, try otherwise"
             raise ToolFailure(str(retry.message)) from None
+        except (ApprovalRequired, CallDeferred) as deferred:  # the tool's "not now"
+            raise ToolFailure(
+                f"tool {name!r} raised PydanticAI's {type(deferred).__name__} (run it only "
+                "once approved, or elsewhere); nothing was done. Under callgate, approval is "
+                "callgate's: give the tool an ask rule in the policy instead"
+            ) from None
 
     invoke.__name__ = name
     setattr(invoke, _SOURCE, source)
