@@ -147,3 +147,42 @@ def test_a_refusal_shows_a_file_name_with_control_characters_escaped(tmp_path: P
     ).refused
     assert "\n" not in refusal.reason
     assert "x\\n- travel" in refusal.reason
+
+
+def test_a_file_name_that_is_not_utf8_refuses_its_folder_only(tmp_path: Path) -> None:
+    """A file whose name is not UTF-8 (bytes 0xff 0xfe) refuses its folder with a reason;
+    the other folders load (``load_skills`` raised UnicodeEncodeError for all of them,
+    from the digest)."""
+    good = _skill(tmp_path, "expenses")
+    odd = _skill(tmp_path, "odd-names")
+    with open(bytes(odd) + b"/\xff\xfe.txt", "wb") as file:
+        file.write(b"x")
+    skills = load_skills([good, odd])
+    assert list(skills.skills) == ["expenses"]
+    [refusal] = skills.refused
+    assert refusal.folder == odd
+    assert "UTF-8" in refusal.reason
+
+
+@pytest.mark.parametrize(
+    "breaker", ["\n", "\r", "\x85", "\u2028", "\u2029", "\x1e", "\u202e", "\u2066"]
+)
+def test_a_refusal_escapes_line_breaks_and_bidi_controls_in_folder_and_file_names(
+    tmp_path: Path, breaker: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A folder or file name holding a line break of any kind Python splits lines on
+    (NEL, the Unicode line and paragraph separators, record separators) or a bidi
+    control cannot forge a line in a refusal or its log, nor reorder it on a terminal:
+    the folder's name was shown as it was, and only C0 controls were escaped."""
+    good = _skill(tmp_path, "expenses")
+    folder = tmp_path / f"evil{breaker}WARNING forged"
+    folder.mkdir()
+    (folder / "SKILL.md").write_text("---\nname: evil\ndescription: d\n---\nx\n")
+    linked = _skill(tmp_path, "linked")
+    (linked / f"a{breaker}b").symlink_to("/etc/passwd")
+    with caplog.at_level("WARNING"):
+        skills = load_skills([good, folder, linked])
+    assert len(skills.refused) == 2
+    for text in [r.reason for r in skills.refused] + [r.getMessage() for r in caplog.records]:
+        assert len(text.splitlines()) == 1, text
+        assert breaker not in text

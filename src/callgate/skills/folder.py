@@ -18,7 +18,7 @@ from typing import Any
 from callgate.definitions.pins import DigestPins
 from callgate.errors import DefinitionError
 
-__all__ = ["MAX_FILE_BYTES", "Skill", "SkillLimits", "SkillPins", "load_skill"]
+__all__ = ["MAX_FILE_BYTES", "Skill", "SkillLimits", "SkillPins", "load_skill", "shown"]
 
 MAX_FILE_BYTES = 200_000
 """The default largest file a skill may hold (`SkillLimits.file_bytes`)."""
@@ -179,13 +179,31 @@ def _read(path: Path, most: int) -> bytes | int:
     return data
 
 
-_CONTROL = {i: f"\\x{i:02x}" for i in (*range(32), 127)} | {10: "\\n", 13: "\\r", 9: "\\t"}
+_UNSHOWN = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+)
+"""What a name may not show as it is: C0 and C1 controls (NEL and the record separators
+end a line for Python's ``splitlines``), the Unicode line and paragraph separators, the
+bidi controls (they reorder a line on a terminal) and lone surrogates (a file name that
+is not UTF-8; they cannot be written to a UTF-8 log)."""
+_SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
-def _shown(relative: str) -> str:
-    """A file's path for a message: control characters escaped, so a hostile file name
-    cannot start a line of its own in a refusal or in the log of one."""
-    return relative.translate(_CONTROL)
+def _escaped(match: re.Match[str]) -> str:
+    char = match.group()
+    if char in _SHORT:
+        return _SHORT[char]
+    return f"\\x{ord(char):02x}" if ord(char) < 256 else f"\\u{ord(char):04x}"
+
+
+def shown(text: str) -> str:
+    """A path or a refusal for a message: line breaks of every kind, controls, bidi
+    controls and lone surrogates escaped, so a hostile folder or file name cannot start a
+    line of its own in a refusal or in the log of one, nor reorder it on a terminal."""
+    return _UNSHOWN.sub(_escaped, text)
+
+
+_shown = shown
 
 
 def _listing(root: Path, limits: SkillLimits) -> list[tuple[Path, int]]:
@@ -221,6 +239,13 @@ def load_skill(folder: str | Path, *, limits: SkillLimits | None = None) -> Skil
     for path, mode in _listing(root, limits):
         relative = path.relative_to(root).as_posix()
         shown = _shown(relative)
+        try:
+            relative.encode("utf-8")
+        except UnicodeEncodeError:
+            raise DefinitionError(
+                f"{root}: the file name {shown} is not UTF-8; a skill's file names are "
+                "text (rename the file)"
+            ) from None
         if stat.S_ISLNK(mode):
             raise DefinitionError(
                 f"{root}: {shown} is a symbolic link; a skill's files must be in its folder "

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from callgate.errors import DefinitionError, ToolFailure
-from callgate.skills.folder import Skill, SkillLimits, SkillPins, load_skill
+from callgate.skills.folder import Skill, SkillLimits, SkillPins, load_skill, shown
 from callgate.tools import ToolSpec, schema_spec
 
 __all__ = ["SkillRefusal", "SkillSet", "load_skills"]
@@ -97,7 +97,9 @@ def load_skills(
                     "one of them)"
                 )
         except DefinitionError as exc:
-            refusal = SkillRefusal(folder=path, reason=str(exc), limit=getattr(exc, "limit", None))
+            # Escaped whole: the folder's own name is in the reason, and it is hostile too.
+            reason = shown(str(exc))
+            refusal = SkillRefusal(folder=path, reason=reason, limit=getattr(exc, "limit", None))
             _log.warning("skill folder refused: %s", refusal.reason)
             refused.append(refusal)
             continue
