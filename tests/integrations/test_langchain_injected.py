@@ -15,7 +15,7 @@ from langchain_core.tools import BaseTool, InjectedToolCallId, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import InjectedState, ToolNode, tools_condition
-from langgraph.types import Command
+from langgraph.types import Command, interrupt
 
 from callgate import Authority, Gate, Policy, allow
 from callgate.integrations.langchain import gate_tools, registry
@@ -206,3 +206,43 @@ def test_a_denied_command_tool_changes_no_state(tmp_path: Path) -> None:
     [message] = tool_messages(result)
     assert message.status == "error"
     assert message.artifact["status"] == "rejected"
+
+
+def _wire_tool(ran: list[tuple[float, Any]]) -> BaseTool:
+    @tool
+    def wire(amount: float) -> str:
+        """Wire money, once the user confirms."""
+        answer = interrupt({"confirm": amount})
+        ran.append((amount, answer))
+        return f"wired {amount}" if answer == "yes" else "cancelled"
+
+    return wire
+
+
+def test_a_tool_that_interrupts_the_graph_pauses_it_gated_as_bare(tmp_path: Path) -> None:
+    """A tool calling LangGraph's ``interrupt()`` itself (human in the loop inside the
+    tool): bare, the graph pauses and the resumed tool gets the answer. Gated it was
+    recorded unknown and the graph never paused (the model told the effect may have
+    happened); now the graph pauses (the call recorded error, nothing done), and on resume
+    the same call is submitted again, decided by the policy, and runs once."""
+    thread = {"configurable": {"thread_id": "t"}}
+    ran: list[tuple[float, Any]] = []
+    bare = _graph([], [_wire_tool(ran)], _replies("wire", {"amount": 5}))
+    assert bare.invoke({"messages": [HumanMessage("go")]}, thread).get("__interrupt__")
+    bare.invoke(Command(resume="yes"), thread)
+    assert ran == [(5.0, "yes")]
+    ran = []
+    tools = [_wire_tool(ran)]
+    gate = Gate(registry(tools), policy=Policy([allow("wire")]), ledger=ledger(tmp_path))
+    run = gate.run(authority=Authority(principal="p", grants=["call:wire"]))
+    app = _graph(tools, list(gate_tools(tools, run)), _replies("wire", {"amount": 5}))
+    paused = app.invoke({"messages": [HumanMessage("go")]}, thread)
+    [pause] = paused["__interrupt__"]
+    assert pause.value == {"confirm": 5.0}
+    assert ran == []
+    assert tool_messages(paused) == []
+    result = app.invoke(Command(resume="yes"), thread)
+    assert ran == [(5.0, "yes")]
+    [message] = tool_messages(result)
+    assert (message.content, message.status) == ("wired 5.0", "success")
+    assert states(gate.ledger, run.id) == {"wire": ["error", "ok"]}

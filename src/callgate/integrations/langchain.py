@@ -84,6 +84,9 @@ class _Invocation:
     injected: dict[str, Any] = field(default_factory=dict)
     started: bool = False
     command: Any = None
+    paused: BaseException | None = None
+    """LangGraph's ``GraphInterrupt`` the tool raised by calling ``interrupt()``: re-raised
+    once the call is recorded, so the graph pauses as it does bare."""
     """The LangGraph ``Command`` the tool returned, if it did: handed to ``ToolNode`` as
     it is once the call is ``ok`` (its state update and ``goto`` applied as bare)."""
 
@@ -151,6 +154,12 @@ def _handler(tool: BaseTool) -> Any:
         current = _CALL.get()
         if isinstance(exc, ToolException):
             return ToolFailure(str(exc))
+        if _is_graph_interrupt(exc) and current is not None:
+            current.paused = exc
+            return ToolFailure(
+                f"tool {tool.name!r} paused the graph (LangGraph interrupt) before finishing; "
+                "it runs again, from its start, when the graph resumes"
+            )
         if watched and current is not None and not current.started:
             return ToolFailure(
                 f"tool {tool.name!r} did not start: LangChain refused its input "
@@ -232,6 +241,15 @@ def _content(output: Any) -> Any:
     return output.content if isinstance(output, ToolMessage) else output
 
 
+def _is_graph_interrupt(exc: BaseException) -> bool:
+    """Whether ``exc`` is LangGraph's ``GraphInterrupt`` (raised by ``interrupt()``)."""
+    import sys
+
+    module = sys.modules.get("langgraph.errors")
+    kind = getattr(module, "GraphInterrupt", None)
+    return isinstance(kind, type) and isinstance(exc, kind)
+
+
 def _is_command(output: Any) -> bool:
     """Whether ``output`` is a LangGraph ``Command`` (LangGraph is imported only if the
     application already did: a tool cannot have returned one otherwise)."""
@@ -311,7 +329,10 @@ class GatedTool(BaseTool):
         self, call_id: str, observation: Observation, invocation: _Invocation | None = None
     ) -> Any:
         """The observation as a ``ToolMessage``; for an ``ok`` call whose tool returned a
-        LangGraph ``Command`` in this invocation, that Command (what ``ToolNode`` applies)."""
+        LangGraph ``Command`` in this invocation, that Command (what ``ToolNode`` applies);
+        for a tool that called ``interrupt()``, its interrupt, raised (the graph pauses)."""
+        if invocation is not None and invocation.paused is not None:
+            raise invocation.paused
         if (
             observation.status is Status.OK
             and invocation is not None
