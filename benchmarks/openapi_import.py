@@ -9,6 +9,9 @@ import itself costs, the wall time what it cost under the load of the moment). T
 splits one import into its steps: reading the document, building the operations
 (`callgate.openapi.operations`), and building the tools (`schema_spec`: checking each
 argument schema against the JSON Schema metaschema, compiling its validator and model).
+Each import starts with the metaschema memo empty (`callgate.definitions.metaschema`:
+each distinct subschema is checked once and remembered), so what is measured is a
+first import, not one helped by the previous run.
 
 Target: ≤ 5 s for a 5 MB document. No request is sent (a document without a usable
 server gets a placeholder base URL).
@@ -33,8 +36,10 @@ TARGET_SECONDS = 5.0
 
 
 def _import_once(path: Path) -> tuple[float, float, int, int]:
+    from callgate.definitions import metaschema
     from callgate.openapi import import_openapi
 
+    metaschema.forget()
     wall, cpu = time.perf_counter(), time.process_time()
     result = import_openapi(path, api="bench", require_credentials=False)
     return (
@@ -47,9 +52,11 @@ def _import_once(path: Path) -> tuple[float, float, int, int]:
 
 def _steps(path: Path) -> dict[str, float]:
     """CPU seconds of each step of one import."""
+    from callgate.definitions import metaschema
     from callgate.openapi import import_openapi, load_document
     from callgate.openapi.operations import operations
 
+    metaschema.forget()
     out: dict[str, float] = {}
     cpu = time.process_time()
     document = load_document(path)
@@ -57,6 +64,7 @@ def _steps(path: Path) -> dict[str, float]:
     cpu = time.process_time()
     operations(document, api="bench", host="bench.invalid")
     out["build the operations"] = time.process_time() - cpu
+    metaschema.forget()
     cpu = time.process_time()
     import_openapi(path, api="bench", require_credentials=False)
     out["whole import"] = time.process_time() - cpu
@@ -92,10 +100,10 @@ def main() -> int:
                 f"{case.removesuffix('.gz'):<22} {len(data) / 1e6:>5.1f} {ops:>5} {tools:>5} "
                 f"{statistics.median(walls):>7.2f} {median_cpu:>6.2f}"
             )
-        stripe = Path(scratch) / "stripe.json"
-        print("\nstripe.json, one import by step (CPU s):")
-        for step, seconds in _steps(stripe).items():
-            print(f"  {step:<28} {seconds:6.2f}")
+        for name in ("stripe.json", "stripe-2023.yaml"):
+            print(f"\n{name}, one import by step (CPU s):")
+            for step, seconds in _steps(Path(scratch) / name).items():
+                print(f"  {step:<28} {seconds:6.2f}")
     verdict = "met for every document" if not over else "NOT MET for " + ", ".join(over)
     print(f"\ntarget: median CPU ≤ {TARGET_SECONDS:g} s per document: {verdict}")
     return 1 if over else 0
