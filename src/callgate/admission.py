@@ -27,8 +27,9 @@ from callgate.approvals import (
 )
 from callgate.authorize.policy import Action, Decision, authorize
 from callgate.authorize.provenance import OutputTrust, TrustIndex
-from callgate.calls import Observation, Stage, Status, ToolCall
+from callgate.calls import Observation, Provenance, Stage, Status, ToolCall
 from callgate.canonical import canonical_arguments, canonical_json, digest
+from callgate.errors import ToolFailure
 from callgate.execute import Admitted
 from callgate.ledger.base import CallRecord, CallState
 from callgate.ledger.budgets import BudgetCharge, budget_grants, charges_for
@@ -151,8 +152,27 @@ class Admission:
                 "call.renamed", run_id=self.run.id, call_id=name, data={"model_id": model_id}
             )
             call = dataclasses.replace(call, id=name)
+        key = (
+            f"{self.run.id}/{call.id}"
+            if spec.idempotency_key is None
+            else self._idempotency_key(call, spec, model)
+        )
         approval_id = None
-        if decision.action is Action.ASK:
+        executed = spec
+        ran_as = None
+        if decision.action is Action.ASK and spec.idempotency_key is not None:
+            ran_as = self._ran_under_key(spec, key, request_hash)
+        if ran_as is not None:
+            # The same operation already ran with these values: asking a person to approve
+            # it again would approve nothing (its key only replays). Execution replays it.
+            gate.ledger.record_event(
+                "approval.not_needed",
+                run_id=self.run.id,
+                call_id=call.id,
+                data={"rule": "idempotent_replay", "key": key, "holder": list(ran_as)},
+            )
+            executed = _replay_only(spec)
+        elif decision.action is Action.ASK:
             try:
                 approved = self._approval(
                     call, spec, model, canonical, request_hash, decision, model_id
@@ -164,11 +184,6 @@ class Admission:
             if isinstance(approved, Observation):
                 return approved
             approval_id = approved.id
-        key = (
-            f"{self.run.id}/{call.id}"
-            if spec.idempotency_key is None
-            else self._idempotency_key(call, spec, model)
-        )
         secrets = self._secrets(spec, model.__dict__)
         stored = self._redacted_arguments(spec, model, canonical, secrets)
         now = time.time()
@@ -203,7 +218,7 @@ class Admission:
         return Admitted(
             record=record,
             call=call,
-            spec=spec,
+            spec=executed,
             arguments=model,
             run_id=self.run.id,
             principal=self.run.authority.principal,
@@ -348,6 +363,9 @@ class Admission:
         waited = self.run.resuming.get(call.id)
         prior = gate.approvals.get(waited) if waited is not None else None
         if prior is not None and prior.status is ApprovalStatus.USED:
+            released = self._released_as(call, spec, prior)
+            if released is not None:
+                return released
             # Another resume (in this process or another) released this call already.
             gate.ledger.record_event(
                 "approval.reuse_refused",
@@ -420,6 +438,81 @@ class Admission:
                 {"rule": decision.rule, "approval_id": request.id},
                 *self._findings(decision, secrets),
             ),
+        )
+
+    def _ran_under_key(self, spec: ToolSpec, key: str, request_hash: str) -> tuple[str, str] | None:
+        """The call (run id, call id) whose recorded outcome idempotency ``key`` would replay
+        for a call with ``request_hash``, as the ledger's records say; None when the key
+        would not replay (absent, still running, ``error``, expired, other values).
+
+        A hint, not the decision: `Ledger.begin_attempt` decides the replay at execution
+        from the key itself (checked against the journal), and a call admitted on this hint
+        without an approval is stopped before its handler if the key does not replay
+        (`_replay_only`)."""
+        ledger = self.gate.ledger
+        now = time.time()
+        seen: set[tuple[str, str]] = set()
+        for rec in ledger.records(key=key):
+            if rec.call_id is None or (rec.run_id, rec.call_id) in seen:
+                continue
+            seen.add((rec.run_id, rec.call_id))
+            for attempt in ledger.attempts(rec.run_id, rec.call_id):
+                outcome = attempt.outcome
+                if (
+                    attempt.idempotency_key != key
+                    or outcome is None
+                    or outcome.status == "error"  # did not happen: the key holds nothing
+                    or attempt.request_hash != request_hash
+                ):
+                    continue
+                if outcome.status == "ok" and attempt.started_at + spec.key_retention <= now:
+                    continue  # an ok outcome's key expires; an unknown one never does
+                return rec.run_id, rec.call_id
+        return None
+
+    def _released_as(
+        self, call: ToolCall, spec: ToolSpec, prior: ApprovalRequest
+    ) -> Observation | None:
+        """A resumed call whose approval released the same call proposed again under another
+        id of this run (the model re-proposed it; `Approvals.consume` matches by values):
+        answered with that call's recorded outcome, under this call's id. None when the
+        approval was used by this very call, by another run, or its user has no outcome
+        yet (the caller refuses the reuse)."""
+        prefix = f"{self.run.id}/"
+        used_by = prior.used_by or ""
+        holder = used_by[len(prefix) :] if used_by.startswith(prefix) else ""
+        if not holder or holder == call.id:
+            return None
+        attempts = self.gate.ledger.attempts(self.run.id, holder)
+        outcome = attempts[-1].outcome if attempts else None
+        if outcome is None:
+            return None
+        self.gate.ledger.record_event(
+            "approval.released_as",
+            run_id=self.run.id,
+            call_id=call.id,
+            data={"approval_id": prior.id, "used_by": used_by},
+        )
+        ok = outcome.status == "ok"
+        content = outcome.content
+        truncated = None
+        if ok and len(content) > spec.max_result_chars:
+            content, truncated = content[: spec.max_result_chars], len(content)
+        note = (
+            f"[callgate: approval {prior.id} released this call once, when it was proposed "
+            f"again as call {bounded(holder, 80)}; that call's recorded outcome returned]\n"
+        )
+        return Observation(
+            call_id=call.id,
+            tool=spec.name,
+            status=Status(outcome.status),
+            stage=Stage(outcome.stage),
+            content=note + content,
+            retryable=False,  # sending it again can only replay the same answer
+            provenance=Provenance.UNTRUSTED if ok else Provenance.GATE,
+            tool_version=spec.version,
+            truncated_from=truncated,
+            details=({"rule": "approval_released_as", "holder": [self.run.id, holder]},),
         )
 
     def withheld(self, request: ApprovalRequest) -> Observation:
@@ -697,6 +790,26 @@ class Admission:
             created_at=now,
             updated_at=now,
         )
+
+
+def _replay_only(spec: ToolSpec) -> ToolSpec:
+    """``spec`` with a handler that refuses to run: for a call admitted without the approval
+    its policy asks for, because its idempotency key already ran (`Admission._ran_under_key`).
+    Execution replays the key's outcome without calling the handler; should the ledger's key
+    not replay after all (it expired, or the records misled), this handler stops the call
+    before any effect (``error``: nothing happened, the key stays free) and the model is
+    told to send it again, which asks a person."""
+
+    def refuse(**_: Any) -> None:
+        raise ToolFailure(
+            "this call needs a person's approval and was not run: the earlier call with the "
+            "same idempotency key has no outcome to replay any more. Send the same call "
+            "again to ask for an approval."
+        )
+
+    return dataclasses.replace(
+        spec, fn=refuse, is_async=False, context_param=None, verify=None, reconcile=None
+    )
 
 
 def findings_of(decision: Decision) -> tuple[dict[str, Any], ...]:

@@ -666,8 +666,16 @@ class Run:
 
     @property
     def pending_approvals(self) -> list[str]:
-        """Ids of the approval requests this run is waiting for."""
-        return list(self.state.pending)
+        """Ids of the approval requests this run is waiting for: not one already used (the
+        model proposed the call again and the approval released it under that id;
+        `resume` answers the waiting call with that outcome)."""
+        approvals = self.gate.approvals
+        return [
+            approval_id
+            for approval_id in self.state.pending
+            if (request := approvals.get(approval_id)) is None
+            or request.status is not ApprovalStatus.USED
+        ]
 
     # -- stages --------------------------------------------------------------
 

@@ -339,7 +339,8 @@ def test_the_model_resending_the_approved_call_then_resume_runs_it_once(
     make_ledger: Callable[..., Ledger], effects_file: Path
 ) -> None:
     """The model sends the approved call again under a new id (it runs); the old pending
-    call, resumed afterwards, finds its approval used and runs nothing."""
+    call, resumed afterwards, finds its approval used by that call, runs nothing, and is
+    answered with that call's outcome (issue 29: not rejected 'already released')."""
     g = gate(make_ledger(), effects_file)
     run = g.run(authority=ALICE)
     run.submit([read_order()])
@@ -351,7 +352,8 @@ def test_the_model_resending_the_approved_call_then_resume_runs_it_once(
     [resumed] = run.resume()
 
     assert again.status is Status.OK
-    assert (resumed.status, resumed.stage) == (Status.REJECTED, Stage.APPROVAL)
+    assert (resumed.status, resumed.stage) == (Status.OK, Stage.EXECUTE), resumed.content
+    assert resumed.content.endswith(again.content)
     assert len(effects(effects_file)) == 1
 
 

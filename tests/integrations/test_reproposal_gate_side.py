@@ -1,13 +1,11 @@
 """Two gate-side faults the adapters meet when a model proposes an approved call again (every
 framework re-proposes under a fresh call id). Their fix lives in callgate's gate
-(``admission.py``), not in the adapters: these tests are strict xfails until it lands, so
-they turn red the day it does and the mark is removed."""
+(``admission.py``), not in the adapters; tests/approvals/test_reproposal_replay.py covers
+it on the memory and SQLite ledgers."""
 
 from __future__ import annotations
 
 from typing import Any
-
-import pytest
 
 from callgate import Authority, Gate, MemoryLedger, Policy, Registry, Status, ToolCall, ask
 
@@ -40,10 +38,9 @@ def _approved_and_ran() -> tuple[Gate, Any, list[str]]:
     return gate, run, ran
 
 
-@pytest.mark.xfail(strict=True, reason="gate-side: admission asks before the key's replay")
 def test_a_third_proposal_with_the_same_key_replays_instead_of_asking_again() -> None:
     """Proposed a third time (c3, same arguments and idempotency key), the call that already
-    ran is replayed (its recorded outcome); today a new approval request opens."""
+    ran is replayed (its recorded outcome); it used to open a new approval request."""
     _, run, ran = _approved_and_ran()
     [third] = run.submit([ToolCall(id="c3", name="refund", arguments=ARGS)])
     assert third.status is Status.OK
@@ -51,7 +48,6 @@ def test_a_third_proposal_with_the_same_key_replays_instead_of_asking_again() ->
     assert ran == ["op-1"]
 
 
-@pytest.mark.xfail(strict=True, reason="gate-side: resume answers 'already released'")
 def test_resume_does_not_reject_a_call_released_under_another_id() -> None:
     """run.resume() after the approval released the call as c2: c1 is answered with c2's
     outcome (or left out), not rejected 'already released this call once'."""
