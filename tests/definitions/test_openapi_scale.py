@@ -143,3 +143,19 @@ def test_a_schema_invalid_deep_inside_a_remembered_one_is_refused() -> None:
     metaschema.forget()
     with pytest.raises(Exception, match="not valid JSON Schema"):
         _validator(bad, {})
+
+
+def test_the_memo_is_bounded_and_still_right_after_it_forgets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past `MEMO_LIMIT` interned values the memo starts empty: it never grows without
+    bound in a long-running process, and what it forgot is checked again, in full."""
+    monkeypatch.setattr(metaschema, "MEMO_LIMIT", 50)
+    formats = _formats()
+    for n in range(40):
+        valid = {"type": "object", "properties": {f"p{n}": {"type": "integer", "minimum": n}}}
+        metaschema.check_schema(Draft202012Validator, valid, formats)
+        assert len(metaschema._interned) <= 50 + 12  # one schema's values past the bound
+        invalid = {"type": "object", "properties": {f"p{n}": {"minimum": str(n)}}}
+        with pytest.raises(SchemaError):
+            metaschema.check_schema(Draft202012Validator, invalid, formats)
