@@ -115,8 +115,9 @@ def test_an_ungranted_call_is_refused_as_a_tool_output(tmp_path: Path) -> None:
 
 def test_an_approval_pauses_the_call_and_the_approved_call_runs_once(tmp_path: Path) -> None:
     """A refund above the policy's bound waits for a person (the model is told, nothing
-    runs); once approved, the model's next proposal of the same refund runs, once; the
-    approval is spent, so a third proposal waits for a person again."""
+    runs); once approved, the model's next proposal of the same refund runs, once; a third
+    proposal with the same idempotency key replays the recorded outcome (no new request,
+    the refund does not run again)."""
     shop = Shop()
     model = Stub(
         [call("refund", REFUND_80, "c1")],
@@ -139,8 +140,8 @@ def test_an_approval_pauses_the_call_and_the_approved_call_runs_once(tmp_path: P
     assert model.outputs == ["refunded 80.00 USD on o-1"]
     run_sdk(agent, "once more")
     assert shop.refunds == [("o-1", 80.0)]
-    assert "needs a person's approval" in model.outputs[-1]
-    assert states(gate.ledger, run.id)["refund"] == ["pending", "ok", "pending"]
+    assert model.outputs[-1].startswith("[callgate: this idempotency key already ran")
+    assert states(gate.ledger, run.id)["refund"] == ["pending", "ok", "ok"]
 
 
 def test_an_unknown_outcome_is_not_run_again(tmp_path: Path) -> None:
