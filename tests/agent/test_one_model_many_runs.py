@@ -171,17 +171,23 @@ def test_resume_on_another_thread_with_one_model(provider: str, server: Recorded
     """Run in one thread, approve and resume in another (the approval arrives as a web
     request, served on a thread of its own), twice, with one model object: every resume
     reaches the model (it ended in ``model_error`` after the approved refund had run:
-    the SDK client was bound to the first thread's loop)."""
+    the SDK client was bound to the first thread's loop). Each run has its own principal:
+    the recorded refund carries one operation id, which in one scope would replay the
+    first refund's outcome without asking a person (issue 29)."""
     make, _, answer, refund = PROVIDERS[provider]
     server.queue = [(200, refund()), (200, payload(answer))] * 2
     shop = Shop()
     gate = shop_gate(shop)
     agent = Agent(make(server.url), gate)
-    for _ in range(2):
+    for i in range(2):
         paused = _on_a_new_thread(
-            lambda: agent.run("Refund order o-2 in full, 90 USD.", authority=authority())
+            functools.partial(
+                agent.run,
+                "Refund order o-2 in full, 90 USD.",
+                authority=authority(principal=f"agent-{i}"),
+            )
         )
-        assert paused.paused, (paused.reason, paused.detail)
+        assert paused.paused, (paused.reason, paused.detail, [(r[0], json.dumps(r[1])[-300:]) for r in server.requests], server.connections)
         for approval_id in paused.pending_approvals:
             gate.approvals.approve(approval_id, by="lead@shop")
         result = _on_a_new_thread(functools.partial(agent.resume, paused))
