@@ -78,6 +78,8 @@ def _formats() -> Any:
     return checker
 
 
+_FORMATS = _formats()
+"""One checker for every example: the memo is kept per checker, and stays warm across them."""
 _SCALARS = st.one_of(
     st.none(),
     st.booleans(),
@@ -111,7 +113,7 @@ def _schemas() -> st.SearchStrategy[Any]:
 def test_the_memoized_check_agrees_with_jsonschema(schemas: list[Any]) -> None:
     """Schemas checked in a row (the memo warm from the earlier ones, and from earlier
     examples): each is refused exactly when ``jsonschema`` refuses it, with its message."""
-    formats = _formats()
+    formats = _FORMATS
     for schema in schemas:
         try:
             Draft202012Validator.check_schema(schema, format_checker=formats)
@@ -151,7 +153,7 @@ def test_the_memo_is_bounded_and_still_right_after_it_forgets(
     """Past `MEMO_LIMIT` interned values the memo starts empty: it never grows without
     bound in a long-running process, and what it forgot is checked again, in full."""
     monkeypatch.setattr(metaschema, "MEMO_LIMIT", 50)
-    formats = _formats()
+    formats = _FORMATS
     for n in range(40):
         valid = {"type": "object", "properties": {f"p{n}": {"type": "integer", "minimum": n}}}
         metaschema.check_schema(Draft202012Validator, valid, formats)

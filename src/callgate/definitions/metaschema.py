@@ -68,13 +68,13 @@ def check_schema(cls: Any, schema: Mapping[str, Any], format_checker: Any) -> No
         if len(_interned) > MEMO_LIMIT:
             _interned.clear()
             _valid.clear()
+        validator = _validator(cls, format_checker)
         _ids.clear()
         try:
             try:
                 _intern(schema)
             except RecursionError:
                 _ids.clear()  # nests too deep to number: checked in full below
-            validator = _validator(cls, format_checker)
             for error in validator.iter_errors(schema):
                 raise SchemaError.create_from(error)
         finally:
@@ -117,6 +117,10 @@ def _validator(cls: Any, format_checker: Any) -> Any:
     cached = _meta.get(cls)
     if cached is not None and cached[1] is format_checker:
         return cached[0]
+    # What passed with another format checker may not pass with this one.
+    _interned.clear()
+    _valid.clear()
+    _ids.clear()
     from jsonschema.validators import SPECIFICATIONS, extend  # type: ignore[import-untyped]
     from referencing import Registry
     from referencing.jsonschema import DRAFT202012
