@@ -108,7 +108,7 @@ def _schemas() -> st.SearchStrategy[Any]:
     return st.recursive(st.one_of(st.booleans(), st.just({})), extend, max_leaves=12)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_schemas(), min_size=1, max_size=6))
 def test_the_memoized_check_agrees_with_jsonschema(schemas: list[Any]) -> None:
     """Schemas checked in a row (the memo warm from the earlier ones, and from earlier
