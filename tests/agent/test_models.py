@@ -9,6 +9,7 @@ the answers.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -182,3 +183,19 @@ def test_a_scripted_spec_replays_recorded_responses(tmp_path: Path) -> None:
     result = Agent(model, shop_gate(Shop())).run("o-1?", authority=authority())
     assert (result.reason, result.answer) == (StopReason.ANSWERED, "Order o-1 has shipped.")
     assert result.usage.total == 480 + 71 + 590 + 12
+
+
+@pytest.mark.parametrize(
+    ("spec", "package", "variable"),
+    [("openai:gpt-4.1", "openai", "OPENAI_API_KEY"),
+     ("anthropic:claude-x", "anthropic", "ANTHROPIC_API_KEY")],
+)  # fmt: skip
+def test_a_missing_sdk_is_named_before_a_missing_key(
+    spec: str, package: str, variable: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the SDK and without a key, the error names the extra to install first (it
+    asked for the key, and only once that was set said the package was missing)."""
+    monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setitem(sys.modules, package, None)  # import fails as if not installed
+    with pytest.raises(DefinitionError, match=rf"callgate\[{package}\]"):
+        model_from_spec(spec)

@@ -63,13 +63,14 @@ class AnthropicModel(Model):
         self._usage = get_format("anthropic").usage
         make: Callable[[], Any] | None = None
         if client is None:
+            sdk = _sdk()  # a missing package is named before a missing key
             key = api_key or os.environ.get("ANTHROPIC_API_KEY")
             if not key:
                 raise DefinitionError(
                     "no Anthropic API key: set ANTHROPIC_API_KEY (or pass api_key=...)"
                 )
             make = functools.partial(
-                _sdk().AsyncAnthropic,
+                sdk.AsyncAnthropic,
                 api_key=key,
                 base_url=base_url,
                 timeout=timeout,

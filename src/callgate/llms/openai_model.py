@@ -71,6 +71,7 @@ class OpenAIModel(Model):
         self.options = dict(options or {})
         make: Callable[[], Any] | None = None
         if client is None:
+            sdk = _sdk()  # a missing package is named before a missing key
             key = api_key or os.environ.get("OPENAI_API_KEY")
             if not key:
                 if base_url is None:
@@ -79,7 +80,7 @@ class OpenAIModel(Model):
                     )
                 key = LOCAL_KEY
             make = functools.partial(
-                _sdk().AsyncOpenAI,
+                sdk.AsyncOpenAI,
                 api_key=key,
                 base_url=base_url,
                 timeout=timeout,
