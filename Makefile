@@ -50,13 +50,14 @@ test: lint typecheck
 	CALLGATE_DRIVER=async $(BIN)/pytest tests/core
 
 # The fast tier, for feedback while working: unit tests only (no subprocess, server,
-# PostgreSQL, bubblewrap or model: tests/conftest.py marks those `integration`), each
+# PostgreSQL, bubblewrap or model: tests/conftest.py marks those `integration`; nor the
+# few `slow` in-process tests it lists), each
 # hypothesis property at a few examples (the `dev` profile). `make test` is the full suite.
 # Bytecode is cached outside the tree (PYTHONPYCACHEPREFIX), even where the environment says
 # PYTHONDONTWRITEBYTECODE: compiling every module afresh was half the time of a collection.
 test-fast: $(STAMP)
 	PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX="$${TMPDIR:-/tmp}/callgate-pycache" \
-	CALLGATE_HYPOTHESIS_PROFILE=dev $(BIN)/pytest -m "not integration and not model"
+	CALLGATE_HYPOTHESIS_PROFILE=dev $(BIN)/pytest -m "not integration and not model and not slow"
 
 format: $(STAMP)
 	$(BIN)/ruff format src tests benchmarks examples
