@@ -71,6 +71,8 @@ def _pending_requests(gate: Gate) -> list[str]:
 def test_the_same_key_replays_in_the_same_run_and_in_another_process(
     make_ledger: Callable[..., Ledger],
 ) -> None:
+    """An approved call proposed again under the same key replays its outcome, in its run and from
+    another process of the same scope, with no new approval request."""
     ran: list[str] = []
     gate = _gate(make_ledger(), ran)
     run = gate.run(authority=ALICE)
@@ -96,6 +98,8 @@ def test_the_same_key_replays_in_the_same_run_and_in_another_process(
 def test_another_scope_different_arguments_or_a_failed_run_still_ask(
     make_ledger: Callable[..., Ledger],
 ) -> None:
+    """Another principal's call, or the same key with other values, is no replay: a person is asked
+    and nothing more runs."""
     ran: list[str] = []
     gate = _gate(make_ledger(), ran)
     _approve_and_run(gate, gate.run(authority=ALICE))

@@ -31,6 +31,8 @@ pytestmark = [
 
 
 def test_every_tool_of_every_reference_server_answers_the_same_through_the_proxy() -> None:
+    """Every tool of the seven installed reference servers is visible and answers through proxy()
+    and `callgate mcp proxy` as it does directly (no crash, no failed check)."""
     report = source.run(full=True)
     assert report.crashes == []
     assert report.checks_failed == []

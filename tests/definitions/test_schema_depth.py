@@ -31,12 +31,15 @@ def _nested(levels: int, how: str) -> Any:
 @pytest.mark.parametrize("how", ["items", "properties"])
 @pytest.mark.parametrize("levels", [MAX_SCHEMA_DEPTH, 200, 400])
 def test_a_schema_nested_too_deep_is_refused_with_the_bound(levels: int, how: str) -> None:
+    """A schema nested past the bound is UnenforceableSchema naming the bound, never a
+    RecursionError."""
     schema = {"type": "object", "properties": {"a": _nested(levels, how)}}
     with pytest.raises(UnenforceableSchema, match=rf"nested more than {MAX_SCHEMA_DEPTH}"):
         Registry().add_schema_tool("deep", "d", schema, lambda **kw: "ok")
 
 
 def test_a_schema_within_the_bound_registers() -> None:
+    """A schema nested just inside the bound still registers."""
     levels = (MAX_SCHEMA_DEPTH - 4) // 2
     schema = {"type": "object", "properties": {"a": _nested(levels, "properties")}}
     spec = Registry().add_schema_tool("nested", "d", schema, lambda **kw: "ok")
@@ -46,6 +49,8 @@ def test_a_schema_within_the_bound_registers() -> None:
 def test_lint_reports_a_deep_definition_as_unenforceable_and_lints_the_rest(
     tmp_path: Path,
 ) -> None:
+    """lint reports a too-deep definition as one CG100 (not 'a bug in callgate') and still lints the
+    good one."""
     order_id = {"order_id": {"type": "string"}}
     good = {
         "name": "get_order",

@@ -47,6 +47,8 @@ async def session(log: Path, db: Path, arguments: dict[str, str]) -> mcp_types.C
 async def test_a_decision_made_while_the_proxy_was_down_is_used_by_the_next_session(
     log: Path, tmp_path: Path
 ) -> None:
+    """A person's decision made between two proxy sessions is used once by the next session's same
+    call."""
     db = tmp_path / "ledger.db"
     first = await session(log, db, SEND)
     assert meta(first)["callgate/status"] == "pending"
@@ -64,6 +66,8 @@ async def test_a_decision_made_while_the_proxy_was_down_is_used_by_the_next_sess
 
 
 async def test_changed_arguments_do_not_use_the_decision(log: Path, tmp_path: Path) -> None:
+    """A call with other arguments does not use an approval made for the first: it asks, and nothing
+    is sent."""
     db = tmp_path / "ledger.db"
     first = await session(log, db, SEND)
     approval = meta(first)["callgate/approval_id"]

@@ -16,6 +16,8 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
 
 async def test_arguments_over_the_cap_are_refused_at_parse(log: Path) -> None:
+    """Arguments over max_argument_chars are rejected at parse with the limit and the measured size;
+    nothing is sent upstream."""
     ledger = MemoryLedger()
     async with (
         proxy(

@@ -14,6 +14,8 @@ SCHEMA = {"type": "object", "properties": PROPERTIES}
 
 
 def test_pins_show_prints_a_changed_tool_as_a_diff(tmp_path: Path) -> None:
+    """`pins show` prints a changed tool as a unified diff of the pinned and the current
+    definition."""
     path = tmp_path / "pins.json"
     store = PinStore(path)
     store.check(
