@@ -315,3 +315,31 @@ def test_values_sharing_a_prefix_are_each_found() -> None:
     assert [f.field for f in index.readers_check(["to"], {"to": "x@y.example", "s": "ab-1"})] == [
         "code"
     ]
+
+
+def test_a_value_nested_past_the_walk_depth_is_still_found(tmp_path: Path) -> None:
+    """Content nested deeper than the walk goes (here 30 levels of a free-form payload) is
+    read as its JSON text, so the passport cannot be hidden below the walk's depth bound."""
+    sent: list[dict[str, Any]] = []
+    gate = _gate(tmp_path / "l.db", sent)
+
+    @gate.registry.tool(effects="disclose:{to}", sinks=["to"])
+    def send_data(to: str, payload: dict[str, Any]) -> str:
+        """Send a structured payload from the user's account."""
+        sent.append({"to": to, "payload": payload})
+        return "sent"
+
+    policy = Policy([allow("get_profile"), allow("send_data")])
+    gate = Gate(gate.registry, policy=policy, ledger=SQLiteLedger(str(tmp_path / "m.db")))
+    run = _run_with_profile(gate, REQUEST)
+    payload: Any = {"passport": PASSPORT}
+    for _ in range(30):
+        payload = {"n": payload}
+    call = ToolCall(
+        id="d",
+        name="send_data",
+        arguments=json.dumps({"to": "desk@hotel-lumen.example", "payload": payload}),
+    )
+    [obs] = run.submit([call])
+    assert obs.status is Status.PENDING, obs.content
+    assert sent == []

@@ -37,6 +37,7 @@ What the check detects, and what it does not:
 
 from __future__ import annotations
 
+import json
 import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -280,11 +281,14 @@ def _masked(value: str) -> str:
 
 def content_texts(value: Any, depth: int = 0) -> Iterator[str]:
     """The text inside a content argument: strings and numbers, nested in lists, mappings
-    (keys too) and models."""
+    (keys too) and models. Below the walk's depth bound the rest is read whole, as its JSON
+    text, so a value cannot be hidden by nesting it deeper."""
     if isinstance(value, str):
         yield value
-    elif isinstance(value, bool) or value is None or depth > 20:
+    elif isinstance(value, bool) or value is None:
         return
+    elif depth > 20:
+        yield json.dumps(value, default=str, ensure_ascii=False)
     elif isinstance(value, int | float):
         yield str(value)
     elif isinstance(value, BaseModel):
