@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
-import callgate.gate
+import callgate.gate.gate
 from callgate.ledger import Ledger, MemoryLedger, SQLiteLedger
 
 
@@ -95,7 +95,7 @@ def _memory_ledger_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     share one file across runs (replayed idempotency keys) or pay its syncs.
     Tests of the default itself undo this (tests/ledger/test_gate_ledger.py).
     """
-    monkeypatch.setattr(callgate.gate, "default_ledger", MemoryLedger)
+    monkeypatch.setattr(callgate.gate.gate, "default_ledger", MemoryLedger)
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""`callgate.call_names.CallNames`: the names a run records its calls under.
+"""`callgate.gate.call_names.CallNames`: the names a run records its calls under.
 
 The model's ids come back (``call_0`` every turn), so a run answers under the model's id
 and records under a name of its own: the id itself the first time, an earlier name for the
@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from callgate.authorize.policy import Authority
-from callgate.call_names import CallNames
-from callgate.run_state import RunState
+from callgate.gate.call_names import CallNames
+from callgate.gate.run_state import RunState
 
 TOOL = "send_email"
 

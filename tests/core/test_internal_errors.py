@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-import callgate.admission
+import callgate.gate.admission
 from callgate import Authority, Gate, Policy, Registry, Stage, Status, ToolCall, allow, deny
 from callgate.parse import visible
 
@@ -33,7 +33,7 @@ def test_a_bug_inside_admission_is_answered_as_callgates_failure(
     gate = _gate(ran)
     # A callgate function called with the wrong arguments: the error is raised inside
     # callgate's own code, as a real bug would be.
-    monkeypatch.setattr(callgate.admission.Admission, "_canonical", staticmethod(visible))
+    monkeypatch.setattr(callgate.gate.admission.Admission, "_canonical", staticmethod(visible))
     run = gate.run(authority=AUTHORITY)
     with caplog.at_level(logging.ERROR, logger="callgate"):
         [obs] = run.submit([ToolCall(id="c1", name="save", arguments={"text": "hi"})])
@@ -52,7 +52,7 @@ def test_a_bug_in_callgates_policy_code_is_not_a_hook_failure(
     """A bug in callgate's authorize is an internal_error rejection, and the tool does not run."""
     ran: list[str] = []
     gate = _gate(ran)
-    monkeypatch.setattr(callgate.admission, "authorize", visible)
+    monkeypatch.setattr(callgate.gate.admission, "authorize", visible)
     [obs] = gate.run(authority=AUTHORITY).submit(
         [ToolCall(id="c1", name="save", arguments={"text": "hi"})]
     )

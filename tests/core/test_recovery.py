@@ -1,4 +1,4 @@
-"""`callgate.recovery` through `Gate.recover`: calls left ``running`` are settled, not guessed.
+"""`callgate.gate.recovery` through `Gate.recover`: calls left ``running`` are settled, not guessed.
 
 A "crash" here is a first gate's worker thread stuck inside a handler (its call
 is ``running`` in the ledger) while a second gate over the same ledger, as a
@@ -26,8 +26,8 @@ from callgate import (
     ToolCall,
     ToolFailure,
 )
+from callgate.gate.recovery import Recovered, RecoveryReport
 from callgate.ledger import CallState, Ledger
-from callgate.recovery import Recovered, RecoveryReport
 
 AUTHORITY = Authority(principal="alice", grants=["spend:USD", "write:cards"])
 TOKEN = "ctx-token-5f1e2d3c4b5a6978"

@@ -1,4 +1,4 @@
-"""`callgate.resume` through `Gate.resume_run`: a run rebuilt from the ledger in a new gate.
+"""`callgate.gate.resume` through `Gate.resume_run`: a run rebuilt from the ledger in a new gate.
 
 A second `Gate` over the same ledger stands for another process: for SQLite it
 opens the file again, for memory it shares the ledger object. The rebuilt run

@@ -173,12 +173,12 @@ def test_the_checks_never_fall_back_to_the_default_sqlite_ledger(
 ) -> None:
     """A gate given no ledger writes ./callgate.db; the corpus gates are given memory ones
     (``python -m tests.corpus`` runs outside pytest's fixtures, from the repository root)."""
-    import callgate.gate
+    import callgate.gate.gate
 
     def refuse() -> None:
         raise AssertionError("a corpus gate fell back to the default SQLite ledger")
 
-    monkeypatch.setattr(callgate.gate, "default_ledger", refuse)
+    monkeypatch.setattr(callgate.gate.gate, "default_ledger", refuse)
     registry = _registry([])
     assert call_failures(registry).failures == []
     spec = registry.get("refund")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import callgate.gate
+import callgate.gate.gate
 from callgate import Authority, CallContext, Gate, Registry, ToolCall, ToolFailure
 from callgate.cli import app
 from callgate.ledger import CallState, Ledger, SQLiteLedger, default_ledger
@@ -49,7 +49,7 @@ def test_the_default_gate_keeps_its_ledger_in_callgate_db(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A Gate with no ledger keeps a SQLiteLedger in ./callgate.db."""
-    monkeypatch.setattr(callgate.gate, "default_ledger", default_ledger)
+    monkeypatch.setattr(callgate.gate.gate, "default_ledger", default_ledger)
     monkeypatch.chdir(tmp_path)
     gate = Gate(payments([]))
     assert isinstance(gate.ledger, SQLiteLedger)
@@ -64,7 +64,7 @@ def test_the_default_ledger_is_announced_and_closed_by_the_gate(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The file is named in the log, and ``with Gate(...)`` closes the ledger it opened."""
-    monkeypatch.setattr(callgate.gate, "default_ledger", default_ledger)
+    monkeypatch.setattr(callgate.gate.gate, "default_ledger", default_ledger)
     monkeypatch.chdir(tmp_path)
     with caplog.at_level(logging.INFO, logger="callgate"), Gate(payments([])) as gate:
         gate.run(authority=AUTHORITY).submit([_charge("c1", "op-1")])

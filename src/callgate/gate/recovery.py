@@ -31,10 +31,10 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from callgate.admission import context_secrets
 from callgate.authorize.policy import principal_of
 from callgate.calls import ToolCall
 from callgate.execute import Admitted, reconcile_sync
+from callgate.gate.admission import context_secrets
 from callgate.ledger.base import (
     AttemptFinish,
     AttemptRecord,

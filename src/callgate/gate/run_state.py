@@ -2,7 +2,7 @@
 
 `RunState` is one run's own state (its authority, evidence, trusted inputs, the
 calls waiting for approval, the names its calls are recorded under); `GateParts`
-is the gate's configuration as the stages read it. `Run` (gate.py) owns both and
+is the gate's configuration as the stages read it. `Run` (gate/gate.py) owns both and
 hands them to `Admission` and to `resume`, which therefore never import the
 gate: composition, not a base class, and no import cycle.
 """
@@ -16,10 +16,10 @@ from callgate.approvals import Approvals
 from callgate.authorize.intent import Intent
 from callgate.authorize.policy import Authority, Decision, Policy
 from callgate.authorize.provenance import TrustIndex
-from callgate.call_names import CallNames
 from callgate.calls import ToolCall
 from callgate.effects import Grant
 from callgate.evidence import Evidence
+from callgate.gate.call_names import CallNames
 from callgate.ledger.base import Ledger
 from callgate.redact import Redactor
 from callgate.tools import Registry
@@ -49,7 +49,7 @@ class RunState:
     context_secrets: tuple[str, ...]
     """The text values of the run's trusted context (tenant, user, credentials): scrubbed
     like secret fields from everything stored or shown, since the context is never the
-    model's to see (`callgate.admission.context_secrets`)."""
+    model's to see (`callgate.gate.admission.context_secrets`)."""
     evidence: Evidence = field(default_factory=Evidence)
     provenance: TrustIndex = field(default_factory=TrustIndex)
     pending: dict[str, ToolCall | None] = field(default_factory=dict)
@@ -59,7 +59,7 @@ class RunState:
     decisions: dict[Any, Decision] = field(default_factory=dict)
     """Policy decisions remembered for this run's authority (see `authorize`)."""
     names: CallNames = field(default_factory=CallNames)
-    """The names this run records its calls under (`callgate.call_names`)."""
+    """The names this run records its calls under (`callgate.gate.call_names`)."""
     intents: tuple[Intent, ...] = ()
     """What the trusted request needs (`callgate.authorize.intent`): after untrusted
     content, a call must be inside every one. They only accumulate (`Run.narrow`)."""

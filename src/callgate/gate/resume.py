@@ -38,8 +38,8 @@ from callgate.authorize.intent import Intent
 from callgate.calls import ToolCall
 from callgate.errors import DefinitionError
 from callgate.evidence import EvidenceItem
+from callgate.gate.run_state import GateParts, RunState
 from callgate.ledger.base import AuditRecord, CallState, LedgerError
-from callgate.run_state import GateParts, RunState
 
 __all__ = [
     "MAX_FACT_TEXT",

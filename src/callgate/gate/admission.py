@@ -2,7 +2,7 @@
 
 `Admission` is the part of a `Run` that decides a single call: its typed
 arguments, the policy's decision, the approval it needs, and the ledger
-record of that decision. `Run` (gate.py) wires batches through it, the
+record of that decision. `Run` (gate/gate.py) wires batches through it, the
 scheduler and execution.
 """
 
@@ -31,12 +31,12 @@ from callgate.calls import Observation, Provenance, Stage, Status, ToolCall
 from callgate.canonical import canonical_arguments, canonical_json, digest
 from callgate.errors import ToolFailure
 from callgate.execute import Admitted
+from callgate.gate.run_state import GateParts, RunState
 from callgate.ledger.base import CallRecord, CallState
 from callgate.ledger.budgets import BudgetCharge, budget_grants, charges_for
 from callgate.parse import ParsedArguments, may_be_deep, parse_arguments, screen_call
 from callgate.redact import context_secrets, hide_secret_problems
 from callgate.render import Problem, Rejection, bounded
-from callgate.run_state import GateParts, RunState
 from callgate.tools import ToolSpec
 from callgate.validate import run_checks, unknown_tool, validate_arguments, validate_text_fast
 
@@ -44,7 +44,8 @@ __all__ = ["Admission", "context_secrets", "raised_by_callgate"]
 
 _log = logging.getLogger("callgate")
 
-_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# The callgate package (this module is in callgate/gate/).
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 class Admission:
@@ -93,8 +94,9 @@ class Admission:
 
     def admit(self, call: ToolCall) -> Observation | Admitted:
         """Parse, validate, authorize and approve one call; answered under the id it came
-        with, even when the run records it under a new one (`callgate.call_names`). A failure of
-        callgate's own code is logged and answered as such, never blamed on the call."""
+        with, even when the run records it under a new one (`callgate.gate.call_names`). A
+        failure of callgate's own code is logged and answered as such, never blamed on the
+        call."""
         try:
             decided = self._decide(call)
         except Exception as exc:

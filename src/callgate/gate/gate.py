@@ -16,7 +16,6 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from callgate.admission import Admission, context_secrets
 from callgate.approvals import (
     DEFAULT_APPROVAL_TTL,
     Approvals,
@@ -25,17 +24,18 @@ from callgate.approvals import (
 from callgate.authorize.intent import Intent
 from callgate.authorize.policy import Authority, Policy
 from callgate.authorize.provenance import TrustIndex
-from callgate.call_names import CallNames
 from callgate.calls import Observation, Stage, Status, ToolCall
 from callgate.errors import DefinitionError
 from callgate.evidence import Evidence
 from callgate.execute import Admitted, ExecutionSettings, execute_async, execute_sync
+from callgate.gate.admission import Admission, context_secrets
+from callgate.gate.call_names import CallNames
+from callgate.gate.recovery import RecoveryReport, recover
+from callgate.gate.resume import Fact, exposed_fact, intent_fact, rebuild, restore, trusted_fact
+from callgate.gate.run_state import RunState
 from callgate.ledger import default_ledger
 from callgate.ledger.base import CallState, Ledger, LedgerError
-from callgate.recovery import RecoveryReport, recover
 from callgate.redact import DEFAULT_SECRET_PATTERNS, Redactor, redactor_for
-from callgate.resume import Fact, exposed_fact, intent_fact, rebuild, restore, trusted_fact
-from callgate.run_state import RunState
 from callgate.schedule import (
     Batch,
     dependency_failed,
@@ -210,7 +210,7 @@ class Gate:
         """Settle the calls the ledger holds in ``running``: call it on start.
 
         A reconcile hook decides each side-effecting call, or it is left
-        ``unknown`` for a person (see `callgate.recovery`). ``worker``: only
+        ``unknown`` for a person (see `callgate.gate.recovery`). ``worker``: only
         the calls that worker started (a ledger shared by live workers).
         """
         return recover(
@@ -273,7 +273,7 @@ class Gate:
         read (exposure). ``trusted``, ``trusted_values`` and ``intent`` add to those
         (an intent given here narrows the run further; none can widen it). Only the
         principal and trusted scope that opened the run may resume it. See
-        `callgate.resume`.
+        `callgate.gate.resume`.
         """
         run = self._start(authority, run_id)
         run._record(run._given(trusted, trusted_values, intent))
@@ -302,7 +302,7 @@ class Run:
     """One agent run: its authority, its evidence, and the calls it submits.
 
     The run's state is a `RunState`, shared with its `Admission` (which decides
-    each call) and with `callgate.resume` (which rebuilds a run from the ledger).
+    each call) and with `callgate.gate.resume` (which rebuilds a run from the ledger).
     """
 
     def __init__(self, gate: Gate, authority: Authority, run_id: str) -> None:
@@ -342,7 +342,7 @@ class Run:
 
     @property
     def names(self) -> CallNames:
-        """The names this run records its calls under (`callgate.call_names`)."""
+        """The names this run records its calls under (`callgate.gate.call_names`)."""
         return self.state.names
 
     def trust(self, text: str) -> None:
@@ -800,7 +800,7 @@ class Run:
     @staticmethod
     def _follow_renames(staged: list[Observation | Admitted]) -> None:
         """Point ``after`` at the names calls are recorded under, where the run gave a
-        call a new one (`callgate.call_names`): the scheduler plans by those names."""
+        call a new one (`callgate.gate.call_names`): the scheduler plans by those names."""
         names = {
             s.answer_id: s.call.id
             for s in staged
