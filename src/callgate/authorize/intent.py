@@ -22,22 +22,18 @@ one narrows): nothing the model writes widens them.
 
 from __future__ import annotations
 
-import decimal
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from callgate.authorize.text import normalize
+from callgate.authorize.steps import PlanMatch, PlannedCall, canonical_value, parse_calls
 from callgate.effects import Effect, Grant, Grants, star_match
 from callgate.errors import DefinitionError
-from callgate.regex import compile_re2
 from callgate.tools import ToolSpec
 
 __all__ = ["Intent", "IntentFinding", "canonical_value", "check_intent"]
 
 _SHOWN = 200
-# A plain decimal written as text ("85", "-12.50"): short, anchored, no nesting.
-_DECIMAL = compile_re2(r"[+-]?\d{1,30}(?:\.\d{1,9})?")
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -63,11 +59,19 @@ class Intent:
     arguments: Mapping[str, Mapping[str, Sequence[Any] | str]] = field(default_factory=dict)
     reads: bool = True
     source: str = "deployer"
+    calls: Sequence[PlannedCall | Mapping[str, Any]] = ()
+    """Planned calls (`callgate.authorize.steps`): each admits a number of calls of its tool,
+    with fixed and bound argument values; a tool a planned call names is governed by the
+    planned calls alone."""
     _tool_parts: tuple[tuple[str, ...], ...] = field(init=False, repr=False)
     _grants: Grants = field(init=False, repr=False)
     _allowed: dict[str, dict[str, frozenset[str]]] = field(init=False, repr=False)
+    _governed: frozenset[str] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        planned = parse_calls(list(self.calls)) if self.calls else ()
+        object.__setattr__(self, "calls", planned)
+        object.__setattr__(self, "_governed", frozenset(c.tool for c in planned))
         if isinstance(self.tools, str):
             object.__setattr__(self, "tools", (self.tools,))
         if isinstance(self.effects, str):
@@ -110,7 +114,13 @@ class Intent:
             },
             "reads": self.reads,
             "source": self.source,
+            **({"calls": [c.as_record() for c in self.planned]} if self.calls else {}),
         }
+
+    @property
+    def planned(self) -> tuple[PlannedCall, ...]:
+        """The planned calls, parsed (`callgate.authorize.steps`)."""
+        return tuple(c for c in self.calls if isinstance(c, PlannedCall))
 
     @classmethod
     def from_record(cls, data: Mapping[str, Any]) -> Intent:
@@ -124,6 +134,7 @@ class Intent:
             },
             reads=bool(data.get("reads", True)),
             source=str(data.get("source") or "deployer"),
+            calls=list(data.get("calls") or ()),
         )
 
     def describe(self) -> str:
@@ -133,6 +144,8 @@ class Intent:
             parts.append("tools " + ", ".join(self.tools))
         if self.effects:
             parts.append("effects " + ", ".join(g.text for g in self._grants.grants))
+        if self.calls:
+            parts.append("calls " + ", ".join(c.describe() for c in self.planned))
         if self.reads:
             parts.append("read-only tools")
         for tool, constraints in self.arguments.items():
@@ -141,18 +154,33 @@ class Intent:
                 parts.append(f"{tool}.{argument} in {shown!r}")
         return "; ".join(parts) if parts else "nothing"
 
+    def governs(self, tool: str) -> bool:
+        """Whether a planned call of this intent names ``tool`` (then only planned calls
+        admit it, besides ``reads``)."""
+        return tool in self._governed
+
     def outside(
-        self, spec: ToolSpec, values: Mapping[str, Any], effects: Sequence[Effect]
+        self,
+        spec: ToolSpec,
+        values: Mapping[str, Any],
+        effects: Sequence[Effect],
+        match: PlanMatch | None = None,
     ) -> tuple[str | None, str | None] | None:
         """None if the call is inside; else ``(argument, value)`` of the constraint it
-        breaks, or ``(None, None)`` when its tool or effects are not in the intent."""
-        inside = (
-            any(star_match(parts, spec.name) for parts in self._tool_parts)
-            or (bool(effects) and not self._grants.missing(effects))
-            or (self.reads and _reads_only(spec, effects))
-        )
-        if not inside:
-            return (None, None)
+        breaks, or ``(None, None)`` when its tool or effects are not in the intent.
+        ``match``: how this intent's planned calls take the call (`match_call`)."""
+        if spec.name in self._governed:
+            planned = match is not None and match.step is not None
+            if not planned and not (self.reads and _reads_only(spec, effects)):
+                return (match.argument, match.value) if match is not None else (None, None)
+        else:
+            inside = (
+                any(star_match(parts, spec.name) for parts in self._tool_parts)
+                or (bool(effects) and not self._grants.missing(effects))
+                or (self.reads and _reads_only(spec, effects))
+            )
+            if not inside:
+                return (None, None)
         for argument, allowed in self._allowed.get(spec.name, {}).items():
             value = values.get(argument)
             if value is None:
@@ -164,25 +192,6 @@ class Intent:
                 if canonical_value(item) not in allowed:
                     return (argument, str(item))
         return None
-
-
-def canonical_value(value: Any) -> str:
-    """The form in which an argument value is compared with an intent's allowed values:
-    numbers by value (``85``, ``85.0`` and ``"85.00"`` are one), anything else as
-    provenance compares values (`normalize`: case, whitespace, link form)."""
-    if isinstance(value, bool):
-        return "#true" if value else "#false"
-    text = value if isinstance(value, str) else None
-    if isinstance(value, int | float | decimal.Decimal) or (
-        text is not None and len(text) <= 40 and _DECIMAL.fullmatch(text.strip())
-    ):
-        try:
-            number = decimal.Decimal(str(value).strip())
-        except decimal.InvalidOperation:
-            return normalize(value)
-        if number.is_finite():
-            return "#" + str(number.normalize() + 0)
-    return normalize(value)
 
 
 def _reads_only(spec: ToolSpec, effects: Sequence[Effect]) -> bool:
@@ -207,6 +216,8 @@ class IntentFinding:
     effect: str | None = None
     argument: str | None = None
     value: str | None = None
+    detail: str = ""
+    """What the plan's planned calls found wrong (used up, another value, no source yet)."""
 
     def explain(self) -> str:
         """One line for the approval text, the model and the audit trail."""
@@ -226,6 +237,11 @@ class IntentFinding:
                 "did not ask for this, as far as trusted input shows"
             )
         declared = f"the intent declared by the {self.intent}" if self.intent else "the intent"
+        if self.detail:
+            return (
+                f"'{self.tool}' is outside what the user asked for: {self.detail} "
+                f"({declared} covers: {self.intended}), and {after}"
+            )
         if self.argument is not None:
             shown = _shown(self.value or "")
             return (
@@ -247,6 +263,7 @@ class IntentFinding:
             "argument": self.argument,
             "value": _shown(self.value) if self.value is not None else None,
             "exposed_by": list(self.exposed_by),
+            **({"plan": self.detail} if self.detail else {}),
         }
 
 
@@ -264,6 +281,7 @@ def check_intent(
     exposed_by: Sequence[str],
     named: Callable[[Any], bool] | None = None,
     named_targets: Grants | None = None,
+    matches: Mapping[Intent, PlanMatch] | None = None,
 ) -> IntentFinding | None:
     """Whether a call needs a person because of the run's intent: None before untrusted
     content, or when it is inside every intent and (with no intent) touches no
@@ -271,13 +289,17 @@ def check_intent(
 
     ``named_targets`` (`Policy(named_targets=...)`): a call with such an effect must
     also have every sink value ``named`` by the request (`TrustIndex.named`): the file
-    the user named, not another file of theirs.
+    the user named, not another file of theirs. ``matches``: how each intent's planned
+    calls take the call; an argument a matched planned call binds to a source counts as
+    named.
     """
     if not exposed_by:
         return None
     exposed = tuple(exposed_by)
+    matches = matches or {}
     for intent in intents:
-        broken = intent.outside(spec, values, effects)
+        match = matches.get(intent)
+        broken = intent.outside(spec, values, effects, match)
         if broken is not None:
             argument, value = broken
             return IntentFinding(
@@ -288,6 +310,7 @@ def check_intent(
                 exposed_by=exposed,
                 argument=argument,
                 value=value,
+                detail=match.why if match is not None and match.step is None else "",
             )
     marked = None
     if integrity is not None:
@@ -306,7 +329,10 @@ def check_intent(
         target = next((e for e in effects if named_targets.covers(e)), None)
     if target is None or named is None:
         return None
+    bound = {a for m in matches.values() if m.step is not None for a in m.bound}
     for argument in spec.sinks:
+        if argument in bound:
+            continue
         value = values.get(argument)
         items = value if isinstance(value, list | tuple | set | frozenset) else (value,)
         for item in items:

@@ -24,8 +24,9 @@ from typing import Any
 from pydantic import BaseModel
 
 from callgate.authorize.intent import Intent, IntentFinding, check_intent, integrity_grants
-from callgate.authorize.provenance import Finding, TrustIndex
+from callgate.authorize.provenance import Finding, SinkFinding, TrustIndex
 from callgate.authorize.readers import disclosed_arguments
+from callgate.authorize.steps import PlanMatch, PlanUses, commit, match_call
 from callgate.calls import Stage
 from callgate.canonical import canonical_json, digest
 from callgate.effects import Effect, Grant, Grants
@@ -418,7 +419,9 @@ def authorize(
     remembered: none with a precondition, sinks or argument predicates. The intent is
     checked after, on every call: it depends on what the run has read.
     """
-    decision = _decide(spec, arguments, authority, policy, evidence, provenance, cache)
+    matches = _plan_matches(spec, arguments, intents, evidence, provenance)
+    vouched = frozenset(a for m in matches.values() if m.step is not None for a in m.bound)
+    decision = _decide(spec, arguments, authority, policy, evidence, provenance, cache, vouched)
     if decision.action is Action.DENY or provenance is None:
         return decision
     if not intents and policy.integrity_grants is None and policy.named_grants is None:
@@ -432,8 +435,38 @@ def authorize(
         exposed_by=provenance.exposed_by,
         named=provenance.named,
         named_targets=policy.named_grants,
+        matches=matches,
     )
-    return decision if finding is None else _intent_decision(policy, decision, finding)
+    decided = decision if finding is None else _intent_decision(policy, decision, finding)
+    if decided.action is not Action.DENY:
+        for intent, match in matches.items():
+            commit(provenance.plan_uses[intent], match)
+    return decided
+
+
+def _plan_matches(
+    spec: ToolSpec,
+    arguments: BaseModel,
+    intents: Sequence[Intent],
+    evidence: Evidence,
+    provenance: TrustIndex | None,
+) -> dict[Intent, PlanMatch]:
+    """How each intent's planned calls take this call (`callgate.authorize.steps`); the
+    run's uses of them are kept beside what it has read (`TrustIndex.plan_uses`)."""
+    if provenance is None:
+        return {}
+    matches: dict[Intent, PlanMatch] = {}
+    for intent in intents:
+        if not intent.governs(spec.name):
+            continue
+        planned = intent.planned
+        uses = provenance.plan_uses.get(intent)
+        if uses is None:
+            uses = provenance.plan_uses[intent] = PlanUses(users=[set() for _ in planned])
+        match = match_call(planned, spec.name, arguments.__dict__, evidence, uses)
+        if match is not None:
+            matches[intent] = match
+    return matches
 
 
 def _decide(
@@ -444,6 +477,7 @@ def _decide(
     evidence: Evidence,
     provenance: TrustIndex | None,
     cache: dict[Any, Decision] | None,
+    vouched: frozenset[str] = frozenset(),
 ) -> Decision:
     values = arguments.__dict__
     effects = tuple([t.expand(values) for t in spec.effects]) if spec.effects else ()
@@ -458,7 +492,7 @@ def _decide(
                 if len(cache) < 4096:
                     cache[key] = hit
             return hit
-    return _authorize(spec, arguments, authority, policy, evidence, provenance, effects)
+    return _authorize(spec, arguments, authority, policy, evidence, provenance, effects, vouched)
 
 
 def _authorize(
@@ -469,6 +503,7 @@ def _authorize(
     evidence: Evidence,
     provenance: TrustIndex | None,
     effects: tuple[Effect, ...],
+    vouched: frozenset[str] = frozenset(),
 ) -> Decision:
     values = arguments.__dict__
     missing = authority.missing(effects) if effects else ()
@@ -526,7 +561,11 @@ def _authorize(
     rule_name = rule.name if rule else None
     if spec.sinks and provenance is not None:
         recipients = disclosed_arguments(spec.effects, spec.sinks)
-        findings = tuple(provenance.check(spec.sinks, values, links=True, recipients=recipients))
+        findings = tuple(
+            f
+            for f in provenance.check(spec.sinks, values, links=True, recipients=recipients)
+            if not (isinstance(f, SinkFinding) and f.argument in vouched)
+        )
         if findings:
             return _provenance_decision(policy, action, effects, rule_name, findings)
     return Decision(action=action, effects=effects, rule=rule_name)

@@ -177,6 +177,7 @@ class _Index:
     exposed_by: list[str] = field(default_factory=list)
     indexed: int = 0
     restrictions: Restrictions = field(default_factory=Restrictions)
+    plans: dict[Any, Any] = field(default_factory=dict)
 
 
 class _Deep:
@@ -208,6 +209,12 @@ class TrustIndex:
         """Call ids (or sources) of the untrusted text this run has read, oldest first:
         empty while the run has seen only trusted input."""
         return tuple(self._index.exposed_by)
+
+    @property
+    def plan_uses(self) -> dict[Any, Any]:
+        """Which calls used each planned call of the run's intents, by intent
+        (`callgate.authorize.steps.PlanUses`): per run, beside what the run has read."""
+        return self._index.plans
 
     def add_trusted_text(self, text: str) -> None:
         """Record trusted free text (a system, developer or user message)."""
@@ -504,6 +511,22 @@ def _strings(value: Any, depth: int = 0) -> Iterator[str]:
     elif isinstance(value, list | tuple | set | frozenset):
         for item in value:
             yield from _strings(item, depth + 1)
+
+
+def records_of(result: Any) -> Iterator[Mapping[str, Any]]:
+    """The records of a tool result as provenance reads them (`_records`), a model first
+    dumped as JSON."""
+    if isinstance(result, BaseModel):
+        result = result.model_dump(mode="json")
+    return _records(result)
+
+
+def leaves(record: Mapping[str, Any]) -> Iterator[tuple[tuple[str, ...], Any, bool]]:
+    """Each scalar of one record with its path, and each key of its mappings (``True``);
+    nothing below the walk's depth bound."""
+    for path, value, is_key in _walk(record, (), 0):
+        if value is not _DEEP:
+            yield path, value, is_key
 
 
 def _records(result: Any) -> Iterator[Mapping[str, Any]]:

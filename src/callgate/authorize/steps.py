@@ -1,0 +1,567 @@
+"""Plans that count calls and bind arguments to sources.
+
+An `Intent` may list *calls*, not only tools: ``PlannedCall("create_event")``
+admits one ``create_event``; a second is outside the plan. A planned call may
+hold argument values fixed (``arguments={"name": "bill-may.txt"}``) and may
+*bind* an argument to a source: another planned call's result, read at a
+field, optionally narrowed by a named reducer::
+
+    PlannedCall(tool="read_bill", id="bill", arguments={"name": "bill-may.txt"})
+    PlannedCall(tool="send_money", bind={"iban": Bind(source="bill", field="iban")})
+    PlannedCall(tool="list_files", id="files")
+    PlannedCall(tool="delete_file",
+                bind={"file_id": Bind(source="files", field="id", pick="max", by="size")})
+
+Checked when the call comes, on the run's recorded evidence (its ``ok``
+observations): the bound argument's value must equal (as provenance compares
+values) a value that a call of the source's tool, with the source's fixed
+arguments, produced in this run at ``field`` (a `TrustPath` into each record
+of its result), of the record the reducer picks when one is named:
+``max``/``min`` by the number at ``by``, ``first``/``last`` record, or
+``any`` (the default: any record). A source that has not run yet binds
+nothing: the call is outside the plan. A bound value the check accepted is
+vouched for as a sink (the user designated where it comes from), and is
+named by the request for `Policy(named_targets=...)`.
+
+Counting: each planned call admits ``times`` distinct calls (default 1),
+counted from the run's start whatever the run has read, by the call's tool
+and argument values; the same call again (a re-check after approval, a retry
+after an error) matches the planned call it used. A call that a planned call
+matched and the policy did not deny uses it, also when it then waits for a
+person who denies it. A tool that one of an intent's planned calls names is
+governed by its planned calls alone: naming it in ``tools`` too admits no
+more calls. Read-only tools stay inside with ``Intent(reads=True)``.
+
+What it does not do: a binding checks equality with a value the source
+produced, not that the source is honest. A source the attacker can write
+(a shared document's free text) binds the attacker's value: bind to fields
+a system of record fills (a bill's IBAN field, a listing's ids and sizes),
+never to free text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import decimal
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pydantic_core
+
+from callgate.authorize.paths import TrustPath
+from callgate.authorize.provenance import leaves, records_of
+from callgate.authorize.text import normalize
+from callgate.canonical import canonical_json
+from callgate.errors import DefinitionError
+from callgate.evidence import Evidence, EvidenceItem
+from callgate.regex import compile_re2
+
+__all__ = [
+    "PICKS",
+    "Bind",
+    "PlanError",
+    "PlanMatch",
+    "PlannedCall",
+    "canonical_value",
+    "match_call",
+    "parse_calls",
+]
+
+PICKS = ("any", "max", "min", "first", "last")
+"""The reducers a binding may name."""
+MAX_CALLS = 200
+"""Planned calls one intent may hold."""
+MAX_TIMES = 100
+_MAX_TEXT = 200
+_MAX_VALUES = 200
+# A plain decimal written as text ("85", "-12.50"): short, anchored, no nesting.
+_DECIMAL = compile_re2(r"[+-]?\d{1,30}(?:\.\d{1,9})?")
+
+
+class PlanError(DefinitionError):
+    """A plan that cannot be read: the message names the planned call, the field, what was
+    expected and what was found."""
+
+
+def _text(value: Any, where: str, *, required: bool = True) -> str | None:
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or not value.strip() or len(value) > _MAX_TEXT:
+        shown = repr(value)[:60]
+        raise PlanError(
+            f"{where}: expected a non-empty text of at most {_MAX_TEXT} characters, got "
+            f"{shown}; write it as in the example of `callgate.authorize.steps`"
+        )
+    return value
+
+
+def _path(text: str, where: str) -> TrustPath:
+    try:
+        return TrustPath.parse(text)
+    except DefinitionError as exc:
+        raise PlanError(f"{where}: {exc}") from None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Bind:
+    """An argument bound to a source: the value ``source``'s result holds at ``field``,
+    of the record ``pick`` selects (``max``/``min`` need ``by``, the field compared)."""
+
+    source: str
+    field: str
+    pick: str = "any"
+    by: str | None = None
+    _field: TrustPath = dataclasses.field(init=False, repr=False, compare=False)
+    _by: TrustPath | None = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        _text(self.source, "Bind.source (the id of the planned call the value comes from)")
+        _text(self.field, "Bind.field (a path into each record of the source's result)")
+        if self.pick not in PICKS:
+            raise PlanError(
+                f"Bind.pick: expected one of {list(PICKS)}, got {self.pick!r}; 'max' and "
+                "'min' pick the record with the largest or smallest number at 'by'"
+            )
+        if self.pick in ("max", "min") and self.by is None:
+            raise PlanError(
+                f"Bind.by: pick={self.pick!r} compares records by a field; name it, e.g. "
+                f"Bind(source={self.source!r}, field={self.field!r}, pick={self.pick!r}, "
+                "by='size')"
+            )
+        if self.pick not in ("max", "min") and self.by is not None:
+            raise PlanError(
+                f"Bind.by: only 'max' and 'min' compare by a field, got pick={self.pick!r}"
+            )
+        object.__setattr__(self, "_field", _path(self.field, "Bind.field"))
+        by = None if self.by is None else _path(_text(self.by, "Bind.by") or "", "Bind.by")
+        object.__setattr__(self, "_by", by)
+
+    def describe(self) -> str:
+        """The binding in words: ``iban of bill``, ``id of the max (by size) of files``."""
+        if self.pick == "any":
+            return f"{self.field} of {self.source}"
+        by = f" (by {self.by})" if self.by else ""
+        return f"{self.field} of the {self.pick}{by} of {self.source}"
+
+    def as_record(self) -> dict[str, Any]:
+        """The binding as plain data (`from_data` reads it back)."""
+        data: dict[str, Any] = {"from": self.source, "field": self.field}
+        if self.pick != "any":
+            data["pick"] = self.pick
+        if self.by is not None:
+            data["by"] = self.by
+        return data
+
+    @classmethod
+    def from_data(cls, data: Any, where: str = "bind") -> Bind:
+        """A binding from plain data ``{"from": id, "field": path, "pick": ..., "by": ...}``;
+        anything else raises `PlanError`."""
+        if isinstance(data, Bind):
+            return data
+        if not isinstance(data, Mapping):
+            raise PlanError(
+                f"{where}: expected an object such as {{'from': 'bill', 'field': 'iban'}}, got "
+                f"{type(data).__name__}"
+            )
+        unknown = sorted(str(k)[:40] for k in data if k not in ("from", "field", "pick", "by"))
+        if unknown:
+            raise PlanError(f"{where}: unknown keys {unknown}; a binding has from, field, pick, by")
+        pick = data.get("pick", "any")
+        if pick is None:
+            pick = "any"
+        if not isinstance(pick, str):
+            raise PlanError(f"{where}.pick: expected one of {list(PICKS)}, got {pick!r:.60}")
+        try:
+            return cls(
+                source=_text(data.get("from"), f"{where}.from") or "",
+                field=_text(data.get("field"), f"{where}.field") or "",
+                pick=pick,
+                by=_text(data.get("by"), f"{where}.by", required=False),
+            )
+        except PlanError as exc:
+            raise PlanError(f"{where}: {exc}") from None
+
+
+def canonical_value(value: Any) -> str:
+    """The form in which an argument value is compared with a plan's values: numbers by
+    value (``85``, ``85.0`` and ``"85.00"`` are one), anything else as provenance compares
+    values (`normalize`: case, whitespace, link form)."""
+    if isinstance(value, bool):
+        return "#true" if value else "#false"
+    text = value if isinstance(value, str) else None
+    if isinstance(value, int | float | decimal.Decimal) or (
+        text is not None and len(text) <= 40 and _DECIMAL.fullmatch(text.strip())
+    ):
+        try:
+            number = decimal.Decimal(str(value).strip())
+        except decimal.InvalidOperation:
+            return normalize(value)
+        if number.is_finite():
+            return "#" + str(number.normalize() + 0)
+    return normalize(value)
+
+
+canonical_item = canonical_value
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class PlannedCall:
+    """One call a plan expects: its tool, the argument values it fixes (a value, or a list of
+    allowed values), the arguments it binds to sources, and how many calls it admits."""
+
+    tool: str
+    id: str | None = None
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+    bind: Mapping[str, Bind] = field(default_factory=dict)
+    times: int = 1
+    _allowed: dict[str, frozenset[str]] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        _text(self.tool, "PlannedCall.tool (a tool name)")
+        if "*" in self.tool:
+            raise PlanError(f"PlannedCall.tool: a planned call names one tool, got {self.tool!r}")
+        _text(self.id, "PlannedCall.id", required=False)
+        if isinstance(self.times, bool) or not isinstance(self.times, int):
+            raise PlanError(f"PlannedCall.times: expected a whole number, got {self.times!r:.40}")
+        if not 1 <= self.times <= MAX_TIMES:
+            raise PlanError(f"PlannedCall.times: expected 1 to {MAX_TIMES} calls, got {self.times}")
+        if not isinstance(self.arguments, Mapping) or not isinstance(self.bind, Mapping):
+            raise PlanError(
+                "PlannedCall.arguments and .bind: expected objects keyed by argument name"
+            )
+        allowed: dict[str, frozenset[str]] = {}
+        for name, values in self.arguments.items():
+            where = f"planned call {self.tool}: arguments.{str(name)[:40]}"
+            _text(name, where)
+            listed = values if isinstance(values, list | tuple) else [values]
+            if not listed or len(listed) > _MAX_VALUES:
+                raise PlanError(f"{where}: expected 1 to {_MAX_VALUES} values, got {len(listed)}")
+            for item in listed:
+                if not isinstance(item, str | int | float | bool | decimal.Decimal):
+                    raise PlanError(
+                        f"{where}: expected text, numbers or booleans, got "
+                        f"{type(item).__name__}; leave out values you learn from tool output"
+                    )
+            allowed[str(name)] = frozenset(canonical_item(v) for v in listed)
+        for name, bound in self.bind.items():
+            _text(name, f"planned call {self.tool}: bind key")
+            if not isinstance(bound, Bind):
+                raise PlanError(f"planned call {self.tool}: bind.{name} must be a Bind")
+            if name in allowed:
+                raise PlanError(
+                    f"planned call {self.tool}: argument {name!r} is both fixed and bound; keep one"
+                )
+        object.__setattr__(self, "_allowed", allowed)
+
+    def describe(self) -> str:
+        """The planned call in one line: ``send_money(iban ← iban of bill) once``."""
+        parts = [
+            f"{a}={sorted(v)[0] if len(v) == 1 else sorted(v)}" for a, v in self._allowed.items()
+        ]
+        parts += [f"{a} ← {b.describe()}" for a, b in self.bind.items()]
+        times = "once" if self.times == 1 else f"{self.times} times"
+        return f"{self.tool}({', '.join(parts)}) {times}"
+
+    def fixed_broken(self, values: Mapping[str, Any]) -> tuple[str, str] | None:
+        """The first fixed argument whose value (an item of it) is not allowed, or None."""
+        for argument, allowed in self._allowed.items():
+            for item in _items(values.get(argument)):
+                if canonical_item(item) not in allowed:
+                    return (argument, str(item))
+        return None
+
+    def as_record(self) -> dict[str, Any]:
+        """The planned call as plain data (`parse_calls` reads it back)."""
+        data: dict[str, Any] = {"tool": self.tool}
+        if self.id is not None:
+            data["id"] = self.id
+        if self.arguments:
+            data["arguments"] = {
+                a: list(v) if isinstance(v, list | tuple) else [v]
+                for a, v in self.arguments.items()
+            }
+        if self.bind:
+            data["bind"] = {a: b.as_record() for a, b in self.bind.items()}
+        if self.times != 1:
+            data["times"] = self.times
+        return data
+
+
+def _items(value: Any) -> tuple[Any, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, list | tuple | set | frozenset):
+        return tuple(v for v in value if v is not None)
+    return (value,)
+
+
+def parse_calls(data: Any) -> tuple[PlannedCall, ...]:
+    """Planned calls from plain data (a plan's ``calls``, a journal record): a list of
+    ``{"tool", "id", "arguments", "bind", "times"}``. Raises `PlanError` (naming the
+    planned call, the field, what was expected and found) and nothing else."""
+    if isinstance(data, PlannedCall):
+        data = [data]
+    if not isinstance(data, list | tuple):
+        raise PlanError(f"calls: expected a list of planned calls, got {type(data).__name__}")
+    if len(data) > MAX_CALLS:
+        raise PlanError(f"calls: at most {MAX_CALLS} planned calls, got {len(data)}")
+    parsed: list[PlannedCall] = []
+    for number, item in enumerate(data):
+        where = f"calls[{number}]"
+        if isinstance(item, PlannedCall):
+            parsed.append(item)
+            continue
+        if not isinstance(item, Mapping):
+            raise PlanError(
+                f"{where}: expected an object such as {{'tool': 'send_money'}}, got "
+                f"{type(item).__name__}"
+            )
+        unknown = sorted(
+            str(k)[:40] for k in item if k not in ("tool", "id", "arguments", "bind", "times")
+        )
+        if unknown:
+            raise PlanError(
+                f"{where}: unknown keys {unknown}; use tool, id, arguments, bind, times"
+            )
+        arguments = item.get("arguments") or {}
+        binds = item.get("bind") or {}
+        if not isinstance(arguments, Mapping) or not isinstance(binds, Mapping):
+            raise PlanError(f"{where}: 'arguments' and 'bind' must be objects keyed by argument")
+        times = item.get("times", 1)
+        try:
+            parsed.append(
+                PlannedCall(
+                    tool=_text(item.get("tool"), f"{where}.tool") or "",
+                    id=_text(item.get("id"), f"{where}.id", required=False),
+                    arguments=dict(arguments),
+                    bind={
+                        str(a): Bind.from_data(b, f"{where}.bind.{str(a)[:40]}")
+                        for a, b in binds.items()
+                    },
+                    times=1 if times is None else times,
+                )
+            )
+        except PlanError as exc:
+            raise PlanError(f"{where}: {exc}") from None
+    _check_sources(parsed)
+    return tuple(parsed)
+
+
+def _check_sources(calls: Sequence[PlannedCall]) -> None:
+    ids: dict[str, int] = {}
+    for number, planned in enumerate(calls):
+        if planned.id is not None:
+            if planned.id in ids:
+                raise PlanError(f"calls[{number}].id: {planned.id!r} names two planned calls")
+            ids[planned.id] = number
+    for number, planned in enumerate(calls):
+        for argument, bound in planned.bind.items():
+            if bound.source not in ids:
+                raise PlanError(
+                    f"calls[{number}].bind.{argument}.from: no planned call has the id "
+                    f"{bound.source!r}; known ids: {sorted(ids)[:10]}"
+                )
+            if ids[bound.source] == number:
+                raise PlanError(f"calls[{number}].bind.{argument}: a call cannot bind to itself")
+
+
+# -- checking a call against planned calls ------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanMatch:
+    """How one intent's planned calls take one call.
+
+    ``step`` is the planned call that admits it (None: none does); ``bound`` the arguments
+    it binds (vouched for); without a step, ``why`` says what failed and ``argument`` and
+    ``value`` name the value that broke a planned call."""
+
+    step: int | None
+    digest: str
+    bound: frozenset[str] = frozenset()
+    why: str = ""
+    argument: str | None = None
+    value: str | None = None
+
+
+@dataclass(slots=True)
+class PlanUses:
+    """Which calls used each planned call of one intent in one run (by call digest)."""
+
+    users: list[set[str]]
+    seen: int = 0
+    """Evidence items already attributed (a resumed run rebuilds its uses from them)."""
+
+
+def call_digest(tool: str, values: Mapping[str, Any]) -> str:
+    """A call's identity for counting: its tool and argument values."""
+    try:
+        plain = pydantic_core.to_jsonable_python(dict(values))
+    except (TypeError, ValueError, pydantic_core.PydanticSerializationError):
+        plain = {k: repr(v) for k, v in values.items()}
+    return tool + "\x00" + canonical_json(plain)
+
+
+def match_call(
+    calls: Sequence[PlannedCall],
+    tool: str,
+    values: Mapping[str, Any],
+    evidence: Evidence,
+    uses: PlanUses,
+) -> PlanMatch | None:
+    """The planned call that admits this call (None: no planned call names its tool)."""
+    steps = [n for n, planned in enumerate(calls) if planned.tool == tool]
+    if not steps:
+        return None
+    _attribute(calls, evidence, uses)
+    digest = call_digest(tool, values)
+    why = ""
+    broken: tuple[str, str] | None = None
+    ordered = sorted(steps, key=lambda n: digest not in uses.users[n])  # its own step first
+    for number in ordered:
+        planned = calls[number]
+        if digest not in uses.users[number] and len(uses.users[number]) >= planned.times:
+            times = "once" if planned.times == 1 else f"{planned.times} times"
+            why = why or f"the plan's {planned.describe()} was already used ({times})"
+            continue
+        fixed = planned.fixed_broken(values)
+        if fixed is not None:
+            broken = broken or fixed
+            why = why or f"'{fixed[0]}' is not the value the plan fixed ({planned.describe()})"
+            continue
+        failed = _binding_broken(calls, planned, values, evidence)
+        if failed is not None:
+            argument, value, reason = failed
+            broken = broken or (argument, value)
+            why = why or reason
+            continue
+        return PlanMatch(step=number, digest=digest, bound=frozenset(planned.bind))
+    return PlanMatch(
+        step=None,
+        digest=digest,
+        why=why,
+        argument=broken[0] if broken else None,
+        value=broken[1] if broken else None,
+    )
+
+
+def commit(uses: PlanUses, match: PlanMatch) -> None:
+    """Record that ``match``'s call used its planned call."""
+    if match.step is not None:
+        uses.users[match.step].add(match.digest)
+
+
+def _attribute(calls: Sequence[PlannedCall], evidence: Evidence, uses: PlanUses) -> None:
+    """Count the run's ``ok`` calls no check of this process counted (a resumed run)."""
+    if uses.seen >= len(evidence):
+        return
+    counted = set().union(*uses.users) if uses.users else set()
+    for item in evidence.since(uses.seen):
+        steps = [n for n, planned in enumerate(calls) if planned.tool == item.tool]
+        if not steps:
+            continue
+        digest = call_digest(item.tool, item._values)
+        if digest in counted:
+            continue
+        for number in steps:
+            planned = calls[number]
+            if (
+                len(uses.users[number]) < planned.times
+                and planned.fixed_broken(item._values) is None
+            ):
+                uses.users[number].add(digest)
+                counted.add(digest)
+                break
+    uses.seen = len(evidence)
+
+
+def _binding_broken(
+    calls: Sequence[PlannedCall],
+    planned: PlannedCall,
+    values: Mapping[str, Any],
+    evidence: Evidence,
+) -> tuple[str, str, str] | None:
+    """The first bound argument whose value no run of its source produced, with why."""
+    for argument, bound in planned.bind.items():
+        items = _items(values.get(argument))
+        if not items:
+            continue
+        source = next(c for c in calls if c.id == bound.source)
+        produced = source_values(source, bound, evidence)
+        for item in items:
+            if hasattr(item, "value") and not isinstance(item, str):
+                item = item.value  # an Enum
+            if canonical_item(item) not in produced:
+                if not produced:
+                    reason = (
+                        f"'{argument}' is bound to the {bound.describe()}, and no call of "
+                        f"{source.describe().rsplit(' ', 1)[0]} has returned one yet"
+                    )
+                else:
+                    reason = (
+                        f"'{argument}' is bound to the {bound.describe()}, and "
+                        f"{str(item)[:80]!r} is not that value"
+                    )
+                return (argument, str(item), reason)
+    return None
+
+
+def source_values(source: PlannedCall, bound: Bind, evidence: Evidence) -> frozenset[str]:
+    """The values (compared form) a binding accepts: at ``bound.field`` of the record
+    ``bound.pick`` selects, in each ``ok`` result of a call matching ``source``."""
+    accepted: set[str] = set()
+    for item in _runs_of(source, evidence):
+        records = list(records_of(item.result))
+        chosen = _pick(records, bound)
+        for record in chosen:
+            accepted.update(canonical_item(v) for v in _at(record, bound._field))
+    return frozenset(accepted)
+
+
+def _runs_of(source: PlannedCall, evidence: Evidence) -> Iterator[EvidenceItem]:
+    for item in evidence:
+        if item.tool == source.tool and source.fixed_broken(item._values) is None:
+            yield item
+
+
+def _pick(records: list[Mapping[str, Any]], bound: Bind) -> list[Mapping[str, Any]]:
+    if not records or bound.pick == "any":
+        return records
+    if bound.pick == "first":
+        return records[:1]
+    if bound.pick == "last":
+        return records[-1:]
+    assert bound._by is not None
+    keyed: list[tuple[decimal.Decimal, int]] = []
+    for number, record in enumerate(records):
+        for value in _at(record, bound._by):
+            number_value = _number(value)
+            if number_value is not None:
+                keyed.append((number_value, number))
+                break
+    if not keyed:
+        return []
+    best = max(k for k, _ in keyed) if bound.pick == "max" else min(k for k, _ in keyed)
+    return [records[n] for k, n in keyed if k == best]
+
+
+def _number(value: Any) -> decimal.Decimal | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float | decimal.Decimal) or (
+        isinstance(value, str) and len(value) <= 40
+    ):
+        try:
+            number = decimal.Decimal(str(value).strip())
+        except decimal.InvalidOperation:
+            return None
+        return number if number.is_finite() else None
+    return None
+
+
+def _at(record: Mapping[str, Any], path: TrustPath) -> Iterator[Any]:
+    """The scalar values of one record at ``path`` (lists transparent)."""
+    for where, value, is_key in leaves(record):
+        if is_key == path.keys and path.matches(where) and value is not None:
+            yield value
