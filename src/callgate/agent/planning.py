@@ -22,6 +22,17 @@ The plan may also bind argument values the user's message itself states
 (``arguments={"transfer_money": {"amount": [85]}}``): the tool is then
 inside the intent only with those values (`Intent.arguments`). Values for
 parameters the tool does not have are left out.
+
+And it may list *calls* (`callgate.authorize.steps`): ``{"tool": "create_event"}``
+admits one ``create_event``, a second asks; ``{"tool": "send_money", "bind":
+{"iban": {"from": "bill", "field": "iban"}}}`` admits a payment only to the IBAN
+that the planned call with the id ``bill`` (``{"tool": "read_bill", "id":
+"bill", "arguments": {"name": ["bill-may.txt"]}}``) returned. The planning
+tool's JSON schema holds these fields, so the grammar export
+(`callgate.grammar.tool_grammar`) keeps a small model's plan well-formed. A
+planned call that cannot be read (unknown tool, a binding to no planned call,
+a count out of range) is left out with its reason in `Plan.errors`, and its
+tool is dropped from the plan too: after untrusted content it asks.
 """
 
 from __future__ import annotations
@@ -29,11 +40,13 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, NotRequired
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
+from typing_extensions import TypedDict
 
 from callgate.authorize.intent import Intent
+from callgate.authorize.steps import MAX_TIMES, PlanError, PlannedCall, parse_call
 from callgate.providers.base import Extraction
 from callgate.tools import Registry, ToolSpec, make_spec
 
@@ -47,6 +60,55 @@ _MAX_LINE = 160
 
 
 PlannedValue = str | int | float | bool
+Pick = Literal["any", "max", "min", "first", "last"]
+"""The reducers of `callgate.authorize.steps.PICKS` (a test holds them equal)."""
+
+PlannedBind = TypedDict(
+    "PlannedBind",
+    {
+        "from": Annotated[str, Field(description="The id of the planned call it comes from.")],
+        "field": Annotated[str, Field(description="The field of that call's result, e.g. iban.")],
+        "pick": NotRequired[
+            Annotated[
+                Pick, Field(description="Which record: any (default), max, min, first, last.")
+            ]
+        ],
+        "by": NotRequired[
+            Annotated[str, Field(description="For max and min: the field compared, e.g. size.")]
+        ],
+    },
+)
+PlannedBind.__pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[attr-defined]
+
+
+class PlannedStep(TypedDict):
+    """One call the plan expects."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+
+    tool: Annotated[str, Field(description="The tool this call uses.")]
+    id: NotRequired[
+        Annotated[str, Field(description="A short name, for other calls to bind to its result.")]
+    ]
+    arguments: NotRequired[
+        Annotated[
+            dict[str, list[PlannedValue]],
+            Field(description="Argument values the user's message itself states."),
+        ]
+    ]
+    bind: NotRequired[
+        Annotated[
+            dict[str, PlannedBind],
+            Field(
+                description="Arguments whose value comes from an earlier planned call's result "
+                "the user's message points at: "
+                '{"iban": {"from": "bill", "field": "iban"}}.'
+            ),
+        ]
+    ]
+    times: NotRequired[
+        Annotated[int, Field(ge=1, le=MAX_TIMES, description="How many such calls (default 1).")]
+    ]
 
 
 def plan(
@@ -68,6 +130,16 @@ def plan(
             ),
         ),
     ] = None,
+    calls: Annotated[
+        list[PlannedStep] | None,
+        Field(
+            description=(
+                "Optional. The calls that change or send something, each once unless times "
+                "says more; a call the plan does not list will need the user's approval."
+            ),
+            max_length=_MAX_LISTED,
+        ),
+    ] = None,
 ) -> str:
     """Name the tools you will use for the user's request, before any of them runs."""
     return f"planned {len(tools)} tool(s)"
@@ -85,6 +157,8 @@ class Plan:
     ignored: tuple[str, ...] = ()
     read: bool = True
     """Whether the turn held a readable ``plan`` call (False: the empty plan)."""
+    errors: tuple[str, ...] = ()
+    """Why planned calls were left out (`PlanError` messages); their tools then ask."""
 
 
 def plan_instruction(system: str | None, names: Sequence[str], registry: Registry) -> str:
@@ -101,7 +175,10 @@ def plan_instruction(system: str | None, names: Sequence[str], registry: Registr
         "this turn. Later, once tool output has been read, a tool you did not list needs "
         "the user's approval: list what the request needs, and nothing else. Where the "
         "user's message itself states a value (a recipient, an amount, a title), you may "
-        "bind it with `arguments`.\n"
+        "bind it with `arguments`. List each call that changes or sends something in "
+        "`calls` (once each, unless `times` says more); where the user points at the record "
+        "a value comes from (the IBAN in a bill they name, the largest of their files), give "
+        "the reading call an `id` and `bind` the argument to it.\n"
         f"Tools:\n{listed}"
     )
     return f"{system}\n\n{instruction}" if system else instruction
@@ -123,9 +200,76 @@ def read_plan(
         kept = tuple(dict.fromkeys(n for n in listed if n in known))
         ignored = tuple(dict.fromkeys(n for n in listed if n not in known))
         bound = _bound(decoded, kept, registry) if registry is not None else {}
-        intent = Intent(tools=kept, arguments=bound, source="plan")
-        return Plan(intent=intent, ignored=ignored[:_MAX_LISTED])
+        planned, dropped, errors = _planned_calls(decoded, known, registry)
+        kept = tuple(n for n in kept if n not in dropped)
+        bound = {t: c for t, c in bound.items() if t not in dropped}
+        intent = Intent(tools=kept, arguments=bound, calls=planned, source="plan")
+        return Plan(intent=intent, ignored=ignored[:_MAX_LISTED], errors=errors)
     return Plan(intent=Intent(tools=(), source="plan"), read=False)
+
+
+def _planned_calls(
+    arguments: Mapping[str, Any] | None, known: set[str], registry: Registry | None
+) -> tuple[tuple[PlannedCall, ...], frozenset[str], tuple[str, ...]]:
+    """The plan's readable planned calls of known tools (values and bindings kept only for
+    parameters the tool has); the tools of those left out, which then need a person after
+    untrusted content; and why each was left out."""
+    raw = arguments.get("calls") if arguments is not None else None
+    if raw is None:
+        return (), frozenset(), ()
+    if not isinstance(raw, list):
+        return (), frozenset(), (f"calls: expected a list, got {type(raw).__name__}",)
+    readable: list[PlannedCall] = []
+    dropped: set[str] = set()
+    errors: list[str] = []
+    ids: set[str] = set()
+    for number, item in enumerate(raw[:_MAX_LISTED]):
+        where = f"calls[{number}]"
+        try:
+            one = parse_call(item, where)
+            if one.tool not in known:
+                raise PlanError(f"{where}.tool: the run has no tool {one.tool[:_MAX_LINE]!r}")
+            if one.id is not None and one.id in ids:
+                raise PlanError(f"{where}.id: {one.id[:_MAX_LINE]!r} names two planned calls")
+        except PlanError as exc:
+            errors.append(str(exc)[: 2 * _MAX_LINE])
+            tool = item.get("tool") if isinstance(item, Mapping) else None
+            if isinstance(tool, str):
+                dropped.add(tool[:_MAX_LINE])
+            continue
+        if one.id is not None:
+            ids.add(one.id)
+        readable.append(_fitted(one, registry) if registry is not None else one)
+    while True:  # a binding needs its source among the planned calls kept
+        kept_ids = {c.id for c in readable if c.id is not None and c.tool not in dropped}
+        orphan = next(
+            (
+                c
+                for c in readable
+                if c.tool not in dropped
+                and any(b.source not in kept_ids or b.source == c.id for b in c.bind.values())
+            ),
+            None,
+        )
+        if orphan is None:
+            break
+        errors.append(f"planned call {orphan.tool}: a binding names no planned call kept")
+        dropped.add(orphan.tool)
+    planned = tuple(c for c in readable if c.tool not in dropped)
+    return planned, frozenset(dropped), tuple(errors[:_MAX_LISTED])
+
+
+def _fitted(one: PlannedCall, registry: Registry) -> PlannedCall:
+    """``one`` with the fixed values and bindings of parameters its tool lacks left out."""
+    spec = registry.get(one.tool)
+    if spec is None:
+        return one
+    fields = spec.arguments_model.model_fields
+    arguments = {a: v for a, v in one.arguments.items() if a in fields}
+    bind = {a: b for a, b in one.bind.items() if a in fields}
+    if len(arguments) == len(one.arguments) and len(bind) == len(one.bind):
+        return one
+    return PlannedCall(tool=one.tool, id=one.id, arguments=arguments, bind=bind, times=one.times)
 
 
 def _decoded(arguments: str | Mapping[str, Any]) -> Mapping[str, Any] | None:

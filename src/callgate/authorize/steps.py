@@ -65,6 +65,7 @@ __all__ = [
     "PlannedCall",
     "canonical_value",
     "match_call",
+    "parse_call",
     "parse_calls",
 ]
 
@@ -306,46 +307,44 @@ def parse_calls(data: Any) -> tuple[PlannedCall, ...]:
         raise PlanError(f"calls: expected a list of planned calls, got {type(data).__name__}")
     if len(data) > MAX_CALLS:
         raise PlanError(f"calls: at most {MAX_CALLS} planned calls, got {len(data)}")
-    parsed: list[PlannedCall] = []
-    for number, item in enumerate(data):
-        where = f"calls[{number}]"
-        if isinstance(item, PlannedCall):
-            parsed.append(item)
-            continue
-        if not isinstance(item, Mapping):
-            raise PlanError(
-                f"{where}: expected an object such as {{'tool': 'send_money'}}, got "
-                f"{type(item).__name__}"
-            )
-        unknown = sorted(
-            str(k)[:40] for k in item if k not in ("tool", "id", "arguments", "bind", "times")
-        )
-        if unknown:
-            raise PlanError(
-                f"{where}: unknown keys {unknown}; use tool, id, arguments, bind, times"
-            )
-        arguments = item.get("arguments") or {}
-        binds = item.get("bind") or {}
-        if not isinstance(arguments, Mapping) or not isinstance(binds, Mapping):
-            raise PlanError(f"{where}: 'arguments' and 'bind' must be objects keyed by argument")
-        times = item.get("times", 1)
-        try:
-            parsed.append(
-                PlannedCall(
-                    tool=_text(item.get("tool"), f"{where}.tool") or "",
-                    id=_text(item.get("id"), f"{where}.id", required=False),
-                    arguments=dict(arguments),
-                    bind={
-                        str(a): Bind.from_data(b, f"{where}.bind.{str(a)[:40]}")
-                        for a, b in binds.items()
-                    },
-                    times=1 if times is None else times,
-                )
-            )
-        except PlanError as exc:
-            raise PlanError(f"{where}: {exc}") from None
+    parsed = [parse_call(item, f"calls[{number}]") for number, item in enumerate(data)]
     _check_sources(parsed)
     return tuple(parsed)
+
+
+def parse_call(item: Any, where: str = "call") -> PlannedCall:
+    """One planned call from plain data, its bindings' sources not yet checked (`parse_calls`
+    checks them); raises `PlanError` and nothing else."""
+    if isinstance(item, PlannedCall):
+        return item
+    if not isinstance(item, Mapping):
+        raise PlanError(
+            f"{where}: expected an object such as {{'tool': 'send_money'}}, got "
+            f"{type(item).__name__}"
+        )
+    keys = ("tool", "id", "arguments", "bind", "times")
+    unknown = sorted(str(k)[:40] for k in item if k not in keys)
+    if unknown:
+        raise PlanError(
+            f"{where}: unknown keys {unknown[:10]}; use tool, id, arguments, bind, times"
+        )
+    arguments = item.get("arguments") or {}
+    binds = item.get("bind") or {}
+    if not isinstance(arguments, Mapping) or not isinstance(binds, Mapping):
+        raise PlanError(f"{where}: 'arguments' and 'bind' must be objects keyed by argument")
+    times = item.get("times", 1)
+    try:
+        return PlannedCall(
+            tool=_text(item.get("tool"), f"{where}.tool") or "",
+            id=_text(item.get("id"), f"{where}.id", required=False),
+            arguments=dict(arguments),
+            bind={
+                str(a): Bind.from_data(b, f"{where}.bind.{str(a)[:40]}") for a, b in binds.items()
+            },
+            times=1 if times is None else times,
+        )
+    except PlanError as exc:
+        raise PlanError(f"{where}: {exc}") from None
 
 
 def _check_sources(calls: Sequence[PlannedCall]) -> None:

@@ -1,0 +1,220 @@
+"""The planning turn lists calls and binds sources (issue 33, item 2): read from model output.
+
+`read_plan` takes whatever the model wrote; hostile or malformed plans give
+a narrower plan and reasons, never an exception. `parse_calls` (for
+deployers and journal records) raises `PlanError` and nothing else. The
+planning tool's schema carries the new fields, so the grammar export covers
+them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from callgate import Agent, Authority, Gate, MemoryLedger, Policy, Status, allow
+from callgate.agent.planning import PLAN, PLAN_SPEC, read_plan
+from callgate.authorize.steps import PICKS, PlanError, parse_calls
+from callgate.calls import ToolCall
+from callgate.grammar import tool_grammar
+from callgate.llms import ScriptedModel, answer, calls
+from callgate.providers.base import Extraction
+
+from .test_plan_calls import ATTACKER_IBAN, BILL_IBAN, GRANTS, ME, Desk, desk_registry
+
+NAMES = ["read_bill", "list_files", "send_money", "delete_file", "create_event"]
+
+
+def extraction(arguments: Any) -> Extraction:
+    """A planning turn's extraction holding one plan call with ``arguments``."""
+    return Extraction(items=(ToolCall(id="p", name=PLAN, arguments=arguments),))
+
+
+BILL_CALLS = [
+    {"tool": "read_bill", "id": "bill", "arguments": {"name": ["bill-may.txt"]}},
+    {"tool": "send_money", "bind": {"iban": {"from": "bill", "field": "iban"}}},
+]
+
+
+def test_read_plan_keeps_planned_calls_and_bindings() -> None:
+    """A plan with calls gives an intent whose planned calls hold the binding."""
+    plan = read_plan(
+        extraction({"tools": ["read_bill", "send_money"], "calls": BILL_CALLS}),
+        NAMES,
+        desk_registry(Desk()),
+    )
+    assert plan.errors == ()
+    described = plan.intent.describe()
+    assert "send_money(iban ← iban of bill) once" in described
+    assert "read_bill(name=bill-may.txt) once" in described
+
+
+def test_a_planned_call_of_an_unknown_tool_or_orphan_binding_is_left_out_and_its_tool_asks() -> (
+    None
+):
+    """send_money bound to a planned call that was dropped is dropped too, tool and all."""
+    plan = read_plan(
+        extraction(
+            {
+                "tools": ["send_money", "read_bill"],
+                "calls": [
+                    {"tool": "wire_money", "id": "bill"},
+                    {"tool": "send_money", "bind": {"iban": {"from": "bill", "field": "iban"}}},
+                ],
+            }
+        ),
+        NAMES,
+        desk_registry(Desk()),
+    )
+    assert plan.intent.tools == ("read_bill",)
+    assert plan.intent.planned == ()
+    assert any("the run has no tool 'wire_money'" in e for e in plan.errors)
+    assert any("a binding names no planned call kept" in e for e in plan.errors)
+
+
+def test_values_for_parameters_the_tool_lacks_are_left_out() -> None:
+    """A fixed value or binding of a parameter send_money does not have binds nothing."""
+    plan = read_plan(
+        extraction(
+            {
+                "tools": ["send_money"],
+                "calls": [{"tool": "send_money", "arguments": {"colour": ["red"]}}],
+            }
+        ),
+        NAMES,
+        desk_registry(Desk()),
+    )
+    (planned,) = plan.intent.planned
+    assert planned.arguments == {}
+
+
+def test_the_planning_tool_schema_and_grammar_cover_calls_and_bindings() -> None:
+    """The plan schema has calls, bind and the reducers; the grammar export builds over it."""
+    schema = PLAN_SPEC.input_schema
+    assert "calls" in schema["properties"]
+    step = schema["$defs"]["PlannedStep"]
+    assert set(step["properties"]) == {"tool", "id", "arguments", "bind", "times"}
+    assert step["additionalProperties"] is False
+    bind = schema["$defs"]["PlannedBind"]
+    assert tuple(bind["properties"]["pick"]["enum"]) == PICKS
+    assert bind["required"] == ["from", "field"]
+    grammar = tool_grammar([PLAN_SPEC])
+    text = grammar.gbnf()
+    assert '\\"bind\\"' in text or '"bind"' in text
+    assert "pick" in grammar.lark()
+    unenforced = {u.keyword for u in grammar.unenforced("gbnf")}
+    assert unenforced <= {"minimum", "maximum"}  # times' range: read_plan checks it
+
+
+def test_an_agent_plan_with_calls_stops_the_second_event_and_pays_the_bound_iban() -> None:
+    """plan_first: the model plans one event and a bound payment; after the bill, the
+    injected event and the payment to the IBAN in the bill's note wait, the user's run."""
+    desk = Desk()
+    gate = Gate(
+        desk_registry(desk),
+        policy=Policy([allow("*")], integrity=["write:*", "spend:*"]),
+        ledger=MemoryLedger(),
+    )
+    planned = {
+        "tools": ["read_bill", "send_money", "create_event"],
+        "calls": [
+            *BILL_CALLS,
+            {"tool": "create_event", "arguments": {"title": ["Pay day"]}},
+        ],
+    }
+    script = [
+        calls((PLAN, planned, "plan-1")),
+        calls(("read_bill", {"name": "bill-may.txt"}, "r1")),
+        calls(
+            ("send_money", {"iban": ATTACKER_IBAN, "amount": 95.0}, "atk1"),
+            ("create_event", {"title": "Payout", "start": "2026-07-02"}, "atk2"),
+            ("send_money", {"iban": BILL_IBAN, "amount": 49.99}, "own1"),
+            ("create_event", {"title": "Pay day", "start": "2026-07-01"}, "own2"),
+        ),
+        answer("Paid."),
+    ]
+    agent = Agent(ScriptedModel(script), gate, plan_first=True)
+    result = agent.run(
+        "Pay the bill in bill-may.txt and add 'Pay day' to my calendar.",
+        authority=Authority(principal=ME, grants=GRANTS),
+    )
+    by_id = {o.call_id: o for o in result.observations}
+    assert by_id["own1"].status is Status.OK
+    assert by_id["own2"].status is Status.OK
+    assert by_id["atk1"].status is Status.PENDING
+    assert by_id["atk2"].status is Status.PENDING
+    assert desk.did("send_money") == [{"iban": BILL_IBAN, "amount": 49.99}]
+
+
+# -- hostile plans ---------------------------------------------------------------------------
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+step_like = st.fixed_dictionaries(
+    {},
+    optional={
+        "tool": st.sampled_from(NAMES) | json_values,
+        "id": st.sampled_from(["bill", "files", ""]) | json_values,
+        "arguments": st.dictionaries(st.sampled_from(["name", "iban", "title"]), json_values)
+        | json_values,
+        "bind": st.dictionaries(
+            st.sampled_from(["iban", "file_id", "x"]),
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "from": st.sampled_from(["bill", "files"]) | json_values,
+                    "field": st.sampled_from(["iban", "id", "keys(", '"a']) | json_values,
+                    "pick": st.sampled_from([*PICKS, "median"]) | json_values,
+                    "by": st.sampled_from(["size"]) | json_values,
+                },
+            )
+            | json_values,
+        )
+        | json_values,
+        "times": st.integers(-3, 200) | json_values,
+    },
+)
+plans = st.fixed_dictionaries(
+    {},
+    optional={
+        "tools": st.lists(st.sampled_from(NAMES) | json_values, max_size=5) | json_values,
+        "calls": st.lists(step_like | json_values, max_size=5) | json_values,
+        "arguments": json_values,
+    },
+)
+
+
+@given(arguments=plans | json_values)
+def test_read_plan_never_raises_on_hostile_plans(arguments: Any) -> None:
+    """Any JSON as plan arguments, as an object or as text: a plan, never an exception; its
+    planned calls name only tools of the run and bind only planned calls it kept."""
+    registry = desk_registry(Desk())
+    for given_as in (arguments, json.dumps(arguments)):
+        plan = read_plan(extraction(given_as), NAMES, registry)
+        ids = {c.id for c in plan.intent.planned}
+        for planned in plan.intent.planned:
+            assert planned.tool in NAMES
+            assert all(b.source in ids for b in planned.bind.values())
+        assert set(plan.intent.tools) <= set(NAMES)
+
+
+@given(data=st.lists(step_like, max_size=5) | json_values)
+def test_parse_calls_raises_only_plan_errors(data: Any) -> None:
+    """Strict parsing of any JSON: planned calls, or a PlanError naming where."""
+    message = ""
+    parsed: tuple[Any, ...] = ()
+    try:
+        parsed = parse_calls(data)
+    except PlanError as exc:
+        message = str(exc)
+    if message:
+        assert "calls" in message
+    assert all(c.times >= 1 for c in parsed)
