@@ -65,6 +65,7 @@ from callgate.authorize.readers import (
     Restrictions,
     content_texts,
 )
+from callgate.authorize.records import RecordTrust
 from callgate.authorize.text import is_number, links, normalize, phrase, tokens, words
 from callgate.errors import DefinitionError
 from callgate.evidence import Evidence, EvidenceItem
@@ -81,7 +82,12 @@ __all__ = [
 
 Label = str | bool | Readers
 """One place's label: trusted (``True``), trusted of a kind, or `Readers`."""
-OutputTrust = bool | Mapping[str, Label] | Callable[[Mapping[str, Any]], Mapping[str, Label] | bool]
+OutputTrust = (
+    bool
+    | Mapping[str, Label]
+    | Callable[[Mapping[str, Any]], Mapping[str, Label] | bool]
+    | RecordTrust
+)
 """How a tool labels its output.
 
 * ``True``: every value of every record, and the keys of its nested mappings,
@@ -92,7 +98,9 @@ OutputTrust = bool | Mapping[str, Label] | Callable[[Mapping[str, Any]], Mapping
 * a function of one output record returning either of the above: trust
   decided per record (sent mail versus received mail);
 * a label may be `Readers` (``{"passport": Readers("user")}``): the field's trust
-  is ``Readers.trust`` and only those readers may receive its value.
+  is ``Readers.trust`` and only those readers may receive its value;
+* `Owned` / `Designated` (`callgate.authorize.records`): named fields of the
+  records the user owns or the request designates.
 """
 
 _MAX_DEPTH = 64
@@ -261,7 +269,26 @@ class TrustIndex:
         if isinstance(result, BaseModel):
             result = result.model_dump(mode="json")
         for record in _records(result):
-            self._absorb_record(record, _labels(record, trust), item.call_id)
+            labels = trust
+            if isinstance(trust, RecordTrust):
+                labels = self._record_labels(record, trust)
+            self._absorb_record(record, _labels(record, labels), item.call_id)
+
+    def _record_labels(
+        self, record: Mapping[str, Any], trust: RecordTrust
+    ) -> Mapping[str, Label] | None:
+        """``trust.fields`` for a record the user owns or the request designates, else
+        ``trust.others`` (`callgate.authorize.records`)."""
+        if trust.owner_path is not None:
+            owners = [normalize(v) for v in _values_at(record, trust.owner_path)]
+            users = self._index.restrictions.users
+            if owners and all(o in users for o in owners):
+                return trust.fields
+        if trust.by_path is not None:
+            by_path = trust.by_path
+            if any(self.named(v) for v in _values_at(record, by_path) if isinstance(v, str)):
+                return trust.fields
+        return trust.others
 
     def _absorb_record(
         self, record: Mapping[str, Any], labels: _Labels | None, call_id: str
@@ -493,6 +520,17 @@ class TrustIndex:
 def _links_of(text: str) -> list[str]:
     """The distinct links of one argument text, in order."""
     return list(dict.fromkeys(links(text)))
+
+
+def _values_at(record: Mapping[str, Any], path: TrustPath) -> list[Any]:
+    """The scalars of one record at ``path`` (keys with ``keys(...)``), at most a few dozen."""
+    found: list[Any] = []
+    for where, value, is_key in _walk(record, (), 0):
+        if value is not _DEEP and is_key == path.keys and path.matches(where):
+            found.append(value)
+            if len(found) >= _RECORD_VALUES:
+                break
+    return found
 
 
 def _strings(value: Any, depth: int = 0) -> Iterator[str]:
