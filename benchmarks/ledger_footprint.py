@@ -151,7 +151,9 @@ def _wal_stats(conn: Any, start: str, end: str) -> dict[str, float]:
     return out
 
 
-def measure_pg(cluster: Any, kind: str, workers: int, seconds: float, log: Any) -> dict[str, Any]:
+def measure_pg(
+    cluster: Any, kind: str, workers: int, seconds: float, log: Any, settle: float = STATS_SETTLE
+) -> dict[str, Any]:
     """One window of ``workers`` processes of ``kind`` (bare or gate) on a fresh database."""
     import psycopg
 
@@ -169,7 +171,7 @@ def measure_pg(cluster: Any, kind: str, workers: int, seconds: float, log: Any) 
 
             def snapshot_before() -> None:
                 conn.execute("CHECKPOINT")
-                time.sleep(STATS_SETTLE)  # the warm-up's statistics reach the counters
+                time.sleep(settle)  # the warm-up's statistics reach the counters
                 before["s"] = Snapshot(conn, data, dbname)
 
             def argv(i: int) -> list[str]:
@@ -181,7 +183,7 @@ def measure_pg(cluster: Any, kind: str, workers: int, seconds: float, log: Any) 
 
             procs = scale.Workers(argv, workers, log)
             procs.run(seconds, before_go=snapshot_before)
-            time.sleep(STATS_SETTLE)  # exited backends' and the WAL writer's statistics
+            time.sleep(settle)  # exited backends' and the WAL writer's statistics
             after = Snapshot(conn, data, dbname)
             first = before["s"]
             made = sum(int(r["made"]) for r in procs.reports)
@@ -403,6 +405,12 @@ def main() -> None:
     parser.add_argument("--workers", default=WORKERS, help="'' skips PostgreSQL")
     parser.add_argument("--seconds", type=float, default=SECONDS)
     parser.add_argument("--sqlite-calls", type=int, default=SQLITE_CALLS, help="0 skips SQLite")
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=STATS_SETTLE,
+        help="seconds to wait for the statistics before and after a window",
+    )
     parser.add_argument("--sqlite-child", help=argparse.SUPPRESS)
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()
@@ -425,7 +433,7 @@ def main() -> None:
                 settings = scale.server_settings(cluster.dsn())
                 for n in counts:
                     for kind in ("bare", "gate"):
-                        results.append(measure_pg(cluster, kind, n, args.seconds, log))
+                        results.append(measure_pg(cluster, kind, n, args.seconds, log, args.settle))
                         r = results[-1]
                         print(
                             f"{kind} x{n}: {r['calls']} calls, {r['wal_bytes_per_call']:,.0f} WAL "

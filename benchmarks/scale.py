@@ -42,6 +42,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import sqlite3
 import statistics
 import subprocess
@@ -129,7 +130,25 @@ def start_durable_cluster(pg: ModuleType) -> Any:
         detail = log.read_text() if log.exists() else exc.stderr.decode(errors="replace")
         shutil.rmtree(root, ignore_errors=True)
         raise SystemExit(f"could not start a throwaway PostgreSQL: {detail}") from exc
+    steady_pg_wal(cluster.dsn())
     return cluster
+
+
+def steady_pg_wal(dsn: str) -> None:
+    """Write and checkpoint about 100 MB of WAL, so that the cells find recycled WAL
+    segments, as a server that has run a while does, instead of each new 16 MB segment
+    being created and zero-filled in the middle of a commit."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "CREATE TABLE scale_wal_fill AS SELECT repeat('x', 900) AS x "
+            "FROM generate_series(1, 100000)"
+        )
+        conn.execute("DROP TABLE scale_wal_fill")
+        conn.execute("CHECKPOINT")
+        conn.execute("SELECT pg_switch_wal()")
+        conn.execute("CHECKPOINT")
 
 
 def server_settings(dsn: str) -> dict[str, str]:
@@ -201,6 +220,37 @@ class BarePg(Workload):
         self.conn.close()
 
 
+def steady_wal(path: str) -> sqlite3.Connection:
+    """Grow a SQLite file's WAL to the size it keeps in a long-running process; an open
+    connection to hold it (when the last connection closes, SQLite deletes the WAL).
+
+    A fresh WAL grows with every commit, and syncing a file that grew also syncs its size
+    (a commit of the file system's journal); once the WAL has wrapped after its first
+    checkpoint, commits rewrite it in place, which syncs faster (on the development VM,
+    one writer appending a 4 KiB page and syncing: 120-130 syncs/s growing the file,
+    160-280 rewriting it). A ledger writes several pages per commit and wraps within a
+    few hundred calls, the bare floor's one page per commit takes a thousand: left
+    fresh, the two would be measured in different regimes. So both start wrapped: one
+    checkpoint mark's worth of pages written, checkpointed, and the file kept at the
+    ledger's journal size limit.
+    """
+    checkpoint, limit = sqlite_settings()
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=OFF")
+    conn.execute("PRAGMA wal_autocheckpoint=0")
+    conn.execute(f"PRAGMA journal_size_limit={limit}")
+    page = int(conn.execute("PRAGMA page_size").fetchone()[0])
+    conn.execute("CREATE TABLE scale_wal_fill (b BLOB)")
+    conn.execute("BEGIN IMMEDIATE")
+    for _ in range(checkpoint + 50):
+        conn.execute("INSERT INTO scale_wal_fill VALUES (zeroblob(?))", (page - 200,))
+    conn.execute("COMMIT")
+    conn.execute("DROP TABLE scale_wal_fill")
+    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+    return conn
+
+
 class BareSqlite(Workload):
     """Two ``INSERT`` + ``COMMIT`` per call on a SQLite file of this worker's own."""
 
@@ -212,7 +262,7 @@ class BareSqlite(Workload):
         self.conn.execute(f"PRAGMA wal_autocheckpoint={checkpoint}")
         self.conn.execute(f"PRAGMA journal_size_limit={limit}")
         self.conn.execute(
-            "CREATE TABLE bare (id INTEGER PRIMARY KEY, call_id TEXT NOT NULL, "
+            "CREATE TABLE IF NOT EXISTS bare (id INTEGER PRIMARY KEY, call_id TEXT NOT NULL, "
             "kind TEXT NOT NULL, at REAL NOT NULL)"
         )
         self.cur = self.conn.cursor()
@@ -357,6 +407,43 @@ def child(args: argparse.Namespace) -> None:
 # -- the parent ------------------------------------------------------------------------
 
 
+def _probe_writer(path: Path, end: float, counts: list[int], t: int) -> None:
+    """Rewrite one 4 KiB page of a file of its own and sync it, until ``end``."""
+    page = b"x" * 4096
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, page * 64)
+        os.fsync(fd)
+        while time.monotonic() < end:
+            os.pwrite(fd, page, (counts[t] % 64) * 4096)
+            os.fdatasync(fd)
+            counts[t] += 1
+    finally:
+        os.close(fd)
+        path.unlink()
+
+
+def disk_probe(
+    root: Path, seconds: float, levels: tuple[int, ...] = (1, 2, 4, 8)
+) -> dict[int, float]:
+    """Syncs/s of the disk under ``root`` with 1, 2, 4, 8 threads, each rewriting a 4 KiB
+    page of a file of its own and ``fdatasync``-ing it: what the floor can reach."""
+    rates = {}
+    for level in levels:
+        counts = [0] * level
+        end = time.monotonic() + seconds
+        pool = [
+            threading.Thread(target=_probe_writer, args=(root / f"probe-{t}", end, counts, t))
+            for t in range(level)
+        ]
+        for th in pool:
+            th.start()
+        for th in pool:
+            th.join()
+        rates[level] = sum(counts) / seconds
+    return rates
+
+
 @dataclass
 class Cell:
     """One row of a table: a backend, a way of running N writers, its samples."""
@@ -475,7 +562,10 @@ class Bench:
                 from callgate.ledger import PostgresLedger
 
                 PostgresLedger(target).close()  # the schema, before the workers race for it
-        else:
+        processes = cell.writers if cell.mode == "processes" else 1
+        threads = 1 if cell.mode == "processes" else cell.writers
+        keep: list[sqlite3.Connection] = []  # hold each SQLite file's grown WAL
+        if cell.backend == "sqlite":
             target = str(self.root / tag)
             os.mkdir(target)
             if kind == "gate":
@@ -483,8 +573,11 @@ class Bench:
 
                 target = os.path.join(target, "callgate.db")
                 SQLiteLedger(target).close()
-        processes = cell.writers if cell.mode == "processes" else 1
-        threads = 1 if cell.mode == "processes" else cell.writers
+                keep.append(steady_wal(target))
+            else:
+                for i in range(processes):
+                    for t in range(threads):
+                        keep.append(steady_wal(os.path.join(target, f"bare-{tag}w{i}-{t}.db")))
 
         def argv(i: int) -> list[str]:
             return [
@@ -500,6 +593,8 @@ class Bench:
             tail = self.log_path.read_text()[-3000:]
             raise SystemExit(f"{cell.label} ({kind}): {exc}\nworkers' stderr:\n{tail}") from exc
         finally:
+            for conn in keep:
+                conn.close()
             if cell.backend == "postgres":
                 self.cluster.drop_database(target)
             else:
@@ -560,6 +655,12 @@ def main() -> None:
         default=0,
         help="start a new run every N calls (default 0: one run per worker thread)",
     )
+    parser.add_argument(
+        "--disk-probe",
+        type=float,
+        default=2.0,
+        help="seconds per level of the disk's sync probe (0 skips it)",
+    )
     parser.add_argument("--json", help="also write every sample to this file")
     parser.add_argument("--child", choices=("bare", "gate"), help=argparse.SUPPRESS)
     parser.add_argument("--backend", help=argparse.SUPPRESS)
@@ -571,6 +672,8 @@ def main() -> None:
         args.kind = args.child
         child(args)
         return
+    # A TERM stops the cluster and removes the files on the way out, as an interrupt does.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     import callgate
 
@@ -580,6 +683,7 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="callgate-scale-", dir=os.environ.get("BENCH_DIR")))
     bench = Bench(args, root)
     settings: dict[str, str] = {}
+    disk: dict[int, float] = {}
     started = time.monotonic()
     print(f"callgate from {callgate.__file__}", file=sys.stderr, flush=True)
     try:
@@ -591,6 +695,9 @@ def main() -> None:
             bench.cluster = start_durable_cluster(pg)
             settings = server_settings(bench.cluster.dsn())
             print(f"PostgreSQL: {settings}", file=sys.stderr, flush=True)
+        if args.disk_probe > 0:
+            disk = disk_probe(root, args.disk_probe)
+            print(f"disk: fdatasync/s by concurrent writers {disk}", file=sys.stderr, flush=True)
         bench.run_cells(cells)
     finally:
         bench.close()
@@ -617,6 +724,11 @@ def main() -> None:
             + ", ".join(f"{k}={v}" for k, v in settings.items() if k != "server_version")
             + f" ({settings.get('server_version', '?')})"
         )
+    if disk:
+        out.append(
+            "disk: fdatasync/s of 1, 2, 4, 8 concurrent writers, each on a file of its own: "
+            + ", ".join(f"{v:,.0f}" for v in disk.values())
+        )
     print("\n".join(out))
     if args.json:
         Path(args.json).write_text(
@@ -629,6 +741,7 @@ def main() -> None:
                     "repeats": args.repeats,
                     "calls_per_run": args.calls_per_run,
                     "postgres": settings,
+                    "disk_syncs_per_s": disk,
                     "cells": [c.summary() for c in cells],
                 },
                 indent=2,

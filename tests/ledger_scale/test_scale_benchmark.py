@@ -63,3 +63,49 @@ def test_scale_benchmark_measures_every_cell_beside_its_floor(tmp_path: Path) ->
     assert figures["postgres"]["fsync"] == "on"
     assert figures["postgres"]["synchronous_commit"] == "on"
     assert list(scratch.iterdir()) == []  # its cluster and files were removed
+
+
+FOOTPRINT = SCRIPT.with_name("ledger_footprint.py")
+
+
+def test_footprint_benchmark_reports_every_figure_of_the_capacity_model(tmp_path: Path) -> None:
+    """A tiny benchmarks/ledger_footprint.py run gives commits, WAL, syncs, rows and CPU per call."""
+    reason = _pg_missing()
+    if reason is not None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI=true and PostgreSQL is required: {reason}")
+        pytest.skip(reason)
+    out = tmp_path / "footprint.json"
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    done = subprocess.run(
+        [
+            *(sys.executable, str(FOOTPRINT), "--workers", "1", "--seconds", "1"),
+            *("--settle", "1", "--sqlite-calls", "20", "--json", str(out)),
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "BENCH_DIR": str(scratch)},
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads(out.read_text())
+    assert [(r["kind"], r["workers"]) for r in figures["pg"]] == [("bare", 1), ("gate", 1)]
+    for r in figures["pg"]:
+        assert r["calls"] > 0
+        for key in (
+            "commit_records_per_call",
+            "wal_bytes_per_call",
+            "wal_records_per_call",
+            "xact_commit_per_call",
+            "server_cpu_us_per_call",
+        ):
+            assert r[key] > 0, key
+        assert r["tables"], "no table grew"
+    gate = figures["pg"][1]
+    assert "journal" in gate["tables"]
+    sqlite = figures["sqlite"]
+    assert sqlite["calls"] == 20
+    assert sqlite["tables"]["journal"]["rows_per_call"] > 0
+    assert sqlite["written_bytes_per_call"] > 0
+    assert list(scratch.iterdir()) == []
