@@ -3,7 +3,9 @@
 Autoescaping is always on, and every ``{{ value }}`` goes through `shown`
 (`callgate.console.text`): credentials redacted, long values cut, hidden
 characters made visible. Filters: ``block`` (the same, keeping line feeds),
-``json`` (indented JSON, the same way), ``q`` (a URL query value), ``plain``
+``json`` (indented JSON, the same way), ``preview`` (cut at
+`PREVIEW_CHARS`, for headings and list cells), ``size`` (how large a stored text
+is, `size_label`), ``q`` (a URL query value), ``plain``
 (visible characters only, for ids in form fields), ``when`` (a UTC time).
 """
 
@@ -17,7 +19,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from callgate.console.text import pretty_json, shown, visible
+from callgate.console.text import PREVIEW_CHARS, pretty_json, shown, size_label, visible
 
 __all__ = ["Shown", "environment", "stylesheet"]
 
@@ -55,6 +57,8 @@ def environment() -> jinja2.Environment:
     env.filters["block"] = lambda v: Shown(shown(v, multiline=True))
     env.filters["json"] = lambda v: Shown(shown(pretty_json(v), multiline=True))
     env.filters["q"] = lambda v: Shown(urllib.parse.quote(str(v), safe=""))
+    env.filters["preview"] = lambda v: Shown(shown(v, limit=PREVIEW_CHARS))
+    env.filters["size"] = lambda v: Shown(size_label("" if v is None else str(v)))
     env.filters["plain"] = lambda v: Shown(visible(v))
     env.filters["when"] = _when
     return env
