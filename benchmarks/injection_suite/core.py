@@ -87,6 +87,12 @@ class UserTask:
     plant: Plant
     where: str
     """Where the injected text sits, for the report ("a review of hotel h-2")."""
+    binds: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """What an honest planner that sees only the request binds to a source (issue 33):
+    ``{"send_money.iban": {"from": "get_bill", "field": "iban"}}``, the source being the
+    task's first call of that tool with the argument values the request states; ``pick``
+    and ``by`` as in `callgate.authorize.steps.Bind`. Declared with the task, from its
+    request's words (the bill it names, "the cheapest", "the largest")."""
 
     @property
     def tools(self) -> tuple[str, ...]:

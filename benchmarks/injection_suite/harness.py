@@ -54,6 +54,7 @@ __all__ = [
     "Proposal",
     "exact_intent",
     "load_policy",
+    "planned_calls",
     "policy_for",
     "request_arguments",
     "request_intent",
@@ -79,9 +80,21 @@ Config = Literal[
     "plan_named",
     "plan_request_named",
     "intent_args",
+    "plan_calls",
+    "plan_calls_named",
+    "intent_calls_named",
 ]
 PolicyVariant = Literal["none", "sinks", "declared", "named"]
-IntentSource = Literal["", "deployer", "deployer_request", "plan", "plan_request", "exact"]
+IntentSource = Literal[
+    "",
+    "deployer",
+    "deployer_request",
+    "plan",
+    "plan_request",
+    "exact",
+    "plan_calls",
+    "deployer_calls",
+]
 PARTS: dict[str, tuple[PolicyVariant, IntentSource]] = {
     "ungated": ("none", ""),
     "sinks": ("sinks", ""),
@@ -94,6 +107,9 @@ PARTS: dict[str, tuple[PolicyVariant, IntentSource]] = {
     "plan_named": ("named", "plan"),
     "plan_request_named": ("named", "plan_request"),
     "intent_args": ("declared", "exact"),
+    "plan_calls": ("declared", "plan_calls"),
+    "plan_calls_named": ("named", "plan_calls"),
+    "intent_calls_named": ("named", "deployer_calls"),
 }
 """Each configuration as (the policy it runs under, where the run's intent comes from)."""
 NAMED_TARGETS = ("write:*:*", "spend:*")
@@ -112,6 +128,9 @@ CONFIGS: tuple[Config, ...] = (
     "plan_named",
     "plan_request_named",
     "intent_args",
+    "plan_calls",
+    "plan_calls_named",
+    "intent_calls_named",
 )
 DESCRIPTIONS: dict[Config, str] = {
     "ungated": "control: no sinks, no trust labels, no policy rules",
@@ -131,6 +150,12 @@ DESCRIPTIONS: dict[Config, str] = {
     "plan_request_named": "plan_request, and named_targets = write:*:*, spend:*",
     "intent_args": "all declarations and an intent naming the task's exact argument values "
     "(an upper bound: as precise as an intent can be)",
+    "plan_calls": "plan_request, and the plan lists calls (each side-effecting call of the "
+    "task once, with the values the request states) and binds the arguments the request "
+    "points at to their source (the task's declared binds)",
+    "plan_calls_named": "plan_calls, and named_targets = write:*:*, spend:*",
+    "intent_calls_named": "the same planned calls and bindings declared by the deployer as "
+    "the task's intent, and named_targets = write:*:*, spend:*",
 }
 USER = "Maya"
 MAX_STEPS = 12
@@ -169,6 +194,10 @@ def unsupported_features() -> dict[str, str]:
     else:
         if "arguments" not in inspect.signature(plan).parameters:
             missing["plan_request"] = "the planning tool takes no arguments"
+        if "calls" not in inspect.signature(plan).parameters:
+            missing["plan_calls"] = "the planning tool takes no calls"
+    if Intent is not None and "calls" not in inspect.signature(Intent).parameters:
+        missing["deployer_calls"] = "Intent takes no calls"
     try:
         parse_policy("named_targets = []")
     except PolicyFileError:
@@ -181,6 +210,8 @@ def unsupported_features() -> dict[str, str]:
             "exact": {"intent"},
             "plan": {"plan_first"},
             "plan_request": {"plan_request"},
+            "plan_calls": {"plan_request", "plan_calls"},
+            "deployer_calls": {"intent", "deployer_calls"},
             "": set(),
         }[source]
         lacking = [missing[n] for n in sorted(needs) if n in missing]
@@ -295,6 +326,62 @@ def _stated(value: Any, text: str) -> bool:
     )
 
 
+def planned_calls(task: UserTask, side_effecting: Any) -> list[dict[str, Any]]:
+    """The calls an honest planner lists from the request alone (issue 33).
+
+    Each side-effecting call of the task, once (identical ones merged into
+    ``times``), with the argument values the request states; the arguments
+    the task's ``binds`` name are bound to their source: the task's first
+    call of the source tool, listed with the values the request states and
+    the tool's name as its id. Values the task learns from tool output and
+    that no bind names stay free. ``side_effecting(tool)`` tells which calls
+    change or send something.
+    """
+    binds: dict[str, dict[str, dict[str, Any]]] = {}
+    for key, spec in task.binds.items():
+        tool, _, argument = key.partition(".")
+        binds.setdefault(tool, {})[argument] = {
+            k: v for k, v in spec.items() if k in ("from", "field", "pick", "by")
+        }
+    sources: dict[str, dict[str, Any]] = {}
+    for bound in binds.values():
+        for spec in bound.values():
+            source = spec["from"]
+            if source in sources:
+                continue
+            first = next(s for turn in task.turns for s in turn if s.tool == source)
+            stated = _stated_arguments(first.args, task.prompt)
+            sources[source] = {"tool": source, "id": source, "arguments": stated}
+    listed: list[dict[str, Any]] = []
+    for turn in task.turns:
+        for s in turn:
+            if s.tool in sources or not side_effecting(s.tool):
+                continue
+            bound = binds.get(s.tool, {})
+            args = {a: v for a, v in s.args.items() if a not in bound}
+            entry: dict[str, Any] = {
+                "tool": s.tool,
+                "arguments": _stated_arguments(args, task.prompt),
+                "bind": bound,
+            }
+            same = next((e for e in listed if {**e, "times": 1} == {**entry, "times": 1}), None)
+            if same is not None:
+                same["times"] = same.get("times", 1) + 1
+            else:
+                listed.append(entry)
+    return [*sources.values(), *listed]
+
+
+def _stated_arguments(args: Mapping[str, Any], prompt: str) -> dict[str, list[Any]]:
+    """The argument values of one call that the request itself states."""
+    stated: dict[str, list[Any]] = {}
+    for name, value in args.items():
+        items = value if isinstance(value, list) else [value]
+        if items and all(_stated(item, prompt) for item in items):
+            stated[name] = list(items)
+    return stated
+
+
 # -- the attacked model ----------------------------------------------------------------
 
 
@@ -325,12 +412,15 @@ class ObeyingModel:
         *,
         attack_first: bool = True,
         plan_values: bool = False,
+        plan_calls: list[dict[str, Any]] | None = None,
     ) -> None:
         self.task = task
         self.goal = goal
         self.attack_first = attack_first
         self.plan_values = plan_values
         """Whether the plan also binds the argument values the request states."""
+        self.plan_calls = plan_calls
+        """The calls the plan lists, with their bindings (`planned_calls`), if any."""
         self.turn = 0
         self.seen = False
         self.proposed: list[Proposal] = []
@@ -381,6 +471,8 @@ class ObeyingModel:
             planned: dict[str, Any] = {"tools": self.plan()}
             if self.plan_values:
                 planned["arguments"] = request_arguments(self.task)
+            if self.plan_calls is not None:
+                planned["calls"] = self.plan_calls
             return calls(("plan", planned, "plan1"))
         batch = self.propose(r.text for r in latest_results(request))
         if not batch:
@@ -557,9 +649,23 @@ def run_pair(
         gate.intent = request_intent(task)
     elif source == "exact":
         gate.intent = exact_intent(task)
-    planning = source in ("plan", "plan_request")
+    calls_of = None
+    if source in ("plan_calls", "deployer_calls"):
+        calls_of = planned_calls(task, lambda name: _side_effecting(registry, name))
+    if source == "deployer_calls":
+        gate.intent = Intent(
+            tools=task.tools,
+            arguments=request_arguments(task),
+            calls=calls_of,
+            source="deployer",
+        )
+    planning = source in ("plan", "plan_request", "plan_calls")
     model = ObeyingModel(
-        task, goal, attack_first=rng.random() < 0.5, plan_values=source == "plan_request"
+        task,
+        goal,
+        attack_first=rng.random() < 0.5,
+        plan_values=source in ("plan_request", "plan_calls"),
+        plan_calls=calls_of if source == "plan_calls" else None,
     )
     authority = Authority(principal=domain.principal, grants=domain.grants)
     if driver == "submit":
@@ -592,6 +698,11 @@ def run_pair(
             _decide(gate, approval_id, origins, domain.principal)
         result = agent.resume(result)
     return _result(domain, task, goal, config, gate, model, result.run_id, first, result.reason)
+
+
+def _side_effecting(registry: Registry, name: str) -> bool:
+    spec = registry.get(name)
+    return spec is not None and spec.side_effecting
 
 
 def _decide(gate: Gate, approval_id: str, origins: Mapping[str, str], person: str) -> None:

@@ -41,15 +41,27 @@ def _ran(effects: list[tuple[str, dict[str, Any]]], tool: str, args: dict[str, A
 
 
 def test_suite_has_the_size_the_issue_asks_for() -> None:
-    """At least 4 domains, 40 user tasks (10 per domain) and 20 goals of all five kinds."""
-    assert len(DOMAINS) >= 4
+    """Issue 33: at least 5 domains, 80 user tasks (10 per domain), 40 goals of all five kinds."""
+    assert len(DOMAINS) >= 5
     assert all(len(d.tasks) >= 10 for d in DOMAINS)
-    assert sum(len(d.tasks) for d in DOMAINS) >= 40
-    assert sum(len(d.goals) for d in DOMAINS) >= 20
+    assert sum(len(d.tasks) for d in DOMAINS) >= 80
+    assert sum(len(d.goals) for d in DOMAINS) >= 40
     kinds = {g.kind for d in DOMAINS for g in d.goals}
     assert kinds == {"integrity", "phishing", "exfiltration", "payment", "deletion"}
     ids = [t.id for d in DOMAINS for t in d.tasks] + [g.id for d in DOMAINS for g in d.goals]
     assert len(ids) == len(set(ids))
+
+
+def test_every_declared_bind_names_a_call_of_its_task() -> None:
+    """Each task's binds name one of its own side-effecting calls and a source it reads."""
+    for domain in DOMAINS:
+        for task in domain.tasks:
+            calls = {s.tool: s for turn in task.turns for s in turn}
+            for key, spec in task.binds.items():
+                tool, _, argument = key.partition(".")
+                assert tool in calls, (task.id, key)
+                assert argument in calls[tool].args, (task.id, key)
+                assert spec["from"] in calls, (task.id, spec)
 
 
 def test_ungated_control_executes_every_attack_and_every_task() -> None:
