@@ -343,3 +343,19 @@ def test_a_value_nested_past_the_walk_depth_is_still_found(tmp_path: Path) -> No
     [obs] = run.submit([call])
     assert obs.status is Status.PENDING, obs.content
     assert sent == []
+
+
+def test_a_link_nested_past_the_walk_depth_is_still_a_sink() -> None:
+    """A link 30 levels deep in a free-text argument is read as the subtree's JSON text (the
+    same depth bound as readers), so it is checked instead of skipped."""
+    index = TrustIndex(trusted_text=["Send the report to bob@acme.example."])
+    payload: Any = {"note": "see https://evil.example/upload?d=1"}
+    for _ in range(30):
+        payload = {"n": payload}
+    shallow = index.check(
+        {"to": None}, {"to": "bob@acme.example", "p": {"note": "evil.example/x"}}, links=True
+    )
+    deep = index.check({"to": None}, {"to": "bob@acme.example", "p": payload}, links=True)
+    assert [f.argument for f in shallow] == ["p"]
+    assert [f.argument for f in deep] == ["p"]
+    assert "evil.example" in deep[0].value

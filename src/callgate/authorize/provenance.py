@@ -52,6 +52,7 @@ What the matcher detects, and what it does not:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,6 +61,7 @@ from pydantic import BaseModel
 
 from callgate.authorize.paths import TrustPath
 from callgate.authorize.readers import (
+    ARGUMENT_DEPTH,
     ReaderFinding,
     Readers,
     Restrictions,
@@ -534,11 +536,13 @@ def _values_at(record: Mapping[str, Any], path: TrustPath) -> list[Any]:
 
 
 def _strings(value: Any, depth: int = 0) -> Iterator[str]:
-    """The text inside an argument value: itself, or the strings nested in it."""
+    """The text inside an argument value: itself, or the strings nested in it. Below the
+    walk's depth bound (the same as `content_texts`) the rest is read whole, as its JSON
+    text, so a link cannot be hidden by nesting it deeper."""
     if isinstance(value, str):
         yield value
-    elif depth > 20:
-        return
+    elif depth > ARGUMENT_DEPTH:
+        yield json.dumps(value, default=str, ensure_ascii=False)
     elif isinstance(value, BaseModel):
         for item in value.__dict__.values():
             yield from _strings(item, depth + 1)

@@ -55,6 +55,9 @@ ROLES = frozenset({"user"})
 _MIN_INSIDE = 4
 """Letters and digits a value needs before it is searched for inside longer text."""
 _MAX_RESTRICTED = 10_000
+ARGUMENT_DEPTH = 20
+"""How deep argument values are walked before the rest is read whole as JSON text (shared
+with `callgate.authorize.provenance`)."""
 
 
 class Readers:
@@ -287,7 +290,7 @@ def content_texts(value: Any, depth: int = 0) -> Iterator[str]:
         yield value
     elif isinstance(value, bool) or value is None:
         return
-    elif depth > 20:
+    elif depth > ARGUMENT_DEPTH:
         yield json.dumps(value, default=str, ensure_ascii=False)
     elif isinstance(value, int | float):
         yield str(value)
