@@ -34,16 +34,14 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make the harbor package importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from plain_text import cell, plain
 from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from callgate import Agent, ApprovalRequest, Authority, Gate, Policy
-from callgate.agent import AgentResult, Budgets
-from callgate.agent.transcript import TranscriptEntry
-from callgate.cli.plain import cell, plain
-from callgate.ledger.sqlite import SQLiteLedger
+from callgate import Agent, ApprovalRequest, Authority, Gate, Policy, SQLiteLedger
+from callgate.agent import AgentResult, Budgets, TranscriptEntry
 from callgate.llms import Model, ScriptedModel
 from harbor.script import SYSTEM, USER, HarborScript
 from harbor.shop import INJECTION_ADDRESS, TENANT, connect, create_shop, refunds_for, sent_emails

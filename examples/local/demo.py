@@ -23,15 +23,13 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the examples importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from plain_text import plain
 from rich.console import Console
 from rich.table import Table
 
-from callgate import Agent, Authority, Gate
-from callgate.agent import Budgets
-from callgate.agent.transcript import TranscriptEntry
-from callgate.cli.plain import plain
-from callgate.ledger.sqlite import SQLiteLedger
-from callgate.llms.local import LocalModel
+from callgate import Agent, Authority, Gate, SQLiteLedger
+from callgate.agent import Budgets, TranscriptEntry
+from callgate.llms import LocalModel
 from local.tasks import GRANTS, SYSTEM, TASKS, registry
 
 REQUESTS = ("get_order-1", "refund-1", "store_hours-1", "update_address-2")

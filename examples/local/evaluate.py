@@ -22,11 +22,10 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the examples importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from callgate import Agent, Authority, Gate, Status
+from callgate import Agent, Authority, Gate, SQLiteLedger, Status
 from callgate.agent import Budgets
-from callgate.eval.grammar_decision import GRADE_EVENT
-from callgate.ledger.sqlite import SQLiteLedger
-from callgate.llms.local import LocalModel, record_decodes
+from callgate.eval import GRADE_EVENT
+from callgate.llms import LocalModel, record_decodes
 from local.tasks import GRANTS, SYSTEM, TASKS, registry, spread
 
 

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         ask,
         deny,
     )
+    from callgate.authorize.readers import Readers
     from callgate.calls import Observation, Provenance, RawCall, Stage, Status, ToolCall
     from callgate.effects import Effect, Grant
     from callgate.errors import (
@@ -93,6 +94,7 @@ __all__ = [
     "PostgresLedger",
     "Provenance",
     "RawCall",
+    "Readers",
     "Registry",
     "Risk",
     "Rule",
@@ -146,6 +148,7 @@ _EXPORTS: dict[str, str] = {
     "PostgresLedger": "callgate.ledger",
     "Provenance": "callgate.calls",
     "RawCall": "callgate.calls",
+    "Readers": "callgate.authorize.readers",
     "Registry": "callgate.tools",
     "Risk": "callgate.tools",
     "Rule": "callgate.authorize.policy",

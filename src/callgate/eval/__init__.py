@@ -15,6 +15,7 @@ Needs numpy, scipy and matplotlib (``pip install 'callgate[eval]'``). See docs/e
 from callgate.eval.analysis import Analysis, Prereg, analyse
 from callgate.eval.checker import CallCheck, check_calls, normalize
 from callgate.eval.funnel import Funnel, FunnelRow, funnel, funnel_png
+from callgate.eval.grammar_decision import GRADE_EVENT
 from callgate.eval.lab import LAB_SYSTEM, LabRun, run_lab
 from callgate.eval.policies import POLICIES, Policy, PolicyModel, policy_named
 from callgate.eval.record import CallView, RunView, read_runs
@@ -48,6 +49,7 @@ from callgate.eval.tokens import (
 __all__ = [
     "ETA_CAVEATS",
     "ETA_ESTIMATOR",
+    "GRADE_EVENT",
     "GRANTS",
     "LAB_SYSTEM",
     "POLICIES",

@@ -22,7 +22,7 @@ from callgate.errors import DefinitionError
 from callgate.llms.anthropic_model import AnthropicModel
 from callgate.llms.base import Model, ModelRequest, ModelResponse, Usage
 from callgate.llms.formats import FORMATS, Format, get_format
-from callgate.llms.local import Constraint, DecodeStats, LocalModel
+from callgate.llms.local import Constraint, DecodeStats, LocalModel, record_decodes
 from callgate.llms.openai_model import OpenAIModel
 from callgate.llms.scripted import Result, ScriptedModel, Turn, answer, calls, latest_results
 
@@ -47,6 +47,7 @@ __all__ = [
     "latest_results",
     "model_from_spec",
     "parse_local_spec",
+    "record_decodes",
 ]
 
 SPEC_HELP = (
