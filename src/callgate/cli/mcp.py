@@ -492,6 +492,16 @@ def proxy(
             "are longer than this.",
         ),
     ] = 1_000_000,
+    forward_requests: Annotated[
+        str,
+        typer.Option(
+            "--forward-requests",
+            help="Which requests the upstream may make of the client are declared to it and "
+            "forwarded to the client whose call is in flight: a comma-separated subset of "
+            "sampling,elicitation,roots ('' for none). Sampling and elicitation are recorded "
+            "in the audit trail.",
+        ),
+    ] = "sampling,elicitation,roots",
 ) -> None:
     """Proxy an MCP server through the gate (see --help)."""
     _require_sdk()
@@ -503,6 +513,7 @@ def proxy(
     if rules is None:
         raise bad_usage("--policy is required: which calls may run is never left to a default")
     name = server_name or _default_name(command, upstream_url)
+    forwarded = _forwarded(forward_requests)
     configs = _tool_configs(tools)
     tokens = _tokens(token)
     headers = _from_env(upstream_header, "--upstream-header")
@@ -541,6 +552,7 @@ def proxy(
                     gate_options={"secret_patterns": _secret_patterns(headers)},
                     restart=Restart(attempts=restarts, delay=restart_delay),
                     max_argument_chars=max_argument_chars,
+                    forward_requests=forwarded,
                 ) as server:
                     await _serve(server, transport, host, port, tokens)
             watch.cancel_scope.cancel()
@@ -561,6 +573,19 @@ def proxy(
         if isinstance(leaf, OSError | ConnectionError):
             raise bad_usage(f"cannot reach the upstream MCP server: {leaf}", 1) from exc
         raise
+
+
+def _forwarded(value: str) -> tuple[str, ...]:
+    """The kinds named by --forward-requests; bad usage for a kind that cannot be forwarded."""
+    kinds = tuple(k.strip() for k in value.split(",") if k.strip())
+    known = ("sampling", "elicitation", "roots")
+    unknown = [k for k in kinds if k not in known]
+    if unknown:
+        raise bad_usage(
+            f"--forward-requests: {', '.join(unknown)} cannot be forwarded; expected a "
+            f"comma-separated subset of {','.join(known)} (or '' for none)"
+        )
+    return kinds
 
 
 _STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")

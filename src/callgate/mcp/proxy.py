@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -41,6 +41,7 @@ from callgate.mcp.client import (
     UpstreamSource,
     suggested_rules,
 )
+from callgate.mcp.forward import FORWARDABLE, ClientRequests
 from callgate.mcp.pins import PinReport, PinStore
 from callgate.mcp.server import DEFAULT_MAX_ARGUMENT_CHARS, GateServer
 from callgate.mcp.upstream import Restart, SupervisedUpstream
@@ -117,6 +118,21 @@ def _upstream_audit(gate: Gate, server_name: str) -> Callable[[str, Mapping[str,
     return record
 
 
+def _requests_audit(gate: Gate, server_name: str) -> Callable[[str, Mapping[str, Any]], None]:
+    """Write each sampling or elicitation request of the upstream to the audit trail, under the
+    run and call it served."""
+
+    def record(kind: str, data: Mapping[str, Any]) -> None:
+        gate.ledger.record_event(
+            kind,
+            run_id=data.get("run_id") or f"mcp-proxy:{server_name}",
+            call_id=data.get("call_id"),
+            data=dict(data),
+        )
+
+    return record
+
+
 async def _watch_visible(server: GateServer, catalog: ProxyCatalog, interval: float) -> None:
     """Tell the clients when the tools they may see change: a pin approved or forgotten (the
     pin file is re-read when it changed), or the upstream's own list changed."""
@@ -156,6 +172,7 @@ async def proxy(
     restart: Restart | None = None,
     watch_interval: float = 1.0,
     max_argument_chars: int | None = DEFAULT_MAX_ARGUMENT_CHARS,
+    forward_requests: Collection[str] = FORWARDABLE,
 ) -> AsyncIterator[GateServer]:
     """Connect to ``upstream`` and yield a `GateServer` that serves its tools through a gate.
 
@@ -180,8 +197,14 @@ async def proxy(
             upstream's tool list changed, clients are sent ``tools/list_changed``.
         max_argument_chars: arguments longer than this (compact JSON) are rejected at
             parse, the limit named, and never sent (see `GateServer`).
+        forward_requests: which requests the upstream may make of the client are declared
+            to it and forwarded to the client whose call is in flight: ``sampling`` (each
+            recorded in the audit trail as ``mcp.sampling``), ``elicitation`` (recorded as
+            ``mcp.elicitation``), ``roots`` (`callgate.mcp.forward`). Only for upstreams the
+            proxy connects to itself (not an already connected client or session).
     """
     store = pins if isinstance(pins, PinStore) else PinStore(pins)
+    requests = ClientRequests(forward=forward_requests, server_name=server_name)
     async with contextlib.AsyncExitStack() as stack:
         catalog_box: list[ProxyCatalog] = []
 
@@ -203,7 +226,7 @@ async def proxy(
                 upstream,
                 server_name=server_name,
                 restart=restart,
-                client_options={"message_handler": on_message},
+                client_options={"message_handler": on_message, **requests.client_options()},
                 forward_logs=True,
                 on_restart=relist,
             )
@@ -244,8 +267,11 @@ async def proxy(
             list_changed=True,
             lasting_runs=server_name,
             max_argument_chars=max_argument_chars,
+            client_requests=requests,
         )
+        requests.record = _requests_audit(gate, server_name)
         watchers = await stack.enter_async_context(anyio.create_task_group())
         stack.callback(watchers.cancel_scope.cancel)
+        requests.tasks = watchers
         watchers.start_soon(_watch_visible, server, catalog, watch_interval)
         yield server

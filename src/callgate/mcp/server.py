@@ -37,7 +37,7 @@ import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import anyio
 import anyio.from_thread
@@ -60,6 +60,8 @@ if TYPE_CHECKING:
     from mcp.server.auth.provider import AccessToken
     from mcp.server.context import ServerRequestContext
     from starlette.applications import Starlette
+
+    from callgate.mcp.forward import ClientRequests
 
 __all__ = [
     "ClientIdentity",
@@ -172,6 +174,8 @@ class GateServer:
         max_argument_chars: a call whose arguments, as compact JSON, are longer is
             rejected at the parse stage with the limit named, and not sent (None: no cap
             but the gate's own). The ledger records the rejection, not the arguments.
+        client_requests: routes the requests an upstream makes of the client (sampling,
+            elicitation, roots) to the client whose call is in flight (the proxy sets it).
     """
 
     def __init__(
@@ -190,8 +194,10 @@ class GateServer:
         list_changed: bool = False,
         lasting_runs: str | None = None,
         max_argument_chars: int | None = DEFAULT_MAX_ARGUMENT_CHARS,
+        client_requests: ClientRequests | None = None,
     ) -> None:
         self.gate = gate
+        self.client_requests = client_requests
         self.list_changed = list_changed
         self.lasting_runs = lasting_runs
         self.max_argument_chars = max_argument_chars
@@ -225,6 +231,8 @@ class GateServer:
 
     def _remember(self, ctx: ServerRequestContext[Any, Any]) -> None:
         """Keep a handshake-era connection's session, to notify it of list changes later."""
+        if self.client_requests is not None:
+            self.client_requests.client_seen(ctx.session)
         if not self.list_changed or ctx.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return
         key = id(getattr(ctx.session, "_connection", ctx.session))
@@ -284,11 +292,19 @@ class GateServer:
         return self.gate.run(authority=authority, run_id=run_id, trusted_values=self.trusted_values)
 
     async def call(
-        self, identity: ClientIdentity, name: str, arguments: Mapping[str, Any]
+        self,
+        identity: ClientIdentity,
+        name: str,
+        arguments: Mapping[str, Any],
+        *,
+        flight: Any = None,
     ) -> Observation:
-        """Submit one call from a client through the gate."""
+        """Submit one call from a client through the gate (``flight``, if given, is told the
+        run and call ids: the audit of the upstream's requests during the call names them)."""
         run = self.run_for(identity)
         call_id = "mcp_" + uuid.uuid4().hex[:20]
+        if flight is not None:
+            flight.run_id, flight.call_id = run.id, call_id
         if self.max_argument_chars is not None:
             refused = _over_cap(call_id, name, arguments, self.max_argument_chars)
             if refused is not None:
@@ -335,13 +351,25 @@ class GateServer:
         self, ctx: ServerRequestContext[Any, Any], params: mcp_types.CallToolRequestParams
     ) -> mcp_types.CallToolResult:
         self._remember(ctx)
-        # A proxied call's progress (and log messages) go back to this request.
-        token = REQUEST.set(ctx)
-        try:
-            observation = await self.call(self.identity(ctx), params.name, params.arguments or {})
-        finally:
-            REQUEST.reset(token)
-        return tool_result(observation, secrets=self._secrets)
+        identity = self.identity(ctx)
+
+        async def submit(flight: Any = None) -> mcp_types.CallToolResult:
+            # A proxied call's progress (and log messages) go back to this request.
+            token = REQUEST.set(ctx)
+            try:
+                observation = await self.call(
+                    identity, params.name, params.arguments or {}, flight=flight
+                )
+            finally:
+                REQUEST.reset(token)
+            return tool_result(observation, secrets=self._secrets)
+
+        if self.client_requests is None:
+            return await submit()
+        result: Any = await self.client_requests.call(
+            ctx, params, submit, client=(identity.principal, identity.session)
+        )
+        return cast("mcp_types.CallToolResult", result)
 
     # -- transports --------------------------------------------------------------
 

@@ -12,7 +12,13 @@ tree), with the official SDK client, over stdio, from fresh scratch folders each
    with the scratch folder's path replaced (for tools whose answer depends on the
    clock, the environment or the network, ``isError`` and the block types only);
 4. progress: ``everything``'s long-running operation reports as many progress updates
-   through the proxy as directly.
+   through the proxy as directly;
+5. requests the server makes of the client: every client declares sampling, elicitation
+   and roots (a model that answers a fixed text, a user who declines, the scratch folder
+   as the root), so ``everything`` shows its sampling, elicitation and roots tools; they
+   must be visible and answer the same through the proxy, and the client must be asked
+   the same things (``filesystem-roots``: the filesystem server started with no folder,
+   which takes its folder from the client's roots).
 
 ``run(full=False)`` (the sample ``make test`` runs) does nothing: the servers are not
 downloaded by the test suite. ``make corpus`` installs them first.
@@ -33,6 +39,7 @@ from typing import Any
 import anyio
 import mcp_types
 from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
 
 from .._generate import NoInstance, instance
 from .._report import SourceReport
@@ -65,6 +72,13 @@ ARGUMENTS: dict[str, dict[str, Any]] = {
     "git_show": {"revision": "HEAD"},
     "git_branch": {"branch_type": "local"},
     "get_current_time": {"timezone": "Europe/Paris"},
+    "trigger-sampling-request": {"prompt": "Say hello", "maxTokens": 20},
+    "trigger-url-elicitation": {
+        "url": "https://example.com/consent",
+        "message": "Open this page",
+        "elicitationId": "e-1",
+        "errorPath": False,
+    },
     "convert_time": {
         "source_timezone": "UTC",
         "time": "12:00",
@@ -77,6 +91,37 @@ ERROR_PREFIX = re.compile(
 """How the proxy introduces an upstream's own error text (by design): compared without it."""
 CALL_TIMEOUT = 30.0
 POLICY = '[[rule]]\nname = "all"\naction = "allow"\ntool = "*"\n'
+
+
+class Asked:
+    """The client's side of the requests a server makes of it, and what it was asked."""
+
+    def __init__(self, scratch: Path) -> None:
+        self.scratch = scratch
+        self.asked: list[str] = []
+
+    async def sampling(self, ctx: Any, params: mcp_types.CreateMessageRequestParams) -> Any:
+        self.asked.append("sampling")
+        return mcp_types.CreateMessageResult(
+            role="assistant", content=mcp_types.TextContent(text="a fixed answer"), model="fixed"
+        )
+
+    async def elicitation(self, ctx: Any, params: mcp_types.ElicitRequestParams) -> Any:
+        self.asked.append("elicitation")
+        return mcp_types.ElicitResult(action="decline")
+
+    async def roots(self, ctx: Any) -> Any:
+        self.asked.append("roots")
+        return mcp_types.ListRootsResult(
+            roots=[mcp_types.Root(uri=(self.scratch / "allowed").resolve().as_uri())]
+        )
+
+    def options(self) -> dict[str, Any]:
+        return {
+            "sampling_callback": self.sampling,
+            "elicitation_callback": self.elicitation,
+            "list_roots_callback": self.roots,
+        }
 
 
 def servers(where: Path, scratch: Path) -> dict[str, StdioServerParameters]:
@@ -99,6 +144,7 @@ def servers(where: Path, scratch: Path) -> dict[str, StdioServerParameters]:
             command=str(npm / "mcp-server-memory"),
             env={"MEMORY_FILE_PATH": str(scratch / "memory.jsonl")},
         ),
+        "filesystem-roots": StdioServerParameters(command=str(npm / "mcp-server-filesystem")),
         "sequential-thinking": StdioServerParameters(
             command=str(npm / "mcp-server-sequential-thinking")
         ),
@@ -161,17 +207,24 @@ def seen(result: mcp_types.CallToolResult, scratch: Path, exact: bool) -> tuple[
     return (result.is_error, kinds, tuple(texts))
 
 
-Connect = Callable[[StdioServerParameters, Path], Any]
+Connect = Callable[[StdioServerParameters, Path, Asked], Any]
 
 
 @asynccontextmanager
-async def direct(params: StdioServerParameters, scratch: Path) -> AsyncIterator[Client]:
-    async with Client(params) as client:
+async def direct(
+    params: StdioServerParameters, scratch: Path, asked: Asked
+) -> AsyncIterator[Client]:
+    async with Client(params, **asked.options()) as client:
+        # A server that asks for the roots when it starts does so as the client connects:
+        # its answer is applied before the first call is compared.
+        await anyio.sleep(0.5)
         yield client
 
 
 @asynccontextmanager
-async def through_api(params: StdioServerParameters, scratch: Path) -> AsyncIterator[Client]:
+async def through_api(
+    params: StdioServerParameters, scratch: Path, asked: Asked
+) -> AsyncIterator[Client]:
     from callgate import MemoryLedger, Policy, allow
     from callgate.mcp import proxy
 
@@ -183,13 +236,15 @@ async def through_api(params: StdioServerParameters, scratch: Path) -> AsyncIter
             policy=Policy([allow()]),
             timeout=CALL_TIMEOUT,
         ) as gate,
-        Client(gate.server) as client,
+        Client(gate.server, **asked.options()) as client,
     ):
         yield client
 
 
 @asynccontextmanager
-async def through_command(params: StdioServerParameters, scratch: Path) -> AsyncIterator[Client]:
+async def through_command(
+    params: StdioServerParameters, scratch: Path, asked: Asked
+) -> AsyncIterator[Client]:
     policy = scratch / "policy.toml"
     policy.write_text(POLICY, encoding="utf-8")
     command = StdioServerParameters(
@@ -213,7 +268,7 @@ async def through_command(params: StdioServerParameters, scratch: Path) -> Async
         ],
         env={**(params.env or {}), "PATH": _path()},
     )
-    async with Client(command) as client:
+    async with Client(command, **asked.options()) as client:
         yield client
 
 
@@ -225,15 +280,16 @@ def _path() -> str:
 
 async def session(
     connect: Connect, name: str, where: Path
-) -> tuple[list[str], dict[str, tuple[Any, ...]], int]:
+) -> tuple[list[str], dict[str, tuple[Any, ...]], int, list[str]]:
     """One connection to one server: tool names, each tool's compared result, progress
-    updates seen from ``everything``'s long-running operation."""
+    updates seen from ``everything``'s long-running operation, what the client was asked."""
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)
         params = servers(where, scratch)[name]
         results: dict[str, tuple[Any, ...]] = {}
         progress: list[float] = []
-        async with connect(params, scratch) as client:
+        asked = Asked(scratch)
+        async with connect(params, scratch, asked) as client:
             tools = (await client.list_tools()).tools
             for tool in tools:
                 try:
@@ -245,19 +301,40 @@ async def session(
                 async def on_progress(p: float, total: float | None, message: str | None) -> None:
                     progress.append(p)
 
-                with anyio.fail_after(CALL_TIMEOUT + 10):
-                    result = await client.call_tool(tool.name, args, progress_callback=on_progress)
+                try:
+                    with anyio.fail_after(CALL_TIMEOUT + 10):
+                        result = await client.call_tool(
+                            tool.name, args, progress_callback=on_progress
+                        )
+                except MCPError as exc:  # a JSON-RPC error answers the call: compared as such
+                    results[tool.name] = ("JSON-RPC error", exc.error.code)
+                    continue
                 results[tool.name] = seen(result, scratch, tool.name not in NONDETERMINISTIC)
-        return [t.name for t in tools], results, len(progress)
+        return [t.name for t in tools], results, len(progress), sorted(asked.asked)
 
 
 async def compare(report: SourceReport, where: Path) -> None:
-    names = ("everything", "filesystem", "memory", "sequential-thinking", "git", "fetch", "time")
+    names = (
+        "everything",
+        "filesystem",
+        "filesystem-roots",
+        "memory",
+        "sequential-thinking",
+        "git",
+        "fetch",
+        "time",
+    )
     for name in names:
-        want_tools, want, want_progress = await session(direct, name, where)
+        want_tools, want, want_progress, want_asked = await session(direct, name, where)
         report.definitions += len(want_tools)
         for label, connect in (("api", through_api), ("command", through_command)):
-            tools, got, got_progress = await session(connect, name, where)
+            tools, got, got_progress, got_asked = await session(connect, name, where)
+            if got_asked != want_asked:
+                report.checks_failed.append(
+                    f"{name} via {label}: the client was asked {got_asked}, directly {want_asked}"
+                )
+            elif want_asked:
+                report.checked[f"client requests answered ({label})"] += len(got_asked)
             if tools != want_tools:
                 report.checks_failed.append(
                     f"{name} via {label}: tools {sorted(set(want_tools) ^ set(tools))} "

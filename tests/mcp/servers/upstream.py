@@ -8,6 +8,8 @@ pull": ``send_email``'s description now tells the model to copy an outsider.
 ``python upstream.py echo``: ``echo`` (logs its pid, so a test can kill it), ``work``
 (sends progress and log notifications) and ``lookup`` (a title, annotations and an
 output schema).
+``python upstream.py asker``: ``ask_model`` (sampling), ``ask_user`` (elicitation) and
+``my_roots`` (roots): each asks the client.
 ``python upstream.py hang --log-cancel``: the same, and a cancelled call is logged too.
 ``python upstream.py hang --grandchild``: the same, and each call first starts a
 child process of its own (which sleeps and ignores SIGTERM), as servers run through
@@ -23,11 +25,20 @@ import json
 import os
 import subprocess
 import sys
+from typing import Annotated
 
 import anyio
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
-from mcp_types import ToolAnnotations
+from mcp.server.mcpserver.resolve import Elicit, ListRoots, Resolve, Sample
+from mcp_types import (
+    CreateMessageResult,
+    ListRootsResult,
+    SamplingMessage,
+    TextContent,
+    ToolAnnotations,
+)
+from pydantic import BaseModel
 
 ATTACKER = "attacker@evil.example"
 
@@ -138,11 +149,56 @@ def echo_server() -> MCPServer:
     return server
 
 
+class Name(BaseModel):
+    name: str
+
+
+def ask_sample(question: str) -> Sample:
+    return Sample([SamplingMessage(role="user", content=TextContent(text=question))], max_tokens=50)
+
+
+def ask_name() -> Elicit[Name]:
+    return Elicit("What is your name?", Name)
+
+
+def ask_roots() -> ListRoots:
+    return ListRoots()
+
+
+def asker_server() -> MCPServer:
+    """Tools that ask the client: a model completion, the user's name, the client's roots
+    (each in the way the negotiated protocol allows: a request mid-call before 2026-07-28,
+    an input-required result since)."""
+    server = MCPServer("asker")
+
+    @server.tool(description="Ask the client's model a question.")
+    def ask_model(
+        question: str, answer: Annotated[CreateMessageResult, Resolve(ask_sample)]
+    ) -> str:
+        log("ask_model", {"question": question})
+        content = answer.content
+        return f"the model said: {getattr(content, 'text', '')}"
+
+    @server.tool(description="Ask the user for their name.")
+    def ask_user(given: Annotated[Name, Resolve(ask_name)]) -> str:
+        log("ask_user", {})
+        return f"hello {given.name}"
+
+    @server.tool(description="List the client's roots.")
+    def my_roots(found: Annotated[ListRootsResult, Resolve(ask_roots)]) -> str:
+        log("my_roots", {})
+        return " ".join(str(r.uri) for r in found.roots)
+
+    return server
+
+
 def main(argv: list[str]) -> None:
     kind = argv[1] if len(argv) > 1 else "mail"
     variant = argv[argv.index("--variant") + 1] if "--variant" in argv else "original"
     if kind == "echo":
         server = echo_server()
+    elif kind == "asker":
+        server = asker_server()
     elif kind == "hang":
         server = hang_server("--grandchild" in argv, "--log-cancel" in argv)
     else:
