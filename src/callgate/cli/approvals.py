@@ -78,8 +78,35 @@ _STYLE = {
 _NOTE = " [provenance: "
 
 
+PREVIEW_CHARS = 400
+"""Characters of a preview (and of its provenance note) that `list`, `show`, `approve` and
+`deny` print; the rest is named by its size (``--json`` prints it whole)."""
+
+
+ARGUMENTS_CHARS = 4000
+"""Characters of the stored arguments `show` prints (``--json`` prints them whole)."""
+
+
+def _bounded(text: str, limit: int = PREVIEW_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, the cut named with the whole size."""
+    if len(text) <= limit:
+        return text
+    return (
+        f"{text[:limit]}… [cut: {len(text):,} characters in all; --json prints the whole request]"
+    )
+
+
 def _split(preview: str) -> tuple[str, str]:
-    """The preview and its provenance note (the gate appends ``[provenance: …]``)."""
+    """The preview and its provenance note (the gate appends ``[provenance: …]``), each
+    bounded (`PREVIEW_CHARS`): a request for a 200 KB argument prints a few lines."""
+    head, sep, tail = preview.partition(_NOTE)
+    if not sep:
+        return _bounded(preview), ""
+    return _bounded(head), _bounded(tail.removesuffix("]"))
+
+
+def _split_whole(preview: str) -> tuple[str, str]:
+    """`_split` without the bound (``--json``)."""
     head, sep, tail = preview.partition(_NOTE)
     return (head, tail.removesuffix("]")) if sep else (preview, "")
 
@@ -104,7 +131,7 @@ def _as_dict(request: ApprovalRequest, now: float) -> dict[str, Any]:
     data["status"] = request.state(now).value
     data["stored_status"] = request.status.value
     data["effects"] = list(request.effects)
-    data["preview"], data["provenance"] = _split(request.preview)
+    data["preview"], data["provenance"] = _split_whole(request.preview)
     return data
 
 
@@ -229,7 +256,7 @@ def _print_request(request: ApprovalRequest, audit: Any, now: float) -> None:
         ("tool", cell(request.tool)),
         ("principal", cell(request.principal)),
         ("effects", cell(", ".join(map(str, request.effects)))),
-        ("arguments", cell(request.arguments_json, multiline=True)),
+        ("arguments", cell(_bounded(request.arguments_json, ARGUMENTS_CHARS), multiline=True)),
         ("arguments hash", cell(request.arguments_hash)),
         ("resource version", cell(request.resource_version or "")),
         ("policy version", cell(request.policy_version or "")),
