@@ -370,12 +370,13 @@ H1_TRUTH = (1.0 - 0.4) - (0.16 - 1.0)  # (coarse − fine | composition) − (..
 
 
 def test_a_scripted_lab_reproduces_the_planted_effects() -> None:
-    """policy:planted through the real lab (runner, gate, verifier, ledger): H1's estimate
-    has the planted sign, is significant, and its interval covers the planted 1.44; each
-    success interval covers its planted rate."""
+    """policy:planted through the real lab (runner, gate, verifier, ledger) on ten tasks: H1's
+    estimate has the planted sign, is significant after Holm, and its interval covers the
+    planted 1.44; each success interval covers its planted rate. (Seven tasks cannot be
+    significant: their 35 splits put the exact p at 1/35 or more, 0.057 here.)"""
     ledger = MemoryLedger()
     planted = policy_named("planted")
-    tasks = load_tasks("repo:7")
+    tasks = load_tasks("repo:10")
     singles = [t for t in tasks if t.complexity == "single"]
     assert {sum(op.kind != "test" for op in t.solution) for t in singles} == {2}
     run_lab(tasks, ["coarse", "fine"], planted.model, ledger)

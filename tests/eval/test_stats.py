@@ -177,3 +177,32 @@ def test_ratio_bootstrap_of_unit_denominators_is_the_mean_interval() -> None:
     assert e.low == pytest.approx(x.mean() - half, abs=0.02)
     assert e.high == pytest.approx(x.mean() + half, abs=0.02)
     assert math.isnan(ratio_bootstrap([1.0], [0.0]).value)
+
+
+def test_a_paired_p_value_from_three_pairs_is_never_below_the_exact_minimum() -> None:
+    """Three pairs all differing the same way (H4 on a five-task lab): of the 2³ sign flips two
+    are as extreme, so no valid two-sided test gives p under 0.25; the p-value is the exact
+    sign-flip one (the shifted bootstrap said 0.0002)."""
+    e = paired_bootstrap([1500.0, 1800.0, 2100.0], [300.0, 350.0, 420.0], reps=4000, seed=0)
+    assert e.value == pytest.approx((1200 + 1450 + 1680) / 3)
+    assert e.p == pytest.approx(0.25)
+
+
+def test_the_paired_p_value_is_the_exact_sign_flip_one_on_small_samples() -> None:
+    """Eight differences: the p-value is the share of the 256 sign patterns whose mean is at
+    least as far from 0 as the one observed, counted here by brute force."""
+    import itertools
+
+    d = np.array([0.9, 0.4, -0.2, 1.1, 0.3, 0.7, -0.5, 0.6])
+    means = [abs(np.mean(d * s)) for s in itertools.product((1, -1), repeat=d.size)]
+    exact = float(np.mean(np.array(means) >= abs(d.mean()) - 1e-12))
+    assert paired_bootstrap(d, np.zeros(d.size), seed=3).p == pytest.approx(exact)
+
+
+def test_an_interaction_from_five_tasks_is_never_below_the_exact_minimum() -> None:
+    """Three single and two composition tasks can be split ten ways: the interaction's p-value
+    is the exact share of splits at least as extreme, never under 1/10 (the shifted bootstrap
+    said 0.0002)."""
+    e = interaction([-1.0, -1.0, -1.0, 1.0, 1.0], [0, 0, 0, 1, 1], reps=4000, seed=0)
+    assert e.value == pytest.approx(2.0)
+    assert e.p == pytest.approx(0.1)

@@ -1,9 +1,10 @@
 """``callgate lab``: the three-surface lab, run and analysed as pre-registered.
 
-``callgate lab run --surfaces coarse,fine --model policy:planted --tasks repo
---prereg examples/lab/prereg.toml --db lab.db --out lab-report`` runs every
-task on every surface (paired), records every run in the ledger, then writes
-the pre-registered analysis (``report.md``, PNG plots, JSON) into ``--out``.
+``callgate lab run --model policy:planted --tasks repo --prereg
+examples/lab/prereg.toml --db lab.db --out lab-report`` runs every task on
+every registered surface (paired; ``--surfaces`` picks others), records
+every run in the ledger, then writes the pre-registered analysis
+(``report.md``, PNG plots, JSON) into ``--out``.
 ``--model`` is any ``callgate`` model spec (see ``callgate run --help``), read
 as ``callgate run`` reads it: ``local``, ``local:smollm2`` or ``local:PATH``,
 optionally ``+llguidance``, ``+gbnf`` or ``+none``, is a GGUF model run in this

@@ -5,8 +5,8 @@ P(A∩B∩C∩D) = P(A)·P(B|A)·P(C|A,B)·P(D|A,B,C). The unit is one proposed 
 
 * **A, the tool**: the call names a tool the run was shown (otherwise the
   gate rejects it as an unknown tool, at the schema stage);
-* **B, the arguments** (given A): the call was not rejected at the ``parse``,
-  ``schema`` or ``semantic`` stage;
+* **B, the arguments** (given A): the call was not rejected at the ``parse``
+  or ``validate`` stage (``schema`` or ``semantic`` in older ledgers);
 * **C, execution** (given A, B): the call ran and ended ``ok`` — a rejection
   at ``policy``, ``approval``, ``schedule`` or ``execute``, an ``error``, an
   ``unknown`` or a ``pending`` fails it, and so does a ``run_python`` program
@@ -38,7 +38,9 @@ from callgate.eval.stats import Estimate, ratio_bootstrap
 
 __all__ = ["ARGUMENT_STAGES", "Funnel", "FunnelRow", "call_stage", "funnel", "funnel_png"]
 
-ARGUMENT_STAGES = frozenset({"parse", "schema", "semantic"})
+ARGUMENT_STAGES = frozenset({"parse", "validate", "schema", "semantic"})
+"""Where a call's arguments are rejected: ``parse`` and ``validate``, which older ledgers
+record as ``schema`` (the schema) and ``semantic`` (the tool's own checks)."""
 
 
 def call_stage(call: CallView, shown: Sequence[str]) -> str:
@@ -257,10 +259,13 @@ def funnel_png(f: Funnel, path: Path) -> Path | None:
             if math.isnan(e.value):
                 ax.text(xi, 0.02, "not\nreached", ha="center", va="bottom", fontsize=7)
                 bar.set_hatch("//")
-            else:
-                ax.text(xi, 0.01, f"n={n}", ha="center", va="bottom", fontsize=7, rotation=90)
+            else:  # above the interval's top, where no error bar or cap can cross it
+                top = e.value if math.isnan(e.high) else max(e.value, e.high)
+                ax.text(xi, top + 0.015, f"n={n}", ha="center", va="bottom", fontsize=7,
+                        rotation=90)  # fmt: skip
     ax.set_xticks(np.arange(len(labels)) + width * (len(rows) - 1) / 2, labels)
-    ax.set_ylim(0, 1.1)
+    ax.set_ylim(0, 1.25)
+    ax.set_yticks(np.linspace(0, 1, 6))  # a rate: the room above 1 is for the n labels
     ax.set_ylabel("rate (95% interval, bootstrap over tasks)")
     ax.set_title("Stage funnel: conditional success by stage (n = calls under the rate)")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), title="surface")

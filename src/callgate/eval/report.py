@@ -203,11 +203,13 @@ def _plots(a: Analysis, out: Path) -> list[str]:
         for xi, e, bar in zip(x + i * 0.4, ests, bars, strict=True):
             if math.isnan(e.value):
                 bar.set_hatch("//")
-                ax.text(xi, 0.02, "no task", ha="center", va="bottom", fontsize=8)
-            else:
-                ax.text(xi, 0.02, f"n={e.n}", ha="center", va="bottom", fontsize=8)
+                ax.text(xi, 0.05, "no task", ha="center", va="bottom", fontsize=8)
+            else:  # above the interval's top, where no error bar or cap can cross it
+                top = e.value if math.isnan(e.high) else max(e.value, e.high)
+                ax.text(xi, top + 0.02, f"n={e.n}", ha="center", va="bottom", fontsize=8)
     ax.set_xticks(x + 0.2, surfaces)
-    ax.set_ylim(0, 1.1)
+    ax.set_ylim(0, 1.15)
+    ax.set_yticks(np.linspace(0, 1, 6))  # a rate: the room above 1 is for the n labels
     ax.set_ylabel("task success (95% interval)")
     ax.set_title("Success by surface and task complexity (n = tasks)")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), title="complexity")
@@ -232,11 +234,9 @@ def _plots(a: Analysis, out: Path) -> list[str]:
                     i + 0.25, e.value, yerr=yerr, fmt="o", color="C0", capsize=4,
                     label="mean η (95% bootstrap interval)" if i == 0 else None,
                 )  # fmt: skip
-            ax.annotate(
-                f"n={len(d)}", (i, 0), xycoords=("data", "axes fraction"),
-                xytext=(0, 4), textcoords="offset points", ha="center", fontsize=8,
-            )  # fmt: skip
-        ax.set_xticks(range(len(surfaces)), surfaces)
+        # n under each surface's name, where no point can cover it
+        ticks = [f"{s}\nn={len(d)}" for s, d in zip(surfaces, data, strict=True)]
+        ax.set_xticks(range(len(surfaces)), ticks)
         ax.set_xlim(-0.5, len(surfaces) - 0.5)
         ax.set_ylabel("η per run (grey: one run)")
         ax.set_title("Interface inefficiency by surface (n = runs with a call)")

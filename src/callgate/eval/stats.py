@@ -4,10 +4,12 @@
 * `bootstrap`: a percentile interval of any statistic, resampling whole
   tasks (the unit the runs are paired on);
 * `paired_bootstrap`: the mean difference of paired per-task values, its
-  interval and a two-sided p-value (the null by shifting the differences to
-  mean zero);
+  percentile interval and a two-sided sign-flip randomization p-value (exact
+  for up to 12 pairs, so three pairs can never give less than 0.25);
 * `interaction`: the complexity × surface interaction as a difference of
-  paired differences, resampled within each stratum;
+  paired differences, its interval resampled within each stratum and its
+  p-value a permutation test of the complexity labels (exact where the
+  splits are few);
 * `holm`: Holm's step-down adjustment (controls the family-wise error rate);
 * `paired_power` / `pairs_for_power`: the power of a two-sided paired t-test
   (noncentral t), for the effect sizes observed.
@@ -155,7 +157,11 @@ def paired_bootstrap(
     seed: int | np.random.Generator = 0,
 ) -> Estimate:
     """The mean of ``a - b`` over paired units, its percentile interval, and a two-sided
-    p-value for "no difference" (resampling the differences shifted to mean zero)."""
+    p-value for "no difference": the share of sign flips of the differences whose mean is at
+    least as far from 0 as the one observed (a randomization test, valid when the differences
+    are symmetric about 0 under the null). Up to `EXACT_PAIRS` pairs every flip is counted, so
+    the p-value is exact (three pairs all of one sign give 0.25, where the bootstrap shifted
+    to mean zero gave 1/(reps+1)); beyond, ``reps`` random flips."""
     d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
     if d.ndim != 1:
         raise ValueError("paired_bootstrap takes two one-dimensional arrays of equal length")
@@ -167,9 +173,32 @@ def paired_bootstrap(
     means = d[idx].mean(axis=1)
     observed = float(d.mean())
     low, high = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
-    null = (d - observed)[idx].mean(axis=1)
-    p = float((np.sum(np.abs(null) >= abs(observed) - 1e-12) + 1) / (reps + 1))
-    return Estimate(value=observed, low=float(low), high=float(high), level=level, p=p, n=n)
+    return Estimate(
+        value=observed, low=float(low), high=float(high), level=level, p=_sign_flip_p(d, reps, rng),
+        n=n,
+    )  # fmt: skip
+
+
+EXACT_PAIRS = 12
+"""Up to this many pairs the sign-flip p-value counts all 2ⁿ flips (4096 at 12)."""
+
+
+def _at_least(observed: float) -> float:
+    """The bar a resampled statistic must reach to count as extreme as ``observed``: its
+    size less a rounding margin (the same sum added in another order differs in its last
+    bits)."""
+    return abs(observed) * (1 - 1e-9) - 1e-12
+
+
+def _sign_flip_p(d: NDArray[np.float64], reps: int, rng: np.random.Generator) -> float:
+    n = d.size
+    target = _at_least(float(d.mean()))
+    if n <= EXACT_PAIRS:
+        signs = ((np.arange(2**n)[:, None] >> np.arange(n)) & 1) * 2 - 1
+        return float(np.mean(np.abs(signs @ d) / n >= target))
+    signs = rng.choice(np.array([-1.0, 1.0]), size=(reps, n))
+    hits = int(np.sum(np.abs(signs @ d) / n >= target))
+    return (hits + 1) / (reps + 1)
 
 
 def interaction(
@@ -183,9 +212,12 @@ def interaction(
     """Mean paired difference in group 1 minus that in group 0 (a difference in differences).
 
     ``diff`` holds one paired difference per task (surface X minus surface Y),
-    ``group`` 1 for composition tasks and 0 for single ones. Tasks are
-    resampled within their group; the p-value resamples each group's
-    differences shifted to the pooled mean (no interaction).
+    ``group`` 1 for composition tasks and 0 for single ones. The interval
+    resamples tasks within their group; the p-value is a permutation test of
+    the labels (no interaction: the differences are exchangeable between the
+    groups), counting every split where there are at most ``reps`` of them
+    (3 single and 2 composition tasks: 10 splits, so never under 0.1), else
+    ``reps`` random ones.
     """
     d = np.asarray(diff, dtype=float)
     g = np.asarray(group).astype(bool)
@@ -198,10 +230,27 @@ def interaction(
     i0 = rng.integers(0, d0.size, size=(reps, d0.size))
     boot = d1[i1].mean(axis=1) - d0[i0].mean(axis=1)
     low, high = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2])
-    pooled = float(d.mean())
-    null = (d1 - d1.mean() + pooled)[i1].mean(axis=1) - (d0 - d0.mean() + pooled)[i0].mean(axis=1)
-    p = float((np.sum(np.abs(null) >= abs(observed) - 1e-12) + 1) / (reps + 1))
+    p = _permutation_p(np.concatenate([d1, d0]), d1.size, observed, reps, rng)
     return Estimate(value=observed, low=float(low), high=float(high), level=level, p=p, n=d.size)
+
+
+def _permutation_p(
+    d: NDArray[np.float64], k: int, observed: float, reps: int, rng: np.random.Generator
+) -> float:
+    """Two-sided p of a difference of group means, ``k`` units in group 1."""
+    n = d.size
+    target = _at_least(observed)
+    total = float(d.sum())
+    if math.comb(n, k) <= reps:
+        from itertools import combinations
+
+        sums = np.array([d[list(c)].sum() for c in combinations(range(n), k)])
+        stat = sums / k - (total - sums) / (n - k)
+        return float(np.mean(np.abs(stat) >= target))
+    order = rng.permuted(np.tile(np.arange(n), (reps, 1)), axis=1)[:, :k]
+    sums = d[order].sum(axis=1)
+    stat = sums / k - (total - sums) / (n - k)
+    return (int(np.sum(np.abs(stat) >= target)) + 1) / (reps + 1)
 
 
 def holm(pvalues: Mapping[str, float], alpha: float = 0.05) -> dict[str, tuple[float, bool]]:
