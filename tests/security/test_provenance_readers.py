@@ -278,11 +278,6 @@ def test_a_vouched_record_restricts_before_any_tool_read_it(tmp_path: Path) -> N
     assert sent == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the journal's run.trusted record (callgate.gate.resume, not owned here) stores a "
-    "Readers label as text; a resumed run loses the restriction of a vouched record",
-)
 def test_a_restriction_of_a_vouched_record_survives_a_resume(tmp_path: Path) -> None:
     """The application vouches for the profile with Readers labels; after a resume in
     another gate the passport still may not be mailed outside."""

@@ -48,7 +48,15 @@ from pydantic import BaseModel
 from callgate.authorize.paths import TrustPath
 from callgate.errors import DefinitionError
 
-__all__ = ["ROLES", "ReaderFinding", "Readers", "canonical", "disclosed_arguments"]
+__all__ = [
+    "ROLES",
+    "ReaderFinding",
+    "Readers",
+    "canonical",
+    "disclosed_arguments",
+    "label_from_record",
+    "label_record",
+]
 
 ROLES = frozenset({"user"})
 """Reader names that are roles of the run rather than paths into the record."""
@@ -98,6 +106,35 @@ class Readers:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Readers) and other.who == self.who and other.trust == self.trust
+
+    def as_record(self) -> dict[str, Any]:
+        """The label as plain data for a journal record (`label_from_record` reads it)."""
+        return {"readers": list(self.who), "trust": self.trust}
+
+
+def label_record(label: Any) -> Any:
+    """A trust label as plain data: `Readers` as ``{"readers": [...], "trust": ...}``, any
+    other label (a kind, a boolean) as itself."""
+    return label.as_record() if isinstance(label, Readers) else label
+
+
+def label_from_record(data: Any) -> Any:
+    """The label `label_record` wrote. A mapping that is not a well-formed `Readers` record
+    raises `DefinitionError` (a journal that cannot be read back is not guessed at)."""
+    if not isinstance(data, Mapping):
+        return data
+    who = data.get("readers")
+    trust = data.get("trust", True)
+    if (
+        set(data) - {"readers", "trust"}
+        or not isinstance(who, list)
+        or not all(isinstance(w, str) for w in who)
+        or not isinstance(trust, str | bool)
+    ):
+        raise DefinitionError(
+            f"a trust label record must be {{'readers': [names], 'trust': kind}}, got {data!r:.80}"
+        )
+    return Readers(*who, trust=trust)
 
     def __hash__(self) -> int:
         return hash((self.who, self.trust))

@@ -35,6 +35,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from callgate.authorize.intent import Intent
+from callgate.authorize.readers import label_from_record, label_record
 from callgate.calls import ToolCall
 from callgate.errors import DefinitionError
 from callgate.evidence import EvidenceItem
@@ -67,7 +68,7 @@ def trusted_fact(
     *,
     texts: Iterable[str] = (),
     values: Iterable[tuple[Any, str | None]] = (),
-    records: Iterable[tuple[Mapping[str, Any], Mapping[str, str] | None]] = (),
+    records: Iterable[tuple[Mapping[str, Any], Mapping[str, Any] | None]] = (),
 ) -> Fact:
     """The ``run.trusted`` record of what the application vouched for. Text is stored as
     the redactor leaves it: a credential it scrubs is not trusted after a resume (narrower,
@@ -77,7 +78,10 @@ def trusted_fact(
         {
             "texts": list(texts),
             "values": [[v, k] for v, k in values],
-            "records": [[dict(r), dict(k) if k else None] for r, k in records],
+            "records": [
+                [dict(r), {n: label_record(v) for n, v in k.items()} if k else None]
+                for r, k in records
+            ],
         },
     )
 
@@ -100,7 +104,8 @@ def restore(run: RunState, facts: Sequence[AuditRecord]) -> None:
                 for value, kind in d.get("values") or ():
                     run.provenance.add_trusted_value(value, kind)
                 for record, kinds in d.get("records") or ():
-                    run.provenance.add_trusted_record(record, kinds)
+                    labels = {n: label_from_record(v) for n, v in kinds.items()} if kinds else None
+                    run.provenance.add_trusted_record(record, labels)
             elif rec.kind == "run.exposed":
                 run.provenance.add_untrusted(str(d.get("text") or ""), str(d.get("source")))
         except (TypeError, ValueError, DefinitionError) as exc:
