@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -73,3 +74,42 @@ def test_the_demo_explains_max_steps_labels_the_warm_up_and_ends_with_a_summary(
     for row in rows:
         cells = [c.strip() for c in row.split("│") if c.strip()]
         assert cells[2:6] == ["2", "2", "1", "1"], cells
+
+
+def test_the_build_shows_one_short_line_per_step_and_keeps_the_whole_log(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """examples/local/build_progress.py over a stand-in for pip's verbose build (a compiler
+    command of 1,500 characters per ninja step): the terminal gets pip's steps and
+    "[2/3]  66% …s ggml-cpu.cpp" lines, never a compiler command; the log file gets every
+    line; a failing build exits with its code and prints the log's last lines."""
+    from local import build_progress
+
+    flags = " ".join(f"-DFLAG_{i}=1" for i in range(150))
+    script = tmp_path / "fake_pip.py"
+    script.write_text(
+        "import sys\n"
+        "print('Collecting llama-cpp-python>=0.3')\n"
+        "print('  Running command Building wheel')\n"
+        f"for i, f in enumerate(['ggml.c', 'ggml-cpu.cpp'], 1):\n"
+        f"    print(f'  [{{i}}/3] /usr/bin/g++ {flags} -o x.o -c /tmp/src/{{f}}')\n"
+        "print('  [3/3] : && /usr/bin/g++ -shared -o bin/libllama.so a.o b.o')\n"
+        "print('  compiler said: fatal error here')\n"
+        "sys.exit(int(sys.argv[1]))\n"
+    )
+    log = tmp_path / "build.log"
+    ok = build_progress.main(["--log", str(log), "--", sys.executable, str(script), "0"])
+    out = capsys.readouterr().out
+    assert ok == 0
+    assert "Collecting llama-cpp-python>=0.3" in out
+    assert re.search(r"\[2/3\]\s+66% \d+m\d\ds ggml-cpu\.cpp", out)
+    assert re.search(r"\[3/3\]\s+100% \d+m\d\ds libllama\.so", out)
+    assert "-DFLAG_1" not in out
+    assert max(len(line) for line in out.splitlines()) < 130
+    assert log.read_text().count("-DFLAG_1=1") == 2
+    failed = build_progress.main(["--log", str(log), "--", sys.executable, str(script), "3"])
+    out = capsys.readouterr().out
+    assert failed == 3
+    assert "the build failed (exit 3)" in out
+    assert "compiler said: fatal error here" in out.split("the build failed")[1]
+    assert str(log) in out
