@@ -354,3 +354,17 @@ def test_a_link_nested_past_the_walk_depth_is_still_a_sink() -> None:
     assert [f.argument for f in shallow] == ["p"]
     assert [f.argument for f in deep] == ["p"]
     assert "evil.example" in deep[0].value
+
+
+def test_the_principal_is_a_reader_named_user_without_add_user(tmp_path: Path) -> None:
+    """The gate declares the run's principal as the user's identity: the passport mailed
+    to the principal's own address runs with no add_user; to anyone else it still asks."""
+    sent: list[dict[str, Any]] = []
+    gate = _gate(tmp_path / "l.db", sent)
+    run = gate.run(authority=AUTHORITY, trusted=[REQUEST])
+    [read] = run.submit([ToolCall(id="p", name="get_profile", arguments="{}")])
+    assert read.status is Status.OK
+    [own] = run.submit([_send(ME, f"passport {PASSPORT}")])
+    assert own.status is Status.OK, own.content
+    [other] = run.submit([_send("desk@hotel-lumen.example", f"passport {PASSPORT}")])
+    assert other.status is Status.PENDING

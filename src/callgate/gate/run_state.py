@@ -67,3 +67,8 @@ class RunState:
     """The authority's budget grants (``spend:USD<=50/run``), found at the first call."""
     batch_ids: tuple[str, ...] = ()
     """The model's ids in the batch being admitted: no new name may take one."""
+
+    def __post_init__(self) -> None:
+        # The principal is who the run acts for: an identity of its user, so a reader
+        # named "user" (`callgate.authorize.readers.Readers`), in a resumed run too.
+        self.provenance.add_user(self.authority.principal)
