@@ -287,3 +287,12 @@ def test_a_private_path_readers_used_still_imports_the_same_object(module: str) 
     if public is not None:
         assert getattr(importlib.import_module(public), name) is value
         assert name in exported(public)
+
+
+def test_the_consoles_classes_name_their_public_path() -> None:
+    """A class re-exported by callgate.console names that path as its module (what reprs,
+    docs and tracebacks show), not the private module that defines it."""
+    import callgate.console
+
+    for name in ("Credentials", "NoAuth", "Principal", "TokenAuth"):
+        assert getattr(callgate.console, name).__module__ == "callgate.console", name

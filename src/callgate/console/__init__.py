@@ -30,3 +30,9 @@ __all__ = [
     "create_app",
     "is_loopback",
 ]
+
+# Each class names the path it is imported from (as httpx does), not the module that
+# defines it: reprs, docs and tracebacks show ``callgate.console.TokenAuth``.
+for _cls in (Credentials, NoAuth, Principal, TokenAuth):
+    _cls.__module__ = __name__
+del _cls
