@@ -253,3 +253,24 @@ def test_a_call_rejected_at_the_validate_stage_fails_b_under_either_name() -> No
         call = CallView(call_id="1", tool="read_file", arguments="{}", status="rejected",
                         stage=stage)  # fmt: skip
         assert call_stage(call, ["read_file"]) == "C", stage
+
+
+def test_a_rate_every_task_passes_has_an_interval_over_tasks_not_a_point() -> None:
+    """Ten tasks whose 100 calls all pass A: the bootstrap over tasks collapses to [1, 1], so
+    the interval is Wilson's over the ten tasks, [0.72, 1] (what ten passing units can show);
+    with a failure somewhere the bootstrap's own interval stands."""
+    runs = [
+        RunView(run_id=f"r{t}", task=f"t{t}", surface="fine", tools=("read_file",), passed=True,
+                calls=[CallView(call_id=str(i), tool="read_file", arguments="{}", status="ok")
+                       for i in range(10)])
+        for t in range(10)
+    ]  # fmt: skip
+    row = next(r for r in funnel(runs, reps=500).rows if r.surface == "all")
+    assert row.a.value == 1.0
+    assert row.a.low == pytest.approx(0.722, abs=0.001)
+    assert row.a.high == 1.0
+    assert row.d.low == pytest.approx(0.722, abs=0.001)
+    runs[0].calls[0] = CallView(call_id="0", tool="nope", arguments="{}", status="rejected")
+    row = next(r for r in funnel(runs, reps=500).rows if r.surface == "all")
+    assert row.a.value == pytest.approx(0.99)
+    assert row.a.low > 0.96

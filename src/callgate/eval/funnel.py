@@ -15,7 +15,9 @@ P(A∩B∩C∩D) = P(A)·P(B|A)·P(C|A,B)·P(D|A,B,C). The unit is one proposed 
 
 Calls of one task are not independent (a model that misreads a task misreads
 it on every call), so every rate and the product have a percentile bootstrap
-interval resampling tasks: the calls of a task stay together. A stage no call
+interval resampling tasks: the calls of a task stay together (where every
+task passes, or every one fails, that interval is a point, and Wilson's over
+the tasks stands in). A stage no call
 reached has no rate (NaN, "not reached"), never a rate of 0. Every failed call is
 also counted by the stage that stopped it (``rejected_by``). Rows are per
 surface and tool (the coarse ``do`` by operation: ``do(write)``), per
@@ -34,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from callgate.eval.record import CallView, RunView, parse_arguments
-from callgate.eval.stats import Estimate, ratio_bootstrap
+from callgate.eval.stats import Estimate, ratio_bootstrap, wilson
 
 __all__ = ["ARGUMENT_STAGES", "Funnel", "FunnelRow", "call_stage", "funnel", "funnel_png"]
 
@@ -164,6 +166,20 @@ def _rates(obs: Sequence[_Obs]) -> tuple[tuple[int, int], ...]:
     )
 
 
+def _rate(num: np.ndarray[Any, Any], den: np.ndarray[Any, Any], reps: int, seed: int) -> Estimate:
+    """A stage's rate over the tasks that reached it, bootstrapped over tasks. Where every
+    task passes (or every one fails) each resample gives the same rate and the percentile
+    interval collapses to a point, [1, 1] from ten tasks as from a thousand; the interval is
+    then Wilson's over those tasks, each one trial (ten tasks: [0.72, 1])."""
+    e = ratio_bootstrap(num, den, reps=reps, seed=seed)
+    units = int(np.count_nonzero(den))
+    if math.isnan(e.value) or units == 0 or e.value not in (0.0, 1.0):
+        return e
+    w = wilson(units if e.value == 1.0 else 0, units, e.level)
+    return Estimate(value=e.value, low=min(e.low, w.low), high=max(e.high, w.high), level=e.level,
+                    n=e.n)  # fmt: skip
+
+
 def _row(
     surface: str, tool: str, obs: list[_Obs], stages: Counter[str], reps: int, seed: int
 ) -> FunnelRow:
@@ -178,8 +194,8 @@ def _row(
         counts[2, i] += o[1] and o[2]
         counts[3, i] += o[1] and o[2] and o[3]
         counts[4, i] += o[1] and o[2] and o[3] and o[4]
-    rates = [ratio_bootstrap(counts[k + 1], counts[k], reps=reps, seed=seed + k) for k in range(4)]
-    product = ratio_bootstrap(counts[4], counts[0], reps=reps, seed=seed)
+    rates = [_rate(counts[k + 1], counts[k], reps, seed + k) for k in range(4)]
+    product = _rate(counts[4], counts[0], reps, seed)
     return FunnelRow(
         surface=surface,
         tool=tool,
