@@ -567,3 +567,95 @@ def test_two_ledgers_take_turns_on_one_key() -> None:
         finally:
             a.close()
             b.close()
+
+
+# -- a whole run removed ------------------------------------------------------------------------
+
+_RUN_TABLES = ("calls", "idempotency_keys", "approvals", "journal_orphans")
+"""The row tables that name a run: an attacker removing a run removes its rows too."""
+
+
+def _remove_run(execute: Callable[[str], None], run_id: str, tables: set[str]) -> None:
+    """Delete every record and row of ``run_id`` (and its chain's head row, where there is one)."""
+    execute(f"DELETE FROM journal WHERE run_id = '{run_id}'")
+    for table in _RUN_TABLES:
+        execute(f"DELETE FROM {table} WHERE run_id = '{run_id}'")
+    if "chains" in tables:
+        execute(f"DELETE FROM chains WHERE chain = '{run_id}'")
+
+
+def _sqlite_tables(path: Path) -> set[str]:
+    conn = sqlite3.connect(path)
+    try:
+        return {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master")}
+    finally:
+        conn.close()
+
+
+@settings(PROPERTY_SETTINGS, max_examples=60)
+@given(ops=st.lists(ledger_ops, min_size=4, max_size=25), victim=st.sampled_from(RUNS))
+def test_a_whole_run_removed_from_sqlite_is_reported(ops: list[Op], victim: str) -> None:
+    """Any ledger whose run has records: deleting all of that run's records and rows (the
+    journal's, the calls', keys', approvals' and orphans' rows) is reported by verify."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "callgate.db"
+        ledger = SQLiteLedger(path, worker="w")
+        try:
+            player = Player(time.time())
+            for op in ops:
+                player.play(ledger, op)
+            had = [r for r in ledger.audit() if r.run_id == victim]
+        finally:
+            ledger.close()
+        if not had:
+            return
+        tables = _sqlite_tables(path)
+        conn = sqlite3.connect(path)
+        try:
+            _remove_run(conn.execute, victim, tables)  # type: ignore[arg-type]
+            conn.commit()
+        finally:
+            conn.close()
+        with SQLiteLedger(path, read_only=True) as reader:
+            check = reader.verify()
+        assert not check.ok, f"run {victim} removed ({len(had)} records) and verify passed"
+
+
+@settings(PROPERTY_SETTINGS, max_examples=15)
+@given(ops=st.lists(ledger_ops, min_size=4, max_size=20), victim=st.sampled_from(RUNS))
+def test_a_whole_run_removed_from_postgres_is_reported(
+    pg_cluster: Any, ops: list[Op], victim: str
+) -> None:
+    """The same on PostgreSQL: a run's records and rows all deleted, verify fails."""
+    from callgate.ledger import PostgresLedger
+
+    dsn = pg_cluster.create_database()
+    try:
+        ledger = PostgresLedger(dsn, worker="w")
+        try:
+            player = Player(time.time())
+            for op in ops:
+                player.play(ledger, op)
+            had = [r for r in ledger.audit() if r.run_id == victim]
+        finally:
+            ledger.close()
+        if not had:
+            return
+        import psycopg
+
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            tables = {
+                str(r[0])
+                for r in conn.execute(
+                    "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+                )
+            }
+            _remove_run(lambda s: conn.execute(s), victim, tables)  # type: ignore[arg-type,return-value]
+        reader = PostgresLedger(dsn, read_only=True)
+        try:
+            check = reader.verify()
+        finally:
+            reader.close()
+        assert not check.ok, f"run {victim} removed ({len(had)} records) and verify passed"
+    finally:
+        pg_cluster.drop_database(dsn)

@@ -51,7 +51,6 @@ from callgate.ledger.sql_statements import CALL_COLUMNS, KEY_COLUMNS
 
 runner = CliRunner()
 RUN = "run-1"
-HEAD_SEQ = 2**62
 
 
 # -- the database, as an attacker reaches it --------------------------------------------------
@@ -243,26 +242,56 @@ def test_an_edited_record_time_is_reported(populated: Store) -> None:
     assert_reported(populated, f"record {seq}", "does not match its hash")
 
 
+def next_in_run(store: Store, seq: int) -> int:
+    """The number of the record after ``seq`` in its run's chain."""
+    with store.open(read_only=True) as ledger:
+        records = list(ledger.audit())
+    run = next(r.run_id for r in records if r.seq == seq)
+    return next(r.seq for r in records if r.run_id == run and r.seq > seq)
+
+
 def test_a_deleted_record_in_the_middle_is_reported(populated: Store) -> None:
-    """A record deleted from the middle leaves a gap in the sequence that verify names."""
+    """A record deleted from the middle of its run's chain: the next record of the run no
+    longer links to the one before it, and verify names it."""
     seq = seq_of(populated, "attempt.started", "c2")
+    after = next_in_run(populated, seq)
     populated.tamper(f"DELETE FROM journal WHERE seq = {seq}")
-    assert_reported(populated, f"record {seq + 1}", f"expected sequence number {seq}")
+    assert_reported(populated, f"record {after}", "does not link to the record before it")
 
 
 def test_a_deleted_tail_with_the_head_row_is_reported(populated: Store) -> None:
-    """Deleting the last records together with the head row is reported as a missing head."""
+    """Deleting a run's last records together with its chain's head row is reported: the
+    checkpoint that bound the run's head names the missing record."""
     last = seq_of(populated, "approval.requested")
-    populated.tamper(f"DELETE FROM journal WHERE seq >= {last}")
-    assert_reported(populated, "head row is missing")
+    head = max(r.seq for r in audit_of(populated) if r.run_id == RUN)
+    populated.tamper(f"DELETE FROM journal WHERE seq >= {last} AND run_id = '{RUN}'")
+    populated.tamper(f"DELETE FROM chains WHERE chain = 'r:{RUN}'")
+    assert_reported(populated, f"binds record {head}", "which is missing")
 
 
 def test_a_deleted_tail_without_the_head_row_is_reported(populated: Store) -> None:
-    """Deleting the last records but keeping the head row is reported: the chain no longer ends
-    at the head."""
+    """Deleting a run's last records but keeping its head row is reported: the run's chain
+    no longer ends at its head."""
     last = seq_of(populated, "approval.requested")
-    populated.tamper(f"DELETE FROM journal WHERE seq >= {last} AND seq < {HEAD_SEQ}")
-    assert_reported(populated, f"the chain ends at record {last - 1}")
+    before = max(r.seq for r in audit_of(populated) if r.run_id == RUN and r.seq < last)
+    populated.tamper(f"DELETE FROM journal WHERE seq >= {last} AND run_id = '{RUN}'")
+    assert_reported(populated, f"ends at record {before}", "head row says")
+
+
+def test_a_whole_run_deleted_is_reported(populated: Store) -> None:
+    """Deleting every record and row of a run (its chain's head row too) is reported by the
+    checkpoint that bound it."""
+    head = max(r.seq for r in audit_of(populated) if r.run_id == RUN)
+    for table in ("journal", "calls", "idempotency_keys", "approvals", "journal_orphans"):
+        populated.tamper(f"DELETE FROM {table} WHERE run_id = '{RUN}'")
+    populated.tamper(f"DELETE FROM chains WHERE chain = 'r:{RUN}'")
+    assert_reported(populated, f"binds record {head}", "which is missing")
+
+
+def audit_of(store: Store) -> list[Any]:
+    """Every record of the journal, as a new reader sees it."""
+    with store.open(read_only=True) as ledger:
+        return list(ledger.audit())
 
 
 # -- call rows --------------------------------------------------------------------------------
@@ -458,7 +487,7 @@ def ask_for_refunds(store: Store, refunds: Refunds, *amounts: float) -> tuple[st
     found = []
     for n, amount in enumerate(amounts):
         [obs] = run.submit([refund(f"refund-{n}", amount)])
-        assert (obs.status, obs.stage) == (Status.PENDING, Stage.APPROVAL), obs.content
+        assert (obs.status, obs.stage) == (Status.PENDING, Stage.APPROVE), obs.content
         assert obs.approval_id is not None
         found.append(obs.approval_id)
     gate.close()

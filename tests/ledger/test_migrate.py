@@ -284,12 +284,12 @@ def test_verify_on_an_unmigrated_ledger_says_to_migrate_it(old: OldLedger) -> No
 
 def test_migrate_exits_0_and_says_what_moved(old: OldLedger) -> None:
     """migrate exits 0, names the versions and counts what moved, and leaves the ledger at schema
-    3."""
+    4."""
     code, out, err = migrate(old)
     assert code == 0, out + err
-    assert "migrated from schema version 2 to 3" in out
+    assert "migrated from schema version 2 to 4" in out
     assert "24 call(s), 11 idempotency key(s) and 4 approval(s)" in out
-    assert old.query("SELECT max(version) FROM schema_version") == [(3,)]
+    assert old.query("SELECT max(version) FROM schema_version") == [(4,)]
 
 
 def test_migrate_json_reports_the_counts_and_that_it_verified(old: OldLedger) -> None:
@@ -299,7 +299,7 @@ def test_migrate_json_reports_the_counts_and_that_it_verified(old: OldLedger) ->
     report = json.loads(out)
     assert report == {
         "from_version": 2,
-        "to_version": 3,
+        "to_version": 4,
         "calls": len(old.before.calls),
         "keys": len(old.before.keys),
         "approvals": len(old.before.approvals),
@@ -317,7 +317,7 @@ def test_migrating_again_has_nothing_to_do(migrated: OldLedger) -> None:
     assert "nothing to migrate" in out
     assert migrated.query(f"SELECT count(*) FROM journal WHERE seq < {HEAD_SEQ}") == records
     code, out, _ = migrate(migrated, "--json")
-    assert json.loads(out)["from_version"] == 3
+    assert json.loads(out)["from_version"] == 4
     assert json.loads(out)["calls"] == 0
 
 
@@ -468,7 +468,10 @@ def test_the_old_audit_records_stay_in_the_chain(migrated: OldLedger) -> None:
         ["migrated.call"] * len(migrated.before.calls)
         + ["migrated.key"] * len(migrated.before.keys)
         + ["migrated.approval"] * len(migrated.before.approvals)
+        + ["journal.checkpoint"]  # schema 4: binds the schema-3 chain's head
     )
+    bound = records[-1].data["heads"]
+    assert bound == [["@v3", records[-2].seq, records[-2].hash]]
 
 
 def test_the_migrated_ledger_verifies(migrated: OldLedger) -> None:
@@ -478,7 +481,7 @@ def test_the_migrated_ledger_verifies(migrated: OldLedger) -> None:
     with migrated.open(read_only=True) as ledger:
         check = ledger.verify()
     assert check.ok, check.problems
-    assert check.records == 70 + 1 + 24 + 11 + 4
+    assert check.records == 70 + 1 + 24 + 11 + 4 + 1  # and the checkpoint of schema 4
     code, out, err = cli("ledger", "verify", *migrated.where, "--expect-head", head, "--json")
     assert code == 0, out + err
     assert json.loads(out)["ok"] is True

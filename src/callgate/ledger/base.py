@@ -318,6 +318,9 @@ class AuditRecord:
     hash: str = ""
     data_json: str = ""
     """``data`` exactly as stored; the hash covers this text."""
+    chain: str | None = None
+    """The chain it links into when not its run's (`callgate.ledger.chains.chain_of`): only
+    the records of a schema-3 ledger, which kept one chain for all runs."""
 
 
 GENESIS = "0" * 64

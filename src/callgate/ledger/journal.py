@@ -93,6 +93,7 @@ def changes_state(kind: str) -> bool:
     return (
         kind in _APPROVAL_CHANGES
         or kind == MIGRATED
+        or kind.startswith("journal.")
         or kind.startswith("migrated.")
         or (kind.startswith("idempotency.") and kind != "idempotency.forged")
     )

@@ -1,4 +1,5 @@
-"""Moving a schema-2 ledger's rows into its journal (schema migration 3).
+"""Moving a schema-2 ledger's rows into its journal (schema migration 3), and a schema-3
+journal's single chain under a checkpoint (schema migration 4).
 
 Before version 3 the state the gate decided by lived in tables beside the audit
 trail. Migration 3 keeps every old record (the chain still verifies from its
@@ -25,10 +26,18 @@ from typing import Any
 
 from callgate.approvals import ApprovalStatus
 from callgate.ledger.base import AttemptRecord, Outcome
+from callgate.ledger.chains import LEGACY_CHAIN
 from callgate.ledger.journal import MIGRATED, migrated_call_data
+from callgate.ledger.sql_dialects import dialect_for
 from callgate.ledger.sql_schema import HEAD_SEQ, Cursor
 from callgate.ledger.sql_statements import HEAD
-from callgate.ledger.sql_writes import Transaction, approval_from_row, call_from_row
+from callgate.ledger.sql_writes import (
+    CHECKPOINT_ITEM,
+    Transaction,
+    approval_from_row,
+    call_from_row,
+    run_items,
+)
 
 __all__ = ["MIGRATION_HOOKS", "journal_from_v2"]
 
@@ -150,7 +159,7 @@ def journal_from_v2(cur: Cursor, sql: Callable[[str], str]) -> None:
         undecided = [
             a.id for a in approvals if a.status is ApprovalStatus.APPROVED and a.id not in decided
         ]
-        tx = Transaction(cur, sql, "migration", HEAD, None)
+        tx = Transaction(cur, dialect_for(sql), "migration", None, None, legacy=True)
         tx.append(
             MIGRATED,
             "",
@@ -231,5 +240,26 @@ def _all(cur: Cursor, sql: Callable[[str], str], statement: str) -> list[Any]:
     return list(cur.fetchall())
 
 
-MIGRATION_HOOKS = {3: journal_from_v2}
+def chains_from_v3(cur: Cursor, sql: Callable[[str], str]) -> None:
+    """The data step of migration 4: the journal's single chain becomes `LEGACY_CHAIN`
+    (its head row moves into ``chains``, and a first checkpoint binds it), and new
+    records are numbered after its last."""
+    dialect = dialect_for(sql)
+    cur.execute(sql(HEAD))
+    row = cur.fetchone()
+    seq, head = (int(row[0]), str(row[1])) if row is not None else (0, "")
+    cur.execute(sql(f"DELETE FROM journal WHERE seq = {HEAD_SEQ}"))
+    if dialect.concurrent:
+        cur.execute("SELECT setval('journal_seq', %s, %s)", (max(seq, 1), seq > 0))
+    if seq <= 0:
+        return
+    cur.execute(
+        sql("INSERT INTO chains (chain, seq, hash, bound) VALUES (?, ?, ?, 0)"),
+        (LEGACY_CHAIN, seq, head),
+    )
+    tx = Transaction(cur, dialect, "migration", None, None)
+    run_items(tx, [(CHECKPOINT_ITEM, "migration")])
+
+
+MIGRATION_HOOKS = {3: journal_from_v2, 4: chains_from_v3}
 """The data steps of the migrations that move data (`apply_migrations`)."""

@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 from callgate.ledger.base import LedgerError
 from callgate.ledger.migrate import MIGRATION_HOOKS
 from callgate.ledger.sql import SqlLedger
-from callgate.ledger.sql_schema import HEAD_QUERY, SCHEMA_VERSION, apply_migrations
+from callgate.ledger.sql_dialects import PostgresDialect
+from callgate.ledger.sql_schema import SCHEMA_VERSION, apply_migrations
 from callgate.ledger.sql_writes import Item, Transaction, run_items
 from callgate.ledger.storable import is_unstorable
 
@@ -41,10 +42,20 @@ if TYPE_CHECKING:
 
 __all__ = ["PostgresLedger"]
 
-_TYPES = {"real": "DOUBLE PRECISION", "bigint": "BIGINT", "without_rowid": ""}
-_HEAD_FOR_UPDATE = HEAD_QUERY.replace("?", "%s") + " FOR UPDATE"
+_TYPES = {
+    "real": "DOUBLE PRECISION",
+    "bigint": "BIGINT",
+    "without_rowid": "",
+    "journal_xid": (
+        "ALTER TABLE journal ADD COLUMN xid BIGINT NOT NULL "
+        "DEFAULT (pg_current_xact_id()::text::bigint)"
+    ),
+    "journal_xid_index": "CREATE INDEX journal_xid ON journal (xid)",
+    "journal_seq": "CREATE SEQUENCE journal_seq",
+}
+_DIALECT = PostgresDialect()
 _MIGRATION_LOCK = 0x63616C6C67617465  # "callgate"
-_TABLES = ("schema_version", "calls", "idempotency_keys", "journal", "approvals")
+_TABLES = ("schema_version", "calls", "idempotency_keys", "journal", "approvals", "chains")
 """The tables of a callgate ledger."""
 _EXPECTED = "a database written by callgate, with the tables " + ", ".join(_TABLES)
 _MISSING_TABLES = "SELECT t FROM unnest(%s::text[]) AS t WHERE to_regclass(t) IS NULL"
@@ -171,12 +182,11 @@ class PostgresLedger(SqlLedger):
         with self._pool.connection() as conn, conn.transaction():
             cur = conn.cursor()
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-            apply_migrations(cur, _pg, _TYPES, MIGRATION_HOOKS)
+            apply_migrations(cur, _DIALECT, _TYPES, MIGRATION_HOOKS)
 
     def _transact_once(self, items: Sequence[Item], *, durable: bool) -> list[Any]:
         # One transaction of this process at a time: a call's deferred decision must be
-        # committed before another connection can start that call's attempt. (Writers
-        # already serialize on the audit head row, so this costs little.)
+        # committed before another connection can start that call's attempt.
         with self._tx_lock:
             deferred = self._take_deferred()
             try:
@@ -184,11 +194,9 @@ class PostgresLedger(SqlLedger):
                     cur = conn.cursor()
                     if not durable:
                         cur.execute("SET LOCAL synchronous_commit TO OFF")
-                    tx = Transaction(
-                        cur, _pg, self.worker, _HEAD_FOR_UPDATE, self._rows, self._truth
-                    )
+                    tx = Transaction(cur, _DIALECT, self.worker, self._rows, self._truth)
                     results = run_items(tx, [*deferred, *items])
-                tx.committed()
+                self._unbound += tx.committed()
             except BaseException as exc:
                 self._rows.clear()  # rows changed in place by a transaction that failed
                 # As in SQLiteLedger: retry deferred writes only after a passing failure.
@@ -206,10 +214,16 @@ class PostgresLedger(SqlLedger):
             return conn.execute(_pg(statement), params).fetchall()
 
     def close(self) -> None:
-        """Commit deferred writes and close the pool."""
+        """Commit deferred writes, write a checkpoint, and close the pool."""
+        if self._pool.closed:
+            return
         try:
-            if self._deferred and not self.read_only:
-                self._transact((), durable=True)
+            if not self.read_only:
+                if self._deferred:
+                    self._transact((), durable=True)
+                if self._unbound:
+                    self._unbound = 0
+                    self.checkpoint()
         finally:
             self._pool.close()
 

@@ -48,8 +48,8 @@ from callgate.ledger.base import (
     Ledger,
     LedgerError,
     default_worker,
-    verify_chain,
 )
+from callgate.ledger.chains import CHECKPOINT_RECORDS, verify_chains
 from callgate.ledger.journal import attempts_from, changes_state
 from callgate.ledger.sql_schema import (
     HEAD_SEQ,
@@ -61,12 +61,13 @@ from callgate.ledger.sql_schema import (
 from callgate.ledger.sql_statements import (
     APPROVAL_COLUMNS,
     CALL_COLUMNS,
-    HEAD,
+    CHAIN_HEADS,
     JOURNAL_COLUMNS,
     KEY_COLUMNS,
 )
 from callgate.ledger.sql_writes import (
     BEGIN,
+    CHECKPOINT_ITEM,
     DECIDE,
     EVENT,
     FINISH,
@@ -138,17 +139,6 @@ def _readable(
     return found
 
 
-def _head_problem(records: Sequence[AuditRecord], problem: str) -> AuditCheck:
-    checked = verify_chain(records, None)
-    return AuditCheck(
-        ok=False,
-        records=checked.records,
-        head=checked.head,
-        problems=(*checked.problems, problem),
-        first_bad_seq=checked.first_bad_seq or (checked.records + 1),
-    )
-
-
 class SqlLedger(Ledger):
     """The writes, reads and group commit of a SQL ledger.
 
@@ -165,6 +155,8 @@ class SqlLedger(Ledger):
         self._deferred_lock = threading.Lock()
         self._groups: dict[int, _Group] = {}
         self._rows = RowCache()
+        self._unbound = 0
+        """Records this process wrote since its last checkpoint (`checkpoint`)."""
 
     # -- what a backend provides --------------------------------------------------
 
@@ -186,13 +178,24 @@ class SqlLedger(Ledger):
         """`_transact_once`, tried again with storable text if the first failed on text
         the database cannot encode: one such string never stops the ledger recording."""
         try:
-            return self._transact_once(items, durable=durable)
+            results = self._transact_once(items, durable=durable)
         except Exception as exc:
             if not is_unstorable(exc):
                 raise
-        with self._deferred_lock:
-            self._deferred = storable_items(self._deferred)
-        return self._transact_once(storable_items(items), durable=durable)
+            with self._deferred_lock:
+                self._deferred = storable_items(self._deferred)
+            results = self._transact_once(storable_items(items), durable=durable)
+        if self._unbound >= CHECKPOINT_RECORDS:
+            self._unbound = 0
+            self.checkpoint()
+        return results
+
+    def checkpoint(self) -> int:
+        """Write a checkpoint binding every chain head that moved since the last one
+        (`callgate.ledger.chains`); how many heads it bound (0: none had moved). Each
+        process writes one after `CHECKPOINT_RECORDS` of its records, and at close."""
+        found: int = self._transact_once(((CHECKPOINT_ITEM, self.worker),), durable=False)[0]
+        return found
 
     def _query(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
         """Run one read statement; a parameter the database cannot encode is looked up
@@ -479,31 +482,32 @@ class SqlLedger(Ledger):
         return self.records()
 
     def audit_head(self) -> tuple[int, str] | None:
+        """The newest record's number and hash (None: no record yet)."""
         self._flush()
-        rows = self._query(HEAD)
+        rows = self._query("SELECT seq, hash FROM journal ORDER BY seq DESC LIMIT 1")
         return (int(rows[0][0]), rows[0][1]) if rows else None
 
-    def verify(self) -> AuditCheck:
-        """Verify the chain, then recompute every row from the journal and compare.
+    def chain_heads(self) -> dict[str, tuple[int, str]]:
+        """Each chain's head row: chain → (seq, hash) (`callgate.ledger.chains`)."""
+        self._flush()
+        return {str(c): (int(s), str(h)) for c, s, h in self._query(CHAIN_HEADS) if int(s) > 0}
 
-        A missing or unreadable head row is tampering too: it is written with the
-        first record and never removed, so deleting the end of the journal together
-        with the head must not pass. Any call, key or approval row that differs from
-        what the journal says (edited, inserted or deleted) is reported, and so is a
-        record that breaks a rule it was written under.
+    def verify(self) -> AuditCheck:
+        """Verify every chain and the checkpoints that bind them, then recompute every row
+        from the journal and compare.
+
+        A chain must end at its head row, and every head a checkpoint bound must still be
+        a record of its chain (a whole run removed is reported by the checkpoint that
+        bound it). Any call, key or approval row that differs from what the journal says
+        (edited, inserted or deleted) is reported, and so is a record that breaks a rule
+        it was written under.
         """
         records = self.audit()
         try:
-            head = self.audit_head()
+            heads = self.chain_heads()
         except (TypeError, ValueError):
-            return _head_problem(records, "the ledger's head row is unreadable (altered)")
-        if head is None:  # written with the schema, never removed
-            return _head_problem(
-                records,
-                "the ledger's head row is missing: the end of the audit trail (or all "
-                "of it) was deleted",
-            )
-        checked = verify_chain(records, head, self.chain_key)
+            heads = {}
+        checked = verify_chains(records, heads, self.chain_key)
         unreadable: list[str] = []
         problems = compare_rows(
             records,

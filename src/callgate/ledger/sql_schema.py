@@ -164,6 +164,25 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE idempotency_keys ADD COLUMN outcome_seq {bigint}",
         "ALTER TABLE approvals ADD COLUMN decision_seq {bigint}",
     ),
+    # 4: a chain per run (callgate.ledger.chains). The records so far keep their one chain
+    # (named '@v3' in the new chain column; new records write NULL: their run's chain);
+    # each chain's head is a row of `chains`, and the head row of the journal goes (the
+    # `MIGRATION_HOOKS` entry for 4 moves it into `chains` and writes a first checkpoint).
+    # On PostgreSQL records are numbered by a sequence, and each carries the id of the
+    # transaction that wrote it, which is how a reader finds what committed since it last
+    # read (callgate.ledger.truth).
+    (
+        "ALTER TABLE journal ADD COLUMN chain TEXT DEFAULT '@v3'",
+        "{journal_xid}",
+        "{journal_xid_index}",
+        "{journal_seq}",
+        """CREATE TABLE chains (
+            chain TEXT PRIMARY KEY,
+            seq {bigint} NOT NULL,
+            hash TEXT NOT NULL,
+            bound INTEGER NOT NULL DEFAULT 0
+        ){without_rowid}""",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -190,7 +209,9 @@ def apply_migrations(
     """Bring the schema to `SCHEMA_VERSION` inside the caller's transaction; the old version.
 
     ``types`` fills the dialect's column types (``real``, ``bigint``, ``without_rowid``)
-    into the DDL; ``hooks[v]`` runs after migration ``v``'s statements (moving data).
+    and its own statements (``journal_xid``, ``journal_xid_index``, ``journal_seq``: empty
+    where the dialect has none) into the DDL; ``hooks[v]`` runs after migration ``v``'s
+    statements (moving data).
     """
     cur.execute(
         "CREATE TABLE IF NOT EXISTS schema_version "
@@ -201,7 +222,9 @@ def apply_migrations(
     current = int(row[0]) if row and row[0] is not None else 0
     for version, statements in pending_migrations(current):
         for statement in statements:
-            cur.execute(statement.format(**types))
+            text = statement.format(**types)
+            if text:  # a statement of one dialect only
+                cur.execute(text)
         if hooks and version in hooks:
             hooks[version](cur, sql)
         cur.execute(

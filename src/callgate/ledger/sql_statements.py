@@ -24,7 +24,9 @@ APPROVAL_COLUMNS = (
     "effects, preview, policy_version, created_at, expires_at, status, decided_by, decided_at, "
     "reason, used_at, used_by, resumable, decision_seq"
 )
-JOURNAL_COLUMNS = "seq, at, kind, run_id, call_id, data, prev_hash, hash"
+JOURNAL_COLUMNS = "seq, at, kind, run_id, call_id, data, prev_hash, hash, chain"
+LEGACY_JOURNAL_COLUMNS = "seq, at, kind, run_id, call_id, data, prev_hash, hash"
+"""The journal's columns before schema 4 (the data step of migration 3 writes these)."""
 
 CHUNK = 64
 """Rows per statement: well under every database's limit on parameters."""
@@ -64,7 +66,21 @@ def upsert_approvals(rows: int) -> str:
 
 @functools.cache
 def insert_journal(rows: int) -> str:
-    return f"INSERT INTO journal ({JOURNAL_COLUMNS}) VALUES {values(8, rows)}"
+    return f"INSERT INTO journal ({JOURNAL_COLUMNS}) VALUES {values(9, rows)}"
+
+
+@functools.cache
+def insert_legacy_journal(rows: int) -> str:
+    return f"INSERT INTO journal ({LEGACY_JOURNAL_COLUMNS}) VALUES {values(8, rows)}"
+
+
+@functools.cache
+def upsert_chains(rows: int) -> str:
+    """Move chain heads (a checkpoint binds them later: ``bound`` = 0)."""
+    return (
+        f"INSERT INTO chains (chain, seq, hash, bound) VALUES {values(4, rows)} "
+        "ON CONFLICT (chain) DO UPDATE SET seq = excluded.seq, hash = excluded.hash, bound = 0"
+    )
 
 
 UPDATE_CALL_STATUS = (
@@ -84,6 +100,10 @@ SELECT_CALL = f"SELECT {CALL_COLUMNS} FROM calls WHERE run_id = ? AND call_id = 
 SELECT_KEY = f"SELECT {KEY_COLUMNS} FROM idempotency_keys WHERE key = ?"
 SELECT_APPROVAL = f"SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = ?"
 SELECT_RECORD = f"SELECT {JOURNAL_COLUMNS} FROM journal WHERE seq = ?"
+SELECT_LEGACY_RECORD = f"SELECT {LEGACY_JOURNAL_COLUMNS} FROM journal WHERE seq = ?"
+NEWEST_RECORD = f"SELECT {JOURNAL_COLUMNS} FROM journal ORDER BY seq DESC LIMIT 1"
+CHAIN_HEADS = "SELECT chain, seq, hash FROM chains"
+BIND_CHAIN = "UPDATE chains SET bound = 1 WHERE chain = ? AND seq = ?"
 HEAD = f"SELECT data, hash FROM journal WHERE seq = {HEAD_SEQ}"
 SET_HEAD = f"UPDATE journal SET data = ?, hash = ? WHERE seq = {HEAD_SEQ}"
 RESET_INDEXES = (

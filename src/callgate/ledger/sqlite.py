@@ -38,7 +38,8 @@ from typing import Any
 from callgate.ledger.base import LedgerError
 from callgate.ledger.migrate import MIGRATION_HOOKS
 from callgate.ledger.sql import SqlLedger
-from callgate.ledger.sql_schema import HEAD_QUERY, SCHEMA_VERSION, apply_migrations
+from callgate.ledger.sql_dialects import SqliteDialect
+from callgate.ledger.sql_schema import SCHEMA_VERSION, apply_migrations
 from callgate.ledger.sql_writes import Item, Transaction, run_items
 from callgate.ledger.storable import is_unstorable
 
@@ -58,16 +59,20 @@ WAL_BOUND_BYTES = 16 * 1024 * 1024
 """The WAL's stated bound: the higher checkpoint mark (about 12 MiB of 4 KiB pages) plus
 the largest transaction, with room for writers that commit while a checkpoint runs."""
 
-_TYPES = {"real": "REAL", "bigint": "INTEGER", "without_rowid": " WITHOUT ROWID"}
+_TYPES = {
+    "real": "REAL",
+    "bigint": "INTEGER",
+    "without_rowid": " WITHOUT ROWID",
+    "journal_xid": "",
+    "journal_xid_index": "",
+    "journal_seq": "",
+}
+_DIALECT = SqliteDialect()
 
 
-_TABLES = ("schema_version", "calls", "idempotency_keys", "journal", "approvals")
+_TABLES = ("schema_version", "calls", "idempotency_keys", "journal", "approvals", "chains")
 """The tables of a callgate ledger."""
 _EXPECTED = "a SQLite file written by callgate, with the tables " + ", ".join(_TABLES)
-
-
-def _same(statement: str) -> str:
-    return statement
 
 
 class SQLiteLedger(SqlLedger):
@@ -203,7 +208,7 @@ class SQLiteLedger(SqlLedger):
         with self._lock:
             cur.execute("BEGIN IMMEDIATE")
             try:
-                apply_migrations(cur, _same, _TYPES, MIGRATION_HOOKS)
+                apply_migrations(cur, _DIALECT, _TYPES, MIGRATION_HOOKS)
             except BaseException:
                 cur.execute("ROLLBACK")
                 raise
@@ -229,10 +234,10 @@ class SQLiteLedger(SqlLedger):
             cur = self._cur
             try:
                 cur.execute("BEGIN IMMEDIATE")
-                tx = Transaction(cur, _same, self.worker, HEAD_QUERY, self._rows, self._truth)
+                tx = Transaction(cur, _DIALECT, self.worker, self._rows, self._truth)
                 results = run_items(tx, [*deferred, *items])
                 cur.execute("COMMIT")
-                tx.committed()
+                self._unbound += tx.committed()
             except BaseException as exc:
                 self._rows.clear()  # rows changed in place by a transaction that failed
                 if self._conn.in_transaction:
@@ -265,6 +270,9 @@ class SQLiteLedger(SqlLedger):
                 if not self.read_only:
                     if self._deferred:
                         self._transact((), durable=True)
+                    if self._unbound:
+                        self._unbound = 0
+                        self.checkpoint()
                     self._cur.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
             finally:
                 # An unfinished statement would keep the connection (and its lock) alive.

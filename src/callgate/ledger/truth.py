@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from callgate.errors import LedgerError
 from callgate.ledger.base import GENESIS, AuditRecord, CallRecord, audit_hash
 from callgate.ledger.budgets import BudgetBook
+from callgate.ledger.chains import CHECKPOINT, ROOT_CHAIN, chain_of, checkpoint_heads
 from callgate.ledger.journal import RUN_FACT, UNREADABLE, Derived, apply
 
 if TYPE_CHECKING:
@@ -79,11 +80,9 @@ def resolve_chain_key(
     return key
 
 
-_READ = ("attempt.", "approval.", "run.", "migrated.", "ledger.")
+_READ = ("attempt.", "approval.", "run.", "migrated.", "ledger.", "journal.")
 """The kinds of record whose data the fold reads."""
 _DECISIONS = frozenset({"proposed", "rejected", "pending", "admitted"})
-_FETCH = 500
-"""Journal records read per statement while catching up."""
 
 
 class TruthFold(Derived):
@@ -122,18 +121,27 @@ class TruthFold(Derived):
 class JournalTruth:
     """The keys and approvals of a journal, folded from its verified records.
 
-    ``seq`` and ``hash`` are the last record folded; every record up to it linked to
-    the one before and matched its hash when it was read."""
+    ``heads`` holds, for each chain (`callgate.ledger.chains`), the last record folded:
+    every record up to it linked to the one before it in its chain and matched its hash
+    when it was read. ``mark`` is where the next read starts (a backend's own measure:
+    the last number read on SQLite, the oldest transaction still running on PostgreSQL)."""
 
-    __slots__ = ("chain_key", "hash", "keyed_as_head", "seq", "state")
+    __slots__ = ("_seen", "chain_key", "heads", "keyed_as_head", "mark", "state")
 
     def __init__(self, chain_key: bytes | None = None) -> None:
         self.chain_key = chain_key
-        self.seq = 0
-        self.hash = GENESIS
+        self.heads: dict[str, tuple[int, str]] = {}
+        self.mark: int | None = None
+        """None until the first read (which reads the whole journal)."""
         self.state = TruthFold()
         self.keyed_as_head = False
         """Whether the journal's last record was found hashed with this key (`check_key`)."""
+        self._seen: dict[int, tuple[str, str]] | None = None
+
+    @property
+    def seq(self) -> int:
+        """The highest record number folded."""
+        return max((s for s, _ in self.heads.values()), default=0)
 
     def check_key(self, last: AuditRecord | None) -> None:
         """Before this process appends anything: the journal's last record must hash with
@@ -165,8 +173,8 @@ class JournalTruth:
 
     def reads(self, kind: str, run_id: str) -> bool:
         """Whether folding a record of ``kind`` reads its data (the others are only checked
-        against their hash): keys, approvals, budgets, runs, migrations, and a run's first
-        decision (its owner)."""
+        against their hash): keys, approvals, budgets, runs, migrations, checkpoints, and a
+        run's first decision (its owner)."""
         return kind.startswith(_READ) or (
             kind.startswith("call.") and run_id not in self.state.owners
         )
@@ -177,46 +185,108 @@ class JournalTruth:
 
     def catch_up(
         self,
-        head: tuple[int, str],
-        read: Callable[[int, int], Sequence[AuditRecord]],
+        read: Callable[[int | None], tuple[Sequence[AuditRecord], int | None]],
+        chain_rows: Callable[[], Sequence[tuple[str, int, str]]],
     ) -> None:
-        """Fold every record after the last one folded, up to ``head`` (its number and
-        hash, as the journal's head row says); ``read(after, upto)`` reads records in
-        order. Raises `LedgerError` at the first record that does not verify."""
-        upto, head_hash = head
-        if upto < self.seq:
-            self._broken(
-                upto + 1,
-                f"the journal's head says record {upto}, but record {self.seq} was read "
-                "before: records at the end were deleted or the head was moved back",
-            )
-        while self.seq < upto:
-            batch = read(self.seq, min(upto, self.seq + _FETCH))
-            if not batch:
-                self._broken(self.seq + 1, "it is missing (deleted)")
-            for rec in batch:
+        """Fold every record committed since the last read. ``read(mark)`` returns the
+        records written since ``mark`` (None: all of them), in order, and the next mark;
+        ``chain_rows()`` the head rows, read (on the first read) before the records, so
+        that every head row names a record the fold has. Raises `LedgerError` at the first
+        record that does not verify."""
+        first = self.mark is None
+        rows = chain_rows() if first else ()
+        if first:
+            self._seen = {}
+        try:
+            records, mark = read(self.mark)
+            for rec in records:
                 self.fold(rec)
-        if self.hash != head_hash:
+            if first:
+                self._check_rows(rows)
+        finally:
+            self._seen = None
+        if mark is not None:
+            self.mark = mark
+        elif first:
+            self.mark = 0
+
+    def _check_rows(self, rows: Sequence[tuple[str, int, str]]) -> None:
+        """Every head row names a record the fold has (a deleted end of a chain, or a whole
+        chain, is not silently read as a shorter one)."""
+        seen = self._seen
+        assert seen is not None
+        for chain, seq, h in rows:
+            if seq <= 0:
+                continue  # a chain a writer opened but wrote nothing to yet
+            have = self.heads.get(chain)
+            if have is None or have[0] < seq or seen.get(seq, (chain, h)) != (chain, h):
+                self._broken(
+                    seq,
+                    f"the head row of chain {chain!r} names it, but the journal does not have "
+                    "it: records at the end of the chain were deleted or the head was altered",
+                )
+
+    def check_head(self, chain: str, row: tuple[int, str]) -> None:
+        """A chain this transaction locked: its head row (``row``) must be the last record
+        the fold has of it (nobody else can write it, so any difference is an edit)."""
+        have = self.heads.get(chain, (0, GENESIS))
+        if row[0] <= 0:
+            if have[0] > 0:
+                self._broken(
+                    have[0] + 1,
+                    f"chain {chain!r} has records up to {have[0]} but its head row was "
+                    "deleted or reset",
+                )
+            return
+        if have != row:
             self._broken(
-                upto,
-                "the journal's head row does not hold the hash of its last record "
-                "(the head or the last record was altered)",
+                min(have[0], row[0]) + 1,
+                f"the head row of chain {chain!r} says record {row[0]}, the journal ends it "
+                f"at record {have[0]}: records at the end were deleted or the head was moved",
             )
 
     def fold(self, rec: AuditRecord) -> None:
-        """Check one record against the last one folded, then fold it."""
-        expected = self.seq + 1
-        if rec.seq != expected:
-            self._broken(expected, "it is missing (deleted)")
-        if rec.prev_hash != self.hash:
-            self._broken(rec.seq, "it does not link to the record before it")
+        """Check one record against the last one folded of its chain, then fold it (a
+        record folded already, read again, is skipped)."""
+        chain = chain_of(rec)
+        before = self.heads.get(chain, (0, GENESIS))
+        if rec.seq <= before[0]:
+            return
+        if rec.prev_hash != before[1]:
+            self._broken(
+                rec.seq,
+                "it does not link to the record before it in its chain (a record was "
+                "deleted or inserted)",
+            )
         text = rec.data_json
         found = audit_hash(
             rec.prev_hash, rec.seq, rec.at, rec.kind, rec.run_id, rec.call_id, text, self.chain_key
         )
         if found != rec.hash:
             self._broken(rec.seq, "its content does not match its hash (edited)")
+        if rec.kind == CHECKPOINT and chain == ROOT_CHAIN:
+            self._check_checkpoint(rec)
+        if self._seen is not None:
+            self._seen[rec.seq] = (chain, rec.hash)
         self.trusted(rec)
+
+    def _check_checkpoint(self, rec: AuditRecord) -> None:
+        try:
+            bound = checkpoint_heads(rec)
+        except (TypeError, ValueError):
+            self._broken(rec.seq, "an unreadable checkpoint")
+        for chain, seq, h in bound:
+            if self._seen is not None and seq in self._seen:
+                ok = self._seen[seq] == (chain, h)
+            else:
+                have = self.heads.get(chain)
+                ok = have is not None and (have[0] > seq or have == (seq, h))
+            if not ok:
+                self._broken(
+                    seq,
+                    f"checkpoint {rec.seq} binds it to chain {chain!r}, but the journal does "
+                    "not have it there: the record (or its whole run) was deleted or rewritten",
+                )
 
     def trusted(self, rec: AuditRecord) -> None:
         """Fold a record this process wrote itself (its hash is its own)."""
@@ -237,13 +307,12 @@ class JournalTruth:
                     self.state.budgets.charge(rec.run_id, rec.call_id, charges)
         elif rec.kind == "attempt.error" and rec.call_id is not None:
             self.state.budgets.give_back(rec.run_id, rec.call_id)
-        self.seq = rec.seq
-        self.hash = rec.hash
+        self.heads[chain_of(rec)] = (rec.seq, rec.hash)
 
     def _broken(self, seq: int, problem: str) -> Any:
         # Start over next time: what was folded on the way here was not proven by the head,
         # and nothing this process writes may be folded onto it unchecked.
-        self.seq, self.hash, self.state = 0, GENESIS, TruthFold()
+        self.heads, self.mark, self.state = {}, None, TruthFold()
         keyed = " (a keyed journal: is this the ledger's chain key?)" if self.chain_key else ""
         raise LedgerError(
             f"the journal does not verify at record {seq}: {problem}{keyed}. A row alone never "

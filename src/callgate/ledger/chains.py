@@ -1,0 +1,181 @@
+"""A chain per run, and the checkpoints that bind every chain into one root.
+
+Since schema 4 the journal is not one chain but one per run: a record's
+``prev_hash`` is the hash of the record before it *in its run*, so writers of
+different runs never touch a shared row (each run's head is a row of its own in
+``chains``). Records are still numbered by one sequence (``seq``), which may have
+gaps (a number taken by a transaction that rolled back); within a chain the
+numbers only grow. The records of a schema-3 ledger keep their single chain,
+named `LEGACY_CHAIN`, exactly as they were written.
+
+A **checkpoint** (`CHECKPOINT`, a record of the run ``""``, whose chain is the
+root chain) binds the heads of the chains that moved since the last one: its data
+lists ``[chain, seq, hash]`` for each. Each checkpoint links to the one before
+it, so the last checkpoint's hash (the **root**) covers every chain head bound so
+far; ``verify`` reports a chain whose bound record is missing or differs (a
+whole run removed, a chain cut back), and ``--expect-head ROOT`` detects a
+rewrite of everything. Records written after the last checkpoint are protected
+by their own chain's links and head row, and bound by the next checkpoint (every
+process writes one after `CHECKPOINT_RECORDS` of its records, and at close).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from callgate.ledger.base import GENESIS, AuditCheck, AuditRecord, audit_hash, audit_json
+
+__all__ = [
+    "CHECKPOINT",
+    "CHECKPOINT_RECORDS",
+    "LEGACY_CHAIN",
+    "ROOT_CHAIN",
+    "chain_of",
+    "checkpoint_heads",
+    "run_chain",
+    "verify_chains",
+]
+
+LEGACY_CHAIN = "@v3"
+"""The chain of the records written before schema 4 (one chain for every run)."""
+CHECKPOINT = "journal.checkpoint"
+"""The kind of a checkpoint record: ``{"heads": [[chain, seq, hash], ...]}``."""
+CHECKPOINT_RECORDS = 256
+"""Records a process writes before it writes a checkpoint binding the chains it moved."""
+
+
+def run_chain(run_id: str) -> str:
+    """The name of a run's chain (``r:`` + the run id: never `LEGACY_CHAIN`)."""
+    return "r:" + run_id
+
+
+ROOT_CHAIN = run_chain("")
+"""The chain of the records of no run, checkpoints included."""
+
+
+def chain_of(rec: AuditRecord) -> str:
+    """The chain a record belongs to: its run's, or the one named in its row."""
+    return rec.chain if rec.chain else "r:" + rec.run_id
+
+
+def checkpoint_heads(rec: AuditRecord) -> list[tuple[str, int, str]]:
+    """The heads a checkpoint record binds; a malformed entry raises ValueError."""
+    found = []
+    for entry in rec.data.get("heads") or ():
+        chain, seq, h = entry
+        if not isinstance(chain, str) or not isinstance(h, str):
+            raise ValueError(f"checkpoint {rec.seq}: a head entry is not [chain, seq, hash]")
+        found.append((chain, int(seq), h))
+    return found
+
+
+def _name(chain: str) -> str:
+    if chain == LEGACY_CHAIN:
+        return "the schema-3 chain"
+    if chain == ROOT_CHAIN:
+        return "the chain of records of no run"
+    return f"the chain of run {chain[2:]!r}" if chain.startswith("r:") else f"chain {chain!r}"
+
+
+def verify_chains(
+    records: Sequence[AuditRecord],
+    heads: Mapping[str, tuple[int, str]],
+    key: bytes | None = None,
+) -> AuditCheck:
+    """Check every record's hash and its link to the record before it in its chain, that
+    each chain ends at its head row (``heads``: chain → seq, hash), and that every head a
+    checkpoint binds is still a record of its chain.
+
+    An edited record breaks its own hash; a deleted record breaks the next record's link
+    in its chain; a deleted end no longer matches the head row; a whole run removed
+    (records and head row) is missing from the checkpoint that bound it.
+    """
+    problems: list[str] = []
+    bad: list[int] = []
+    last: dict[str, tuple[int, str]] = {}
+    by_seq: dict[int, tuple[str, str]] = {}
+    legacy_next = 1
+    for r in records:
+        chain = chain_of(r)
+        seq_before, prev = last.get(chain, (0, GENESIS))
+        found: list[str] = []
+        if chain == LEGACY_CHAIN and r.seq != legacy_next:
+            found.append(
+                f"record {r.seq}: expected sequence number {legacy_next}; "
+                f"{r.seq - legacy_next} record(s) before it are missing"
+            )
+        if r.prev_hash != prev:
+            found.append(
+                f"record {r.seq}: does not link to the record before it in {_name(chain)} "
+                f"(record {seq_before}): a record was deleted or inserted"
+            )
+        data = r.data_json or audit_json(r.data)
+        if audit_hash(r.prev_hash, r.seq, r.at, r.kind, r.run_id, r.call_id, data, key) != r.hash:
+            found.append(f"record {r.seq}: its content does not match its hash (edited)")
+        if found:
+            problems.extend(found)
+            bad.append(r.seq)
+        last[chain] = (r.seq, r.hash)
+        by_seq[r.seq] = (chain, r.hash)
+        if chain == LEGACY_CHAIN:
+            legacy_next = r.seq + 1
+    for chain in sorted(set(last) | set(heads)):
+        have, row = last.get(chain), heads.get(chain)
+        if row is None:
+            assert have is not None
+            problems.append(
+                f"{_name(chain)} ends at record {have[0]} but has no head row: the head row "
+                "was deleted"
+            )
+            bad.append(have[0])
+        elif have is None:
+            problems.append(
+                f"{_name(chain)}: its head row says record {row[0]}, but the journal has no "
+                "record of it: the run's records were deleted"
+            )
+            bad.append(row[0])
+        elif have != row:
+            problems.append(
+                f"{_name(chain)} ends at record {have[0]} but its head row says record "
+                f"{row[0]}: records at the end were deleted or the head was altered"
+            )
+            bad.append(min(have[0], row[0]) + 1)
+    root: AuditRecord | None = None
+    for r in records:
+        if r.kind != CHECKPOINT or chain_of(r) != ROOT_CHAIN:
+            continue
+        root = r
+        try:
+            bound = checkpoint_heads(r)
+        except (TypeError, ValueError) as exc:
+            problems.append(f"record {r.seq}: an unreadable checkpoint ({exc})")
+            bad.append(r.seq)
+            continue
+        for chain, seq, h in bound:
+            have_rec = by_seq.get(seq)
+            if have_rec is None:
+                problems.append(
+                    f"checkpoint record {r.seq} binds record {seq} of {_name(chain)}, which "
+                    "is missing: the record (or the whole run) was deleted"
+                )
+                bad.append(seq)
+            elif have_rec != (chain, h):
+                problems.append(
+                    f"checkpoint record {r.seq} binds record {seq} of {_name(chain)}, which "
+                    "differs from it (rewritten)"
+                )
+                bad.append(seq)
+    newest = records[-1].hash if records else GENESIS
+    return AuditCheck(
+        ok=not problems,
+        records=len(records),
+        head=root.hash if root is not None else newest,
+        problems=tuple(problems),
+        first_bad_seq=min(bad) if bad else None,
+    )
+
+
+def heads_data(rows: Sequence[tuple[str, int, str]], actor: str) -> dict[str, Any]:
+    """The data of a checkpoint binding ``rows`` (chain, seq, hash)."""
+    return {"actor": actor, "heads": [[c, s, h] for c, s, h in sorted(rows)]}

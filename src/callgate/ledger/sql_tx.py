@@ -1,0 +1,492 @@
+"""One write transaction of a SQL ledger: the rows it reads and changes, the records it
+appends to the chains of the runs it writes (`callgate.ledger.chains`), and the locks it
+holds.
+
+A transaction first locks what it will change (`Transaction.acquire`: the head rows of
+its runs' chains, and, on PostgreSQL, an advisory lock per idempotency key and budget;
+`callgate.ledger.sql_dialects`), then draws record numbers. Each item reads the rows
+it decides by, appends records, and `callgate.ledger.journal.apply` turns each record
+into the rows it changes; at the end the new records, the changed rows and the moved
+chain heads are written, one multi-row statement per table.
+
+A process keeps the rows of each run it wrote (`RowCache`), valid while that run's
+chain head is the one it left: nobody else wrote the run since.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from callgate.approvals import ApprovalRequest
+from callgate.errors import LedgerError
+from callgate.ledger.base import GENESIS, AuditRecord, CallRecord, audit_hash
+from callgate.ledger.chains import LEGACY_CHAIN, run_chain
+from callgate.ledger.journal import KeyRow, apply
+from callgate.ledger.sql_codecs import (
+    approval_from_row,
+    approval_row,
+    call_from_row,
+    call_row,
+    dumps,
+    key_from_row,
+    key_row,
+    record_from_row,
+    seqs_text,
+    unparsed,
+)
+from callgate.ledger.sql_dialects import Dialect
+from callgate.ledger.sql_schema import Cursor
+from callgate.ledger.sql_statements import (
+    CHAIN_HEADS,
+    CHUNK,
+    HEAD,
+    NEWEST_RECORD,
+    RESET_INDEXES,
+    SELECT_APPROVAL,
+    SELECT_CALL,
+    SELECT_KEY,
+    SELECT_LEGACY_RECORD,
+    SELECT_RECORD,
+    SET_HEAD,
+    UPDATE_CALL_STATUS,
+    insert_journal,
+    insert_legacy_journal,
+    insert_orphans,
+    upsert_approvals,
+    upsert_calls,
+    upsert_chains,
+    upsert_keys,
+)
+from callgate.ledger.truth import JournalTruth
+
+__all__ = ["CACHE_RUNS", "RowCache", "RunRows", "Transaction"]
+
+_MISSING: Any = object()
+CACHE_RUNS = 2_000
+"""Runs whose rows a process keeps between transactions before it starts over."""
+
+
+class RunRows:
+    """The rows of one run as this process's last transaction on it left them."""
+
+    __slots__ = ("approvals", "calls", "head")
+
+    def __init__(self, head: tuple[int, str]) -> None:
+        self.head = head
+        self.calls: dict[str, CallRecord | None] = {}
+        self.approvals: dict[str, ApprovalRequest] = {}
+
+
+class RowCache:
+    """Each run's rows, valid while its chain's head is the one this process left."""
+
+    __slots__ = ("runs",)
+
+    def __init__(self) -> None:
+        self.runs: dict[str, RunRows] = {}
+
+    def clear(self) -> None:
+        self.runs.clear()
+
+
+class Transaction:
+    """One open transaction: the rows it read and changed, and the records it appends."""
+
+    __slots__ = (
+        "_appended",
+        "_approvals",
+        "_cache",
+        "_calls",
+        "_caught_up",
+        "_dirty_approvals",
+        "_dirty_calls",
+        "_dirty_keys",
+        "_heads",
+        "_keys",
+        "_last_number",
+        "_legacy",
+        "_locked",
+        "_locked_names",
+        "_numbers",
+        "_orphans",
+        "_plan",
+        "_records",
+        "_status_calls",
+        "_valid",
+        "chain_key",
+        "cur",
+        "sql",
+        "truth",
+        "worker",
+    )
+
+    def __init__(
+        self,
+        cur: Cursor,
+        sql: Dialect,
+        worker: str,
+        cache: RowCache | None,
+        truth: JournalTruth | None = None,
+        *,
+        legacy: bool = False,
+    ) -> None:
+        self.cur = cur
+        self.truth = truth
+        """The journal's own keys and approvals (`callgate.ledger.truth`): None only for a
+        migration, which decides nothing."""
+        self.chain_key = truth.chain_key if truth is not None else None
+        self.sql = sql
+        self.worker = worker
+        self._legacy = legacy
+        """The data step of migration 3: one chain, its head in the journal's head row."""
+        self._cache = cache
+        self._heads: dict[str, tuple[int, str]] = {}
+        """Each locked chain's head as this transaction moves it."""
+        self._locked: dict[str, tuple[int, str]] = {}
+        """Each locked chain's head row as it was locked."""
+        self._locked_names: set[str] = set()
+        self._valid: dict[str, RunRows] = {}
+        self._numbers: list[int] = []
+        self._plan = 4
+        """Record numbers drawn at once (`plan`)."""
+        self._last_number: int | None = None
+        self._caught_up = False
+        self._calls: dict[tuple[str, str], CallRecord | None] = {}
+        self._keys: dict[str, KeyRow | None] = {}
+        self._approvals: dict[str, ApprovalRequest | None] = {}
+        self._dirty_calls: dict[tuple[str, str], CallRecord] = {}
+        self._status_calls: dict[tuple[str, str], CallRecord] = {}
+        self._dirty_keys: dict[str, KeyRow] = {}
+        self._dirty_approvals: dict[str, ApprovalRequest] = {}
+        self._records: list[AuditRecord] = []
+        self._appended: list[AuditRecord] = []
+        self._orphans: list[tuple[str, str, int]] = []
+        if legacy:
+            cur.execute(sql(HEAD))
+            row = cur.fetchone()
+            if row is None:
+                raise LedgerError(
+                    "the journal's head row is missing, so no record can be chained to it: "
+                    "the ledger was altered; run 'callgate ledger verify' and restore it "
+                    "from a backup"
+                )
+            head = (int(row[0]), str(row[1]))
+            self._heads[LEGACY_CHAIN] = self._locked[LEGACY_CHAIN] = head
+            self._last_number = head[0]
+
+    def x(self, statement: str, params: Sequence[Any] = ()) -> Cursor:
+        """Execute one statement (written with ``?`` placeholders)."""
+        self.cur.execute(self.sql(statement), params)
+        return self.cur
+
+    # -- locks and numbers -------------------------------------------------------------
+
+    def acquire(self, runs: Iterable[str], names: Iterable[str] = ()) -> None:
+        """Lock the chains of ``runs`` and the keys and budgets ``names`` (those not locked
+        yet), before any record number is drawn after them."""
+        if self._legacy:
+            return
+        new_names = sorted(set(names) - self._locked_names)
+        chains = sorted({run_chain(r) for r in runs} - set(self._locked))
+        if not new_names and not chains:
+            return
+        if self._numbers or self._records:
+            # Numbers drawn before this lock could be lower than those of a writer that
+            # held it first: draw again after it.
+            self._numbers.clear()
+        if new_names:
+            self.sql.lock(self.cur, new_names)
+            self._locked_names.update(new_names)
+        if chains:
+            found = self.sql.lock_chains(self.cur, chains)
+            cache = self._cache
+            for chain in chains:
+                head = found.get(chain, (0, GENESIS))
+                self._locked[chain] = head
+                self._heads[chain] = head
+                if cache is not None:
+                    run = chain[2:]
+                    kept = cache.runs.get(run)
+                    if kept is not None and kept.head == head:
+                        self._valid[run] = kept
+                    elif kept is not None:
+                        del cache.runs[run]
+
+    def plan(self, records: int) -> None:
+        """How many records this transaction expects to append (numbers are drawn that
+        many at a time; a number drawn and not used is a gap, which is allowed)."""
+        self._plan = max(1, min(records, 256))
+
+    def _number(self) -> int:
+        if not self._numbers:
+            if self._legacy:
+                assert self._last_number is not None
+                self._numbers = [self._last_number + 1]
+            else:
+                self._numbers = self.sql.numbers(self.cur, self._plan, self._last_number)
+        n = self._numbers.pop(0)
+        self._last_number = n
+        return n
+
+    # -- the rows (`callgate.ledger.journal.IndexState`) ----------------------------------
+
+    def call(self, run_id: str, call_id: str) -> CallRecord | None:
+        ident = (run_id, call_id)
+        found = self._calls.get(ident, _MISSING)
+        if found is _MISSING:
+            kept = self._valid.get(run_id)
+            found = kept.calls.get(call_id, _MISSING) if kept is not None else _MISSING
+            if found is _MISSING:
+                row = self.x(SELECT_CALL, ident).fetchone()
+                found = call_from_row(row) if row is not None else None
+            self._calls[ident] = found
+        return found  # type: ignore[no-any-return]
+
+    def put_call(self, row: CallRecord, *, status_only: bool = False) -> None:
+        ident = (row.run_id, row.call_id)
+        self._calls[ident] = row
+        if status_only and ident not in self._dirty_calls:
+            self._status_calls[ident] = row
+        else:
+            self._dirty_calls[ident] = row
+            self._status_calls.pop(ident, None)
+
+    def key(self, key: str) -> KeyRow | None:
+        found = self._keys.get(key, _MISSING)
+        if found is _MISSING:
+            row = self.x(SELECT_KEY, (key,)).fetchone()
+            found = key_from_row(row) if row is not None else None
+            self._keys[key] = found
+        return found  # type: ignore[no-any-return]
+
+    def put_key(self, row: KeyRow) -> None:
+        self._keys[row.key] = row
+        self._dirty_keys[row.key] = row
+
+    def approval(self, approval_id: str) -> ApprovalRequest | None:
+        found = self._approvals.get(approval_id, _MISSING)
+        if found is _MISSING:
+            for kept in self._valid.values():
+                found = kept.approvals.get(approval_id, _MISSING)
+                if found is not _MISSING:
+                    break
+            if found is _MISSING:
+                row = self.x(SELECT_APPROVAL, (approval_id,)).fetchone()
+                found = approval_from_row(row) if row is not None else None
+            self._approvals[approval_id] = found
+        return found  # type: ignore[no-any-return]
+
+    def put_approval(self, row: ApprovalRequest) -> None:
+        self._approvals[row.id] = row
+        self._dirty_approvals[row.id] = row
+
+    def add_orphan(self, run_id: str, call_id: str, seq: int) -> None:
+        self._orphans.append((run_id, call_id, seq))
+
+    def reset(self) -> None:
+        """Forget every row: a migrated journal's rows follow (`MIGRATED`)."""
+        for statement in RESET_INDEXES:
+            self.x(statement)
+        for rows in (self._calls, self._keys, self._approvals):
+            rows.clear()
+        self._orphans.clear()
+        for dirty in (
+            self._dirty_calls,
+            self._status_calls,
+            self._dirty_keys,
+            self._dirty_approvals,
+        ):
+            dirty.clear()
+        self._valid.clear()
+        if self._cache is not None:
+            self._cache.clear()
+            self._cache = None
+
+    # -- the journal ------------------------------------------------------------------
+
+    def catch_up(self) -> None:
+        """Fold the journal's records committed before this transaction into the truth,
+        and check that the chains it locked end where their head rows say."""
+        truth = self.truth
+        if truth is None or self._caught_up:
+            return
+
+        def read(mark: int | None) -> tuple[list[AuditRecord], int | None]:
+            rows, after = self.sql.since(self.cur, mark)
+            # The hash covers the stored text; only records the fold reads are parsed.
+            return [
+                record_from_row(r) if truth.reads(r[2], r[3]) else unparsed(r) for r in rows
+            ], after
+
+        def chain_rows() -> list[tuple[str, int, str]]:
+            return [(str(c), int(s), str(h)) for c, s, h in self.x(CHAIN_HEADS).fetchall()]
+
+        truth.catch_up(read, chain_rows)
+        for chain, row in self._locked.items():
+            truth.check_head(chain, row)
+        self._caught_up = True
+
+    def record(self, seq: int) -> AuditRecord | None:
+        """A journal record already written (before this transaction)."""
+        row = self.x(SELECT_LEGACY_RECORD if self._legacy else SELECT_RECORD, (seq,)).fetchone()
+        return record_from_row(row) if row is not None else None
+
+    def before(self, rec: AuditRecord) -> AuditRecord | None:
+        """The record ``rec`` links to in its chain (None: it is the chain's first)."""
+        if rec.prev_hash == GENESIS:
+            return None
+        if rec.chain:
+            return self.record(rec.seq - 1)
+        row = self.x(
+            "SELECT " + _COLUMNS + " FROM journal WHERE run_id = ? AND hash = ? AND seq < ? "
+            "AND chain IS NULL",
+            (rec.run_id, rec.prev_hash, rec.seq),
+        ).fetchone()
+        return record_from_row(row) if row is not None else None
+
+    def append(
+        self, kind: str, run_id: str, call_id: str | None, data: Mapping[str, Any]
+    ) -> AuditRecord:
+        """Chain one record to its run's chain and apply it to the rows."""
+        truth = self.truth
+        if truth is not None and not truth.keyed_as_head:
+            row = self.x(NEWEST_RECORD).fetchone()
+            truth.check_key(record_from_row(row) if row is not None else None)
+        if self._legacy:
+            chain, stored = LEGACY_CHAIN, None
+        else:
+            chain, stored = run_chain(run_id), None
+            if chain not in self._locked:
+                self.acquire((run_id,))
+        seq = self._number()
+        at = time.time()
+        text = dumps(data)
+        prev = self._heads[chain][1]
+        h = audit_hash(prev, seq, at, kind, run_id, call_id, text, self.chain_key)
+        rec = AuditRecord(
+            seq=seq,
+            at=at,
+            kind=kind,
+            run_id=run_id,
+            call_id=call_id,
+            data=data,
+            prev_hash=prev,
+            hash=h,
+            data_json=text,
+            chain=stored,
+        )
+        self._records.append(rec)
+        self._appended.append(rec)
+        self._heads[chain] = (seq, h)
+        apply(self, rec)
+        return rec
+
+    @property
+    def appended(self) -> Sequence[AuditRecord]:
+        """The records this transaction appended so far."""
+        return self._appended
+
+    def write(self) -> None:
+        """Write the records and the changed rows, and move the chains' heads."""
+        records = self._records
+        if not records:
+            return
+        if self._legacy:
+            for chunk in _chunks([r[:8] for r in map(_journal_row, records)]):
+                self._rows(insert_legacy_journal(len(chunk)), chunk)
+        else:
+            for chunk in _chunks([_journal_row(r) for r in records]):
+                self._rows(insert_journal(len(chunk)), chunk)
+        if self._dirty_calls:
+            self._upsert(upsert_calls, [call_row(r) for r in self._dirty_calls.values()])
+        if self._status_calls:
+            rows = [
+                (
+                    c.state.value,
+                    c.stage,
+                    c.attempts,
+                    int(c.reconciled),
+                    c.updated_at,
+                    seqs_text(c.records),
+                    c.run_id,
+                    c.call_id,
+                )
+                for c in self._status_calls.values()
+            ]
+            if len(rows) == 1:
+                self.x(UPDATE_CALL_STATUS, rows[0])
+            else:
+                self.cur.executemany(self.sql(UPDATE_CALL_STATUS), rows)
+        if self._orphans:
+            self._upsert(insert_orphans, self._orphans)
+        if self._dirty_keys:
+            self._upsert(upsert_keys, [key_row(r) for r in self._dirty_keys.values()])
+        if self._dirty_approvals:
+            self._upsert(
+                upsert_approvals, [approval_row(r) for r in self._dirty_approvals.values()]
+            )
+        if self._legacy:
+            seq, h = self._heads[LEGACY_CHAIN]
+            self.x(SET_HEAD, (str(seq), h))
+            return
+        moved = [
+            (chain, head[0], head[1], 0)
+            for chain, head in self._heads.items()
+            if head != self._locked.get(chain)
+        ]
+        if moved:
+            self._upsert(upsert_chains, moved)
+
+    def _upsert(self, statement: Callable[[int], str], rows: list[tuple[Any, ...]]) -> None:
+        for chunk in _chunks(rows):
+            self._rows(statement(len(chunk)), chunk)
+
+    def _rows(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+        params: Sequence[Any] = rows[0] if len(rows) == 1 else [v for r in rows for v in r]
+        self.cur.execute(self.sql(statement), params)
+
+    def committed(self) -> int:
+        """The transaction committed: keep its runs' rows for the next one (`RowCache`), and
+        fold its records into the truth if the truth read up to where it began (within this
+        transaction, under its locks). Returns how many records it wrote."""
+        truth = self.truth
+        if truth is not None and self._caught_up:
+            for rec in self._appended:
+                truth.trusted(rec)
+        cache = self._cache
+        if cache is not None:
+            if len(cache.runs) > CACHE_RUNS:
+                cache.clear()
+            for chain, head in self._heads.items():
+                run = chain[2:]
+                kept = self._valid.get(run) or cache.runs.get(run)
+                fresh = RunRows(head)
+                if kept is not None and kept.head == self._locked.get(chain):
+                    fresh.calls.update(kept.calls)
+                    fresh.approvals.update(kept.approvals)
+                cache.runs[run] = fresh
+            for (run, call_id), row in self._calls.items():
+                entry = cache.runs.get(run)
+                if entry is not None:
+                    entry.calls[call_id] = row
+            for approval in self._approvals.values():
+                if approval is not None:
+                    entry = cache.runs.get(approval.run_id)
+                    if entry is not None:
+                        entry.approvals[approval.id] = approval
+        return len(self._records)
+
+
+_COLUMNS = "seq, at, kind, run_id, call_id, data, prev_hash, hash, chain"
+
+
+def _journal_row(r: AuditRecord) -> tuple[Any, ...]:
+    return (r.seq, r.at, r.kind, r.run_id, r.call_id, r.data_json, r.prev_hash, r.hash, r.chain)
+
+
+def _chunks(rows: Sequence[Any]) -> list[Sequence[Any]]:
+    if len(rows) <= CHUNK:
+        return [rows]
+    return [rows[i : i + CHUNK] for i in range(0, len(rows), CHUNK)]
