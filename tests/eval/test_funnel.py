@@ -274,3 +274,21 @@ def test_a_rate_every_task_passes_has_an_interval_over_tasks_not_a_point() -> No
     row = next(r for r in funnel(runs, reps=500).rows if r.surface == "all")
     assert row.a.value == pytest.approx(0.99)
     assert row.a.low > 0.96
+
+
+def test_the_table_prints_a_tool_name_whole_or_marks_the_cut() -> None:
+    """A wrong tool named `edit_repository` (15 characters) is printed whole, not as
+    `edit_repositor`; a 60-character invented name is cut at 32 and ends with "…"."""
+    long_name = "x" * 60
+    runs = [
+        RunView(run_id="r", task="t", surface="fine", tools=("read_file",), passed=False,
+                calls=[CallView(call_id=str(i), tool=name, arguments="{}", status="rejected")
+                       for i, name in enumerate(("edit_repository", long_name))])
+    ]  # fmt: skip
+    text = funnel(runs, reps=100).text()
+    assert " edit_repository " in text
+    assert "x" * 31 + "…" in text
+    assert "x" * 33 not in text
+    head, _, *rows = text.splitlines()
+    end = head.index("calls") + len("calls") - 1  # the calls column stays aligned
+    assert all(row[end].isdigit() and row[end + 1] == " " for row in rows), text

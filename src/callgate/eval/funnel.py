@@ -40,6 +40,8 @@ from callgate.eval.stats import Estimate, ratio_bootstrap, wilson
 
 __all__ = ["ARGUMENT_STAGES", "Funnel", "FunnelRow", "call_stage", "funnel", "funnel_png"]
 
+TOOL_WIDTH = 32
+"""The widest tool name the text table prints whole (a model may invent any name)."""
 ARGUMENT_STAGES = frozenset({"parse", "validate", "schema", "semantic"})
 """Where a call's arguments are rejected: ``parse`` and ``validate``, which older ledgers
 record as ``schema`` (the schema) and ``semantic`` (the tool's own checks)."""
@@ -125,18 +127,19 @@ class Funnel:
 
     def text(self) -> str:
         """The table as fixed-width text."""
+        # a tool name whole up to TOOL_WIDTH characters, else cut with a visible "…"
+        width = max([14, *(min(len(r.tool), TOOL_WIDTH) for r in self.rows)])
         head = (
-            f"{'surface':<8} {'tool':<14} {'calls':>5}  {'A':>15}  {'B|A':>15}  "
+            f"{'surface':<8} {'tool':<{width}} {'calls':>5}  {'A':>15}  {'B|A':>15}  "
             f"{'C|A,B':>15}  {'D|A,B,C':>15}  {'product':>15}  rejected by"
         )
         lines = [head, "-" * len(head)]
         for r in self.rows:
             cells = [_cell(e) for e in (r.a, r.b, r.c, r.d, r.product)]
             stages = ", ".join(f"{k} {v}" for k, v in sorted(r.rejected_by.items())) or "-"
+            tool = r.tool if len(r.tool) <= TOOL_WIDTH else r.tool[: TOOL_WIDTH - 1] + "…"
             lines.append(
-                f"{r.surface:<8} {r.tool[:14]:<14} {r.calls:>5}  "
-                + "  ".join(cells)
-                + f"  {stages}"
+                f"{r.surface:<8} {tool:<{width}} {r.calls:>5}  " + "  ".join(cells) + f"  {stages}"
             )
         return "\n".join(lines)
 
