@@ -1,7 +1,7 @@
 """Prompt-injection benchmark: attacks that get done without a person, tasks that need one.
 
-Four assistant domains (`injection_suite`: workspace mail/files/calendar,
-banking, travel booking, team chat), each with ordinary callgate tools over
+Five assistant domains (`injection_suite`: workspace mail/files/calendar,
+banking, travel booking, team chat, shopping), each with ordinary callgate tools over
 an in-memory environment, the deployer's declarations written once from the
 tools' meaning (effects, sinks, ``output_trust`` with `Readers` on private
 fields, a policy file with integrity-sensitive effects, the values the
@@ -44,11 +44,16 @@ policy: a change to one existing resource, or a payment, needs the request
 to name its target) and
 ``intent_args`` (an intent naming
 the exact argument values of the task's calls: the upper bound of what an
-intent can do). A configuration the installed callgate cannot express is
+intent can do). Issue 33 adds ``plan_calls`` (the plan lists each
+side-effecting call of the task once, with the values the request states,
+and binds the arguments the request points at to their source: the task's
+declared ``binds``), ``plan_calls_named``, ``intent_calls_named`` (the same
+planned calls as the deployer's intent) and ``plan_calls_sends_named``
+(``disclose:*`` named as well). A configuration the installed callgate cannot express is
 reported as unavailable; declarations it cannot read are left out and named.
 
 Run: ``.venv/bin/python benchmarks/injection.py [--json PATH] [--seed N]``
-(about 25 s for the eleven configurations on a 2-core machine; deterministic
+(about 80 s for the fifteen configurations on a 2-core machine; deterministic
 for a given seed). See the injection section of benchmarks/README.md.
 """
 

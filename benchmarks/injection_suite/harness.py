@@ -83,8 +83,9 @@ Config = Literal[
     "plan_calls",
     "plan_calls_named",
     "intent_calls_named",
+    "plan_calls_sends_named",
 ]
-PolicyVariant = Literal["none", "sinks", "declared", "named"]
+PolicyVariant = Literal["none", "sinks", "declared", "named", "sends_named"]
 IntentSource = Literal[
     "",
     "deployer",
@@ -110,12 +111,18 @@ PARTS: dict[str, tuple[PolicyVariant, IntentSource]] = {
     "plan_calls": ("declared", "plan_calls"),
     "plan_calls_named": ("named", "plan_calls"),
     "intent_calls_named": ("named", "deployer_calls"),
+    "plan_calls_sends_named": ("sends_named", "plan_calls"),
 }
 """Each configuration as (the policy it runs under, where the run's intent comes from)."""
 NAMED_TARGETS = ("write:*:*", "spend:*")
 """The ``*_named`` configurations add ``named_targets`` for effects that change one existing
 resource (its id in the effect name) and for payments: after untrusted content, the request
 must name the resource or the recipient."""
+SENDS_NAMED = (*NAMED_TARGETS, "disclose:*")
+"""``plan_calls_sends_named`` also names the recipients of sends (``disclose:``): after
+untrusted content, a mail or message goes only to someone the request names (added after
+the first results of issue 33: a colleague's mail in the attacker's batch took the one
+planned send)."""
 CONFIGS: tuple[Config, ...] = (
     "ungated",
     "sinks",
@@ -131,6 +138,7 @@ CONFIGS: tuple[Config, ...] = (
     "plan_calls",
     "plan_calls_named",
     "intent_calls_named",
+    "plan_calls_sends_named",
 )
 DESCRIPTIONS: dict[Config, str] = {
     "ungated": "control: no sinks, no trust labels, no policy rules",
@@ -156,6 +164,8 @@ DESCRIPTIONS: dict[Config, str] = {
     "plan_calls_named": "plan_calls, and named_targets = write:*:*, spend:*",
     "intent_calls_named": "the same planned calls and bindings declared by the deployer as "
     "the task's intent, and named_targets = write:*:*, spend:*",
+    "plan_calls_sends_named": "plan_calls, and named_targets = write:*:*, spend:*, disclose:* "
+    "(sends too go only to recipients the request names)",
 }
 USER = "Maya"
 MAX_STEPS = 12
@@ -203,7 +213,7 @@ def unsupported_features() -> dict[str, str]:
     except PolicyFileError:
         missing["named"] = "policy files take no named_targets"
     for config, (variant, source) in PARTS.items():
-        needs = {"named"} if variant == "named" else set()
+        needs = {"named"} if variant in ("named", "sends_named") else set()
         needs |= {
             "deployer": {"intent"},
             "deployer_request": {"intent"},
@@ -268,7 +278,7 @@ def policy_for(domain: Domain, config: Config) -> tuple[Policy, list[str]]:
         _POLICIES[key] = load_policy(
             domain,
             without=DECLARATIONS if variant == "sinks" else (),
-            named=NAMED_TARGETS if variant == "named" else (),
+            named={"named": NAMED_TARGETS, "sends_named": SENDS_NAMED}.get(variant, ()),
         )
     return _POLICIES[key]
 
@@ -709,6 +719,8 @@ def _decide(gate: Gate, approval_id: str, origins: Mapping[str, str], person: st
     """The person: approves the user's own calls, denies the attacker's."""
     request = gate.approvals.get(approval_id)
     assert request is not None
+    if request.status.value != "pending":
+        return  # two identical calls (the task's and the attacker's) share one approval
     if origins.get(request.call_id) == "task":
         gate.approvals.approve(approval_id, by=person)
     else:
