@@ -336,12 +336,14 @@ def _decide(
     constrained_mode = constrained_modes[0] if constrained_modes else ""
     constrained = by_mode.get(constrained_mode, [])
     failure_rates = {
-        mode: clustered([(_task(r), r.shape_failures, r.proposed) for r in rs], seed)[0]
+        mode: clustered([(_task(r), r.shape_failures, r.proposed) for r in rs], seed, rate=True)[0]
         for mode, rs in sorted(by_mode.items())
     }
     proposed = sum(r.proposed for r in free)
     failures = sum(r.shape_failures for r in free)
-    p_f, p_f_tasks = clustered([(_task(r), r.shape_failures, r.proposed) for r in free], seed)
+    p_f, p_f_tasks = clustered(
+        [(_task(r), r.shape_failures, r.proposed) for r in free], seed, rate=True
+    )
     p_f_unit = (
         "calls rejected at parse or schema over calls proposed (interval: bootstrap over tasks)"
     )

@@ -57,10 +57,14 @@ def wilson(successes: int, total: int) -> Interval:
     return Interval(found.value, found.low, found.high)
 
 
-def clustered(rows: Sequence[tuple[str, float, float]], seed: int) -> tuple[Interval, int]:
+def clustered(
+    rows: Sequence[tuple[str, float, float]], seed: int, *, rate: bool = False
+) -> tuple[Interval, int]:
     """Σ numerator / Σ denominator over ``(task, numerator, denominator)`` rows, with a
     percentile bootstrap resampling tasks (a task's rows stay together); and the number of
-    tasks with a non-zero denominator."""
+    tasks with a non-zero denominator. For a ``rate`` (a share of calls) at 0 or 1 every
+    resample gives the same value and the bootstrap's interval is a point; the interval is
+    then Wilson's over the tasks, each one trial (56 tasks without a failure: [0, 0.064])."""
     num: dict[str, float] = defaultdict(float)
     den: dict[str, float] = defaultdict(float)
     for task, n, d in rows:
@@ -70,4 +74,8 @@ def clustered(rows: Sequence[tuple[str, float, float]], seed: int) -> tuple[Inte
     if not tasks:
         return Interval(math.nan, math.nan, math.nan), 0
     found = stats.ratio_bootstrap([num[t] for t in tasks], [den[t] for t in tasks], seed=seed)
+    if rate and found.value in (0.0, 1.0):
+        edge = stats.wilson(len(tasks) if found.value == 1.0 else 0, len(tasks))
+        low, high = min(found.low, edge.low), max(found.high, edge.high)
+        return Interval(found.value, low, high), len(tasks)
     return Interval(found.value, found.low, found.high), len(tasks)
