@@ -218,3 +218,29 @@ def test_parse_calls_raises_only_plan_errors(data: Any) -> None:
     if message:
         assert "calls" in message
     assert all(c.times >= 1 for c in parsed)
+
+
+@given(result=json_values, value=json_values, pick=st.sampled_from(PICKS))
+def test_binding_checks_never_raise_on_hostile_source_output(
+    result: Any, value: Any, pick: str
+) -> None:
+    """Whatever the source returned (any JSON) and whatever value the call carries, the
+    check answers: admitted only when the value is one the source returned."""
+    from callgate import Evidence
+    from callgate.authorize.steps import Bind, PlannedCall, PlanUses, match_call, source_values
+
+    bind = Bind(source="src", field="id", pick=pick, by="size" if pick in ("max", "min") else None)
+    planned = [
+        PlannedCall(tool="list_things", id="src"),
+        PlannedCall(tool="delete_thing", bind={"thing": bind}),
+    ]
+    evidence = Evidence()
+    evidence.note("c1", "list_things", {}, result)
+    uses = PlanUses(users=[set(), set()])
+    match = match_call(planned, "delete_thing", {"thing": value}, evidence, uses)
+    assert match is not None
+    accepted = source_values(planned[0], bind, evidence)
+    if match.step is not None and value is not None and not isinstance(value, list | dict):
+        from callgate.authorize.steps import canonical_value
+
+        assert canonical_value(value) in accepted

@@ -26,12 +26,21 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from callgate.authorize.steps import PlanMatch, PlannedCall, canonical_value, parse_calls
+from callgate.authorize.provenance import TrustIndex
+from callgate.authorize.steps import (
+    PlanMatch,
+    PlannedCall,
+    PlanUses,
+    canonical_value,
+    match_call,
+    parse_calls,
+)
 from callgate.effects import Effect, Grant, Grants, star_match
 from callgate.errors import DefinitionError
+from callgate.evidence import Evidence
 from callgate.tools import ToolSpec
 
-__all__ = ["Intent", "IntentFinding", "canonical_value", "check_intent"]
+__all__ = ["Intent", "IntentFinding", "canonical_value", "check_intent", "plan_matches"]
 
 _SHOWN = 200
 
@@ -354,3 +363,28 @@ def integrity_grants(patterns: Iterable[str]) -> Grants | None:
     """Integrity-sensitive effect patterns as `Grants` (None: none marked)."""
     grants = Grants(patterns)
     return grants if grants.grants else None
+
+
+def plan_matches(
+    spec: ToolSpec,
+    values: Mapping[str, Any],
+    intents: Sequence[Intent],
+    evidence: Evidence,
+    provenance: TrustIndex | None,
+) -> dict[Intent, PlanMatch]:
+    """How each intent's planned calls take this call (`callgate.authorize.steps`); the
+    run's uses of them are kept beside what it has read (`TrustIndex.plan_uses`)."""
+    if provenance is None:
+        return {}
+    matches: dict[Intent, PlanMatch] = {}
+    for intent in intents:
+        if not intent.governs(spec.name):
+            continue
+        planned = intent.planned
+        uses = provenance.plan_uses.get(intent)
+        if uses is None:
+            uses = provenance.plan_uses[intent] = PlanUses(users=[set() for _ in planned])
+        match = match_call(planned, spec.name, values, evidence, uses)
+        if match is not None:
+            matches[intent] = match
+    return matches

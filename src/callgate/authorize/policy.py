@@ -23,10 +23,16 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from callgate.authorize.intent import Intent, IntentFinding, check_intent, integrity_grants
+from callgate.authorize.intent import (
+    Intent,
+    IntentFinding,
+    check_intent,
+    integrity_grants,
+    plan_matches,
+)
 from callgate.authorize.provenance import Finding, SinkFinding, TrustIndex
 from callgate.authorize.readers import disclosed_arguments
-from callgate.authorize.steps import PlanMatch, PlanUses, commit, match_call
+from callgate.authorize.steps import commit
 from callgate.calls import Stage
 from callgate.canonical import canonical_json, digest
 from callgate.effects import Effect, Grant, Grants
@@ -419,7 +425,7 @@ def authorize(
     remembered: none with a precondition, sinks or argument predicates. The intent is
     checked after, on every call: it depends on what the run has read.
     """
-    matches = _plan_matches(spec, arguments, intents, evidence, provenance)
+    matches = plan_matches(spec, arguments.__dict__, intents, evidence, provenance)
     vouched = frozenset(a for m in matches.values() if m.step is not None for a in m.bound)
     decision = _decide(spec, arguments, authority, policy, evidence, provenance, cache, vouched)
     if decision.action is Action.DENY or provenance is None:
@@ -442,31 +448,6 @@ def authorize(
         for intent, match in matches.items():
             commit(provenance.plan_uses[intent], match)
     return decided
-
-
-def _plan_matches(
-    spec: ToolSpec,
-    arguments: BaseModel,
-    intents: Sequence[Intent],
-    evidence: Evidence,
-    provenance: TrustIndex | None,
-) -> dict[Intent, PlanMatch]:
-    """How each intent's planned calls take this call (`callgate.authorize.steps`); the
-    run's uses of them are kept beside what it has read (`TrustIndex.plan_uses`)."""
-    if provenance is None:
-        return {}
-    matches: dict[Intent, PlanMatch] = {}
-    for intent in intents:
-        if not intent.governs(spec.name):
-            continue
-        planned = intent.planned
-        uses = provenance.plan_uses.get(intent)
-        if uses is None:
-            uses = provenance.plan_uses[intent] = PlanUses(users=[set() for _ in planned])
-        match = match_call(planned, spec.name, arguments.__dict__, evidence, uses)
-        if match is not None:
-            matches[intent] = match
-    return matches
 
 
 def _decide(
