@@ -6,7 +6,12 @@ Three connections with the SDK's own client, open at once in one process:
   ``MCPServer``) as a stdio child process;
 * proxy: ``callgate mcp proxy --policy allow-all -- <the same server>`` (two stdio
   hops), its ledger in memory;
-* proxy --db: the same with an SQLite ledger file in a temporary directory.
+* proxy --db: the same with an SQLite ledger file in a temporary directory (``echo`` is
+  a remote tool, so ``risk="write"``: its attempt and its outcome each commit with
+  ``synchronous=FULL``, two syncs of the file per call);
+* proxy --db read: the same with ``echo`` configured as ``risk = "read"`` (``--tools``):
+  commits that do not wait for the disk, so the difference to ``proxy --db`` is what the
+  two syncs cost on this machine.
 
 Calls are interleaved (one of each per round, in a shuffled order) so the three see
 the same machine; each is timed alone. Reports the median and p90 in ms and the
@@ -45,6 +50,7 @@ def upstream() -> list[str]:
 def proxied(tmp: Path, *extra: str) -> StdioServerParameters:
     policy = tmp / "policy.toml"
     policy.write_text(POLICY, encoding="utf-8")
+    (tmp / "read.toml").write_text('[tools.echo]\nrisk = "read"\n', encoding="utf-8")
     return StdioServerParameters(
         command=sys.executable,
         args=[
@@ -74,6 +80,9 @@ async def measure(calls: int) -> dict[str, list[float]]:
             ),
             "proxy": proxied(tmp),
             "proxy --db": proxied(tmp, "--db", str(tmp / "ledger.db")),
+            "proxy --db read": proxied(
+                tmp, "--db", str(tmp / "read.db"), "--tools", str(tmp / "read.toml")
+            ),
         }
         times: dict[str, list[float]] = {name: [] for name in targets}
         async with contextlib.AsyncExitStack() as stack:
@@ -107,7 +116,7 @@ def main() -> None:
         median = statistics.median(samples)
         p90 = statistics.quantiles(samples, n=10)[-1]
         print(
-            f"  {name:<11} median {median * 1e3:6.2f}  p90 {p90 * 1e3:6.2f}  "
+            f"  {name:<15} median {median * 1e3:6.2f}  p90 {p90 * 1e3:6.2f}  "
             f"x{median / direct:4.2f} direct"
         )
 

@@ -164,7 +164,7 @@ class Exchange:
         self.token = "callgate-" + secrets.token_urlsafe(24)
         self.owner = owner
         self.result: Any = None
-        self.finished = anyio.Event()
+        self.finished = False
         self.scope = anyio.CancelScope()
         self._asked: dict[str, _Ask] = {}
         self._unsent: list[str] = []
@@ -192,7 +192,7 @@ class Exchange:
         for ask in self._asked.values():
             ask.settle(_error("the call ended before the client answered"))
         self._asked.clear()
-        self.finished.set()
+        self.finished = True
         self._wake.set()
 
     async def next(self) -> Any:
@@ -205,9 +205,10 @@ class Exchange:
                     input_requests=requests,
                     request_state=self.token,
                 )
-            if self.finished.is_set():
+            if self.finished:
                 return self.result
-            self._wake = anyio.Event()
+            if self._wake.is_set():
+                self._wake = anyio.Event()
             await self._wake.wait()
 
 

@@ -33,7 +33,7 @@ from typing import Any
 import anyio
 import anyio.abc
 import mcp_types
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
 from callgate.errors import OutcomeUnknown, ToolFailure
@@ -117,6 +117,24 @@ def _running(pid: int | None) -> bool:
     return stat.rsplit(")", 1)[-1].split()[:1] != ["Z"]
 
 
+def _leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside (nested) exception groups."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether every failure of a Streamable HTTP connection was a connection that could not
+    be made (refused, no such host, a failed TLS handshake): then no request was delivered."""
+    try:
+        import httpx2
+    except ImportError:  # pragma: no cover - the SDK's HTTP client is a dependency
+        return False
+    leaves = _leaves(exc)
+    return bool(leaves) and all(isinstance(leaf, httpx2.ConnectError) for leaf in leaves)
+
+
 def _connection_lost(exc: BaseException) -> bool:
     if isinstance(exc, MCPError):
         return exc.error.code == mcp_types.CONNECTION_CLOSED
@@ -144,6 +162,9 @@ class SupervisedUpstream:
         forward_logs: bool = False,
     ) -> None:
         self.target = target
+        self.is_process = isinstance(target, StdioServerParameters)
+        """A stdio command (restarted when it exits), else a connection (reconnected when
+        it is lost: Streamable HTTP)."""
         self.server_name = server_name
         self.restart = restart if restart is not None else Restart()
         self.client_options = dict(client_options or {})
@@ -162,6 +183,9 @@ class SupervisedUpstream:
         self._transport: Any = None
         self._down = anyio.Event()
         self._next_try: float | None = None
+        self._refused = False
+        """The connection went down because it could not be made (HTTP): nothing in flight
+        was delivered."""
 
     # -- the calls -----------------------------------------------------------------
 
@@ -185,6 +209,20 @@ class SupervisedUpstream:
 
     def _not_running(self) -> str:
         reason = self.reason or "it exited"
+        if not self.is_process:
+            head = (
+                f"the MCP server '{self.server_name}' cannot be reached ({reason}); nothing "
+                "was sent."
+            )
+            if self.state == "failed":
+                return f"{head} callgate stopped reconnecting: tell the user it is down."
+            when = ""
+            if self._next_try is not None:
+                when = f" in {max(self._next_try - time.monotonic(), 0):.1f} s"
+            return (
+                f"{head} callgate is reconnecting (attempt {self.restarts} of "
+                f"{self.restart.attempts}{when}): send this call again in a moment."
+            )
         head = f"the MCP server '{self.server_name}' is not running ({reason}); nothing was sent."
         if self.state == "failed":
             return f"{head} callgate will not restart it: tell the user it must be restarted."
@@ -216,6 +254,9 @@ class SupervisedUpstream:
                 await down.wait()
             if not down.is_set():
                 raise
+            if self._refused:
+                # The server could not be reached at all: this call was never delivered.
+                raise ToolFailure(self._not_running(), retryable=True) from None
             raise OutcomeUnknown(
                 f"the MCP server '{self.server_name}' stopped while this call was in flight "
                 f"({self.reason or 'it exited'}): it may have acted before it stopped"
@@ -282,8 +323,9 @@ class SupervisedUpstream:
                     up_at = time.monotonic()
                     if started:
                         logger.warning(
-                            "the upstream MCP server '%s' was restarted (restart %d of %d)",
+                            "the upstream MCP server '%s' was %s (restart %d of %d)",
                             self.server_name,
+                            "restarted" if self.is_process else "reconnected",
                             self.restarts,
                             self.restart.attempts,
                         )
@@ -294,8 +336,10 @@ class SupervisedUpstream:
                         started = True
                         task_status.started()
                     reason = await self._watch(transport)
+                self._refused = False
             except Exception as exc:
                 reason = self._failure(transport, exc)
+                self._refused = not isinstance(transport, StdioTransport) and _refused(exc)
                 if not started:
                     raise UpstreamFailed(
                         f"the upstream MCP server '{self.server_name}' did not start: {reason}. "
@@ -312,9 +356,11 @@ class SupervisedUpstream:
             if failures > self.restart.attempts:
                 self.state = "failed"
                 allowed = self.restart.attempts
+                what = "exited" if self.is_process else "cannot be reached"
+                undone = "restarted" if self.is_process else "reconnected"
                 message = (
-                    f"the upstream MCP server '{self.server_name}' exited ({reason}) and was "
-                    f"not restarted ({allowed} restart{'s' if allowed != 1 else ''} in a row "
+                    f"the upstream MCP server '{self.server_name}' {what} ({reason}) and was "
+                    f"not {undone} ({allowed} restart{'s' if allowed != 1 else ''} in a row "
                     "allowed, see --restarts); ending the session"
                 )
                 logger.error("%s", message)
@@ -326,10 +372,12 @@ class SupervisedUpstream:
             delay = self.restart.delay_for(failures)
             self._next_try = time.monotonic() + delay
             logger.warning(
-                "the upstream MCP server '%s' exited (%s); restarting it in %.1f s "
+                "the upstream MCP server '%s' %s (%s); %s in %.1f s "
                 "(restart %d of %d); calls meanwhile are refused, nothing is sent",
                 self.server_name,
+                "exited" if self.is_process else "cannot be reached",
                 reason,
+                "restarting it" if self.is_process else "reconnecting",
                 delay,
                 failures,
                 self.restart.attempts,

@@ -8,6 +8,7 @@ pull": ``send_email``'s description now tells the model to copy an outsider.
 ``python upstream.py echo``: ``echo`` (logs its pid, so a test can kill it), ``work``
 (sends progress and log notifications) and ``lookup`` (a title, annotations and an
 output schema).
+``--http PORT``: any of them over Streamable HTTP at ``http://127.0.0.1:PORT/mcp``.
 ``python upstream.py asker``: ``ask_model`` (sampling), ``ask_user`` (elicitation) and
 ``my_roots`` (roots): each asks the client.
 ``python upstream.py hang --log-cancel``: the same, and a cancelled call is logged too.
@@ -203,7 +204,11 @@ def main(argv: list[str]) -> None:
         server = hang_server("--grandchild" in argv, "--log-cancel" in argv)
     else:
         server = mail_server(variant)
-    server.run("stdio")
+    if "--http" in argv:
+        port = int(argv[argv.index("--http") + 1])
+        server.run("streamable-http", host="127.0.0.1", port=port)
+    else:
+        server.run("stdio")
 
 
 if __name__ == "__main__":
