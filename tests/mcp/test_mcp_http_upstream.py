@@ -1,9 +1,13 @@
-"""A Streamable HTTP upstream's health is a state too: a call made when the server cannot be
-reached is not sent (``error``, not ``unknown``), the proxy reconnects with the same backoff as
-a restarted process, and calls go through again once the server is back."""
+"""Streamable HTTP toward the upstream, and on both sides at once.
+
+An HTTP upstream's health is a state too: a call made when the server cannot be reached is
+not sent (``error``, not ``unknown``), the proxy reconnects with the same backoff as a
+restarted process, and calls go through again once the server is back. With HTTP on both
+sides, the upstream's requests of the client pass through as over stdio."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -100,3 +104,73 @@ async def test_an_unreachable_http_upstream_gets_nothing_and_is_reconnected(
     assert states[-1] is CallState.OK
     assert CallState.UNKNOWN not in states
     assert [c["arguments"]["message"] for c in upstream_calls(log)] == ["one", "three"]
+
+
+@pytest.fixture
+def http_proxy(tmp_path: Path, log: Path) -> Iterator[tuple[str, HttpUpstream]]:
+    """`callgate mcp proxy --transport http` in front of the asking test server over HTTP:
+    Streamable HTTP on both sides."""
+    upstream = HttpUpstream(log)
+    upstream.process = subprocess.Popen(
+        [sys.executable, str(UPSTREAM), "asker", "--http", str(upstream.port)],
+        env={"UPSTREAM_LOG": str(log), "PATH": "/usr/bin:/bin"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    wait_for_port(upstream.port)
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[[rule]]\nname = "all"\naction = "allow"\ntool = "*"\n', encoding="utf-8")
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "callgate.cli",
+            "mcp",
+            "proxy",
+            "--policy",
+            str(policy),
+            "--pins",
+            str(tmp_path / "pins.json"),
+            "--transport",
+            "http",
+            "--port",
+            str(port),
+            "--upstream-url",
+            upstream.url,
+        ],
+        cwd=tmp_path,
+        env={**os.environ},
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(port)
+        yield f"http://127.0.0.1:{port}/mcp", upstream
+    finally:
+        process.terminate()
+        process.wait(10)
+        upstream.kill()
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_client_requests_pass_through_http_on_both_sides(
+    http_proxy: tuple[str, HttpUpstream], mode: str
+) -> None:
+    """Client and upstream both over Streamable HTTP: the upstream's sampling, elicitation and
+    roots requests reach the client (2025-11-25: over the call's response stream; 2026-07-28:
+    as an input-required result and the client's retry)."""
+    from test_mcp_client_requests import CALLS, Answers
+
+    url, _ = http_proxy
+    answers = Answers()
+    async with Client(url, mode=mode, **answers.options()) as client:  # type: ignore[arg-type]
+        got = []
+        for name, arguments in CALLS:
+            result = await client.call_tool(name, arguments)
+            got.append((bool(result.is_error), text(result)))
+    assert got == [
+        (False, "the model said: forty-two"),
+        (False, "hello Ada"),
+        (False, "file:///srv/projects"),
+    ]
+    assert answers.asked == ["sampling", "elicitation", "roots"]
