@@ -224,7 +224,7 @@ def test_naming_the_tool_as_well_admits_no_more_calls() -> None:
 
 
 def test_outside_intent_deny_refuses_the_second_call_and_keeps_the_count() -> None:
-    """With outside_intent = deny the second event is refused at stage policy."""
+    """With outside_intent = deny the second event is refused at stage authorize."""
     desk = Desk()
     intent = Intent(calls=[PlannedCall(tool="create_event")], source="plan")
     run = start(desk_gate(desk, outside_intent="deny"), "Add 'Dentist'.", intent)
@@ -432,3 +432,61 @@ def test_an_unreadable_plan_is_a_plan_error_naming_the_field(data: Any, says: st
     with pytest.raises(PlanError) as raised:
         parse_calls(data)
     assert says in str(raised.value)
+
+
+CLARA_IBAN = "DE89 3704 0044 0532 0130 00"
+TOM_IBAN = "DE44 5001 0517 5407 3249 31"
+
+
+def test_where_binds_the_iban_of_the_friend_the_request_names() -> None:
+    """iban ← iban of list_transactions where counterparty = 'Clara': Clara's IBAN from
+    past transfers is paid without a person; Tom's, also in them, asks."""
+    paid: list[str] = []
+    reg = Registry()
+
+    @reg.tool(effects="read:payments")
+    def list_transactions() -> list[dict[str, Any]]:
+        """Past transfers (counterparty names and IBANs as the bank recorded them)."""
+        return [
+            {"counterparty": "Clara Weiss", "iban": CLARA_IBAN, "subject": NOTE},
+            {"counterparty": "Tom Berg", "iban": TOM_IBAN, "subject": "Bike"},
+        ]
+
+    @reg.tool(effects="spend:EUR={amount}", sinks=["iban"])
+    def send_money(iban: str, amount: float) -> dict[str, Any]:
+        """Pay."""
+        paid.append(iban)
+        return {"done": True}
+
+    gate = Gate(reg, policy=Policy([allow("*")], integrity=["spend:*"]), ledger=MemoryLedger())
+    bind = Bind(source="tx", field="iban", where={"counterparty": "Clara"})
+    intent = Intent(
+        calls=[
+            PlannedCall(tool="list_transactions", id="tx"),
+            PlannedCall(tool="send_money", bind={"iban": bind}, arguments={"amount": 20}),
+        ]
+    )
+    assert "iban of tx where counterparty = 'Clara'" in intent.describe()
+    run = start(gate, "Send Clara the 20 EUR I owe her, to the account I paid her before.", intent)
+    call(run, "list_transactions")
+    assert call(run, "send_money", iban=TOM_IBAN, amount=20).status is Status.PENDING
+    assert call(run, "send_money", iban=CLARA_IBAN, amount=20).status is Status.OK
+    assert paid == [CLARA_IBAN]
+
+
+def test_a_where_that_cannot_be_read_is_a_plan_error() -> None:
+    """A where holding an object, or not an object, names the field and what to write."""
+    with pytest.raises(PlanError, match="expected a text, number or boolean"):
+        parse_calls(
+            [
+                {"tool": "a", "id": "s"},
+                {"tool": "b", "bind": {"x": {"from": "s", "field": "id", "where": {"k": {}}}}},
+            ]
+        )
+    with pytest.raises(PlanError, match="counterparty"):
+        parse_calls(
+            [
+                {"tool": "a", "id": "s"},
+                {"tool": "b", "bind": {"x": {"from": "s", "field": "id", "where": ["k"]}}},
+            ]
+        )

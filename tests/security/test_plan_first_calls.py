@@ -101,6 +101,7 @@ def test_the_planning_tool_schema_and_grammar_cover_calls_and_bindings() -> None
     bind = schema["$defs"]["PlannedBind"]
     assert tuple(bind["properties"]["pick"]["enum"]) == PICKS
     assert bind["required"] == ["from", "field"]
+    assert set(bind["properties"]) == {"from", "field", "pick", "by", "where"}
     grammar = tool_grammar([PLAN_SPEC])
     text = grammar.gbnf()
     assert '\\"bind\\"' in text or '"bind"' in text
@@ -174,6 +175,8 @@ step_like = st.fixed_dictionaries(
                     "field": st.sampled_from(["iban", "id", "keys(", '"a']) | json_values,
                     "pick": st.sampled_from([*PICKS, "median"]) | json_values,
                     "by": st.sampled_from(["size"]) | json_values,
+                    "where": st.dictionaries(st.sampled_from(["name", "a.b"]), json_values)
+                    | json_values,
                 },
             )
             | json_values,

@@ -76,6 +76,12 @@ PlannedBind = TypedDict(
         "by": NotRequired[
             Annotated[str, Field(description="For max and min: the field compared, e.g. size.")]
         ],
+        "where": NotRequired[
+            Annotated[
+                dict[str, PlannedValue],
+                Field(description='Only records with these field values, e.g. {"name": "Clara"}.'),
+            ]
+        ],
     },
 )
 PlannedBind.__pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[attr-defined]

@@ -51,7 +51,7 @@ import pydantic_core
 
 from callgate.authorize.paths import TrustPath
 from callgate.authorize.provenance import leaves, records_of
-from callgate.authorize.text import normalize
+from callgate.authorize.text import normalize, words
 from callgate.canonical import canonical_json
 from callgate.errors import DefinitionError
 from callgate.evidence import Evidence, EvidenceItem
@@ -76,6 +76,7 @@ MAX_CALLS = 200
 MAX_TIMES = 100
 _MAX_TEXT = 200
 _MAX_VALUES = 200
+_MAX_WHERE = 10
 # A plain decimal written as text ("85", "-12.50"): short, anchored, no nesting.
 _DECIMAL = compile_re2(r"[+-]?\d{1,30}(?:\.\d{1,9})?")
 
@@ -113,8 +114,15 @@ class Bind:
     field: str
     pick: str = "any"
     by: str | None = None
+    where: Mapping[str, str | int | float | bool] = dataclasses.field(default_factory=dict)
+    """Only records whose field (a path) holds this value: equal as values compare, or, for
+    text, the same words inside a longer text (``{"counterparty": "Clara"}`` keeps the
+    record of "Clara Weiss"). Applied before ``pick``."""
     _field: TrustPath = dataclasses.field(init=False, repr=False, compare=False)
     _by: TrustPath | None = dataclasses.field(init=False, repr=False, compare=False)
+    _where: tuple[tuple[TrustPath, str, str | None], ...] = dataclasses.field(
+        init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         _text(self.source, "Bind.source (the id of the planned call the value comes from)")
@@ -137,13 +145,38 @@ class Bind:
         object.__setattr__(self, "_field", _path(self.field, "Bind.field"))
         by = None if self.by is None else _path(_text(self.by, "Bind.by") or "", "Bind.by")
         object.__setattr__(self, "_by", by)
+        if not isinstance(self.where, Mapping) or len(self.where) > _MAX_WHERE:
+            raise PlanError(
+                f"Bind.where: expected an object of at most {_MAX_WHERE} field: value pairs, "
+                f"e.g. {{'counterparty': 'Clara'}}, got {type(self.where).__name__}"
+            )
+        where: list[tuple[TrustPath, str, str | None]] = []
+        for key, value in self.where.items():
+            _text(key, "Bind.where key (a field path)")
+            if not isinstance(value, str | int | float | bool) or (
+                isinstance(value, str) and len(value) > _MAX_TEXT
+            ):
+                raise PlanError(
+                    f"Bind.where.{str(key)[:40]}: expected a text, number or boolean of at most "
+                    f"{_MAX_TEXT} characters, got {type(value).__name__}"
+                )
+            spoken = words(value).strip() if isinstance(value, str) else ""
+            where.append(
+                (
+                    _path(key, "Bind.where"),
+                    canonical_value(value),
+                    f" {spoken} " if spoken else None,
+                )
+            )
+        object.__setattr__(self, "_where", tuple(where))
 
     def describe(self) -> str:
         """The binding in words: ``iban of bill``, ``id of the max (by size) of files``."""
+        where = "".join(f" where {k} = {v!r}" for k, v in self.where.items())
         if self.pick == "any":
-            return f"{self.field} of {self.source}"
+            return f"{self.field} of {self.source}{where}"
         by = f" (by {self.by})" if self.by else ""
-        return f"{self.field} of the {self.pick}{by} of {self.source}"
+        return f"{self.field} of the {self.pick}{by} of {self.source}{where}"
 
     def as_record(self) -> dict[str, Any]:
         """The binding as plain data (`from_data` reads it back)."""
@@ -152,6 +185,8 @@ class Bind:
             data["pick"] = self.pick
         if self.by is not None:
             data["by"] = self.by
+        if self.where:
+            data["where"] = dict(self.where)
         return data
 
     @classmethod
@@ -165,9 +200,12 @@ class Bind:
                 f"{where}: expected an object such as {{'from': 'bill', 'field': 'iban'}}, got "
                 f"{type(data).__name__}"
             )
-        unknown = sorted(str(k)[:40] for k in data if k not in ("from", "field", "pick", "by"))
+        keys = ("from", "field", "pick", "by", "where")
+        unknown = sorted(str(k)[:40] for k in data if k not in keys)
         if unknown:
-            raise PlanError(f"{where}: unknown keys {unknown}; a binding has from, field, pick, by")
+            raise PlanError(
+                f"{where}: unknown keys {unknown[:10]}; a binding has from, field, pick, by, where"
+            )
         pick = data.get("pick", "any")
         if pick is None:
             pick = "any"
@@ -179,9 +217,22 @@ class Bind:
                 field=_text(data.get("field"), f"{where}.field") or "",
                 pick=pick,
                 by=_text(data.get("by"), f"{where}.by", required=False),
+                where=_where_of(data.get("where"), f"{where}.where"),
             )
         except PlanError as exc:
             raise PlanError(f"{where}: {exc}") from None
+
+
+def _where_of(data: Any, where: str) -> dict[str, str | int | float | bool]:
+    """A binding's ``where`` from plain data (None: no filter)."""
+    if data is None:
+        return {}
+    if not isinstance(data, Mapping):
+        raise PlanError(
+            f"{where}: expected an object such as {{'counterparty': 'Clara'}}, got "
+            f"{type(data).__name__}"
+        )
+    return {str(k)[:_MAX_TEXT]: v for k, v in data.items()}
 
 
 def canonical_value(value: Any) -> str:
@@ -511,7 +562,7 @@ def source_values(source: PlannedCall, bound: Bind, evidence: Evidence) -> froze
     ``bound.pick`` selects, in each ``ok`` result of a call matching ``source``."""
     accepted: set[str] = set()
     for item in _runs_of(source, evidence):
-        records = list(records_of(item.result))
+        records = [r for r in records_of(item.result) if _kept(r, bound)]
         chosen = _pick(records, bound)
         for record in chosen:
             accepted.update(canonical_item(v) for v in _at(record, bound._field))
@@ -522,6 +573,19 @@ def _runs_of(source: PlannedCall, evidence: Evidence) -> Iterator[EvidenceItem]:
     for item in evidence:
         if item.tool == source.tool and source.fixed_broken(item._values) is None:
             yield item
+
+
+def _kept(record: Mapping[str, Any], bound: Bind) -> bool:
+    """Whether ``record`` holds every value of the binding's ``where``."""
+    for path, value, spoken in bound._where:
+        held = list(_at(record, path))
+        if not any(
+            canonical_value(v) == value
+            or (spoken is not None and isinstance(v, str) and spoken in words(v))
+            for v in held
+        ):
+            return False
+    return True
 
 
 def _pick(records: list[Mapping[str, Any]], bound: Bind) -> list[Mapping[str, Any]]:
