@@ -16,7 +16,13 @@ from callgate.eval.record import CallView, RunView
 from callgate.eval.report import write_report
 from callgate.eval.tokens import RegexTokenizer
 
-matplotlib = pytest.importorskip("matplotlib")
+
+@pytest.fixture(autouse=True)
+def _matplotlib() -> None:
+    """The figures need matplotlib (the ``eval`` extra): skipped without it. Imported when a
+    test runs, not when the suite is collected."""
+    pytest.importorskip("matplotlib")
+
 
 PREREG = Prereg.from_mapping(
     {

@@ -7,7 +7,6 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats as sps
 
 from callgate.eval.stats import (
     bootstrap,
@@ -47,6 +46,8 @@ def test_wilson_refuses_more_successes_than_trials() -> None:
 
 def _paired_binary(rng: np.random.Generator, n: int, p_a: float, p_b: float):
     """Paired success indicators with a shared task difficulty (correlated pairs)."""
+    from scipy import stats as sps
+
     difficulty = rng.normal(0, 1, n)
     a = rng.random(n) < sps.norm.cdf(sps.norm.ppf(p_a) + 0.8 * difficulty)
     b = rng.random(n) < sps.norm.cdf(sps.norm.ppf(p_b) + 0.8 * difficulty)
@@ -56,6 +57,8 @@ def _paired_binary(rng: np.random.Generator, n: int, p_a: float, p_b: float):
 def test_paired_bootstrap_interval_covers_the_true_difference_near_nominally() -> None:
     """Over 300 simulated labs of 60 paired tasks, the 95% interval holds the true difference
     (computed by integration, not by the bootstrap) in 90-99% of them."""
+    from scipy import stats as sps
+
     rng = np.random.default_rng(7)
     p_a, p_b = 0.7, 0.55
     z = rng.normal(0, 1, 400_000)
@@ -76,6 +79,8 @@ def test_paired_bootstrap_interval_covers_the_true_difference_near_nominally() -
 def test_paired_bootstrap_p_value_rejects_at_about_alpha_without_an_effect() -> None:
     """With no planted effect, p <= 0.05 in 1-10% of 300 simulated labs; with a planted
     effect it rejects about as often as scipy's paired t-test on the same data (within 0.1)."""
+    from scipy import stats as sps
+
     rng = np.random.default_rng(11)
     null = [
         paired_bootstrap(*_paired_binary(rng, 60, 0.6, 0.6), reps=1000, seed=rng).p
@@ -117,6 +122,8 @@ def test_holm_adjusts_as_the_step_down_procedure_defines() -> None:
 def test_holm_controls_the_family_wise_error_rate() -> None:
     """Four true null hypotheses (paired t-tests on simulated data), 2000 families: at least
     one rejection in at most 6% of families, where unadjusted tests reach about 19%."""
+    from scipy import stats as sps
+
     rng = np.random.default_rng(5)
     x = rng.normal(0, 1, (2000, 4, 20))
     y = x + rng.normal(0, 1, (2000, 4, 20))  # the same mean: every null is true
@@ -141,6 +148,8 @@ def test_power_matches_the_textbook_sample_size() -> None:
 def test_power_agrees_with_simulated_rejections() -> None:
     """The computed power for d = 0.4 over 30 pairs is within 0.04 of the rejection rate of
     scipy's paired t-test on 3000 simulated labs."""
+    from scipy import stats as sps
+
     rng = np.random.default_rng(9)
     diffs = rng.normal(0.4, 1.0, (3000, 30))
     rejected = np.mean(sps.ttest_1samp(diffs, 0, axis=1).pvalue <= 0.05)

@@ -7,8 +7,6 @@ import json
 from typing import Any
 
 import pytest
-from anthropic.types import Message, MessageParam, RawMessageStreamEvent, ToolResultBlockParam
-from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter
@@ -46,6 +44,8 @@ def test_tool_use_blocks_are_extracted_in_order_with_the_text() -> None:
 
 def test_sdk_message_gives_the_same_extraction_as_the_json() -> None:
     """An ``anthropic.types.Message`` extracts exactly like the decoded JSON."""
+    from anthropic.types import Message
+
     data = payload("anthropic_message.json")
     assert anthropic.extract(Message.model_validate(data)) == anthropic.extract(data)
 
@@ -119,6 +119,9 @@ def test_extract_never_raises_on_arbitrary_json(value: Any) -> None:
 
 def test_round_trip_renders_one_user_message_of_tool_results_in_call_order() -> None:
     """extract → submit → render; ``is_error`` for all but ok; the SDK accepts the request."""
+    from anthropic.types import Message, MessageParam, ToolResultBlockParam
+    from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
+
     data = payload("anthropic_message.json")
     ex = anthropic.extract(Message.model_validate(data))
     observations = ex.merge(shop_run().submit(ex.calls))
@@ -220,6 +223,8 @@ def test_stream_assembles_tool_use_input_from_json_deltas() -> None:
 
 def test_stream_of_sdk_events_gives_the_same_extraction() -> None:
     """``RawMessageStreamEvent`` objects assemble exactly like their JSON."""
+    from anthropic.types import RawMessageStreamEvent
+
     events = [e for e in payload("anthropic_stream.jsonl") if e["type"] != "ping"]
     adapter: TypeAdapter[Any] = TypeAdapter(RawMessageStreamEvent)  # ping is not one of them
     sdk_events = [adapter.validate_python(e) for e in events]

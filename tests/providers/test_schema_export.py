@@ -13,10 +13,7 @@ from typing import Annotated, Any, Literal
 
 import jsonschema
 import pytest
-from anthropic.types import ToolParam
 from mcp_types import Tool as McpTool  # what mcp.types.Tool re-exports; no tests/mcp shadowing
-from openai.types.chat import ChatCompletionFunctionToolParam
-from openai.types.responses import FunctionToolParam
 from pydantic import BaseModel, ConfigDict, Field
 
 from callgate import DefinitionError, Registry, ToolSpec
@@ -131,6 +128,8 @@ TAG_SCHEMA = {
 
 def test_openai_chat_tools_are_strict_with_every_field_required_and_optionals_nullable() -> None:
     """Chat Completions: ``{"type": "function", "function": {..., "strict": true}}``."""
+    from openai.types.chat import ChatCompletionFunctionToolParam
+
     assert openai_chat.tool_definitions(REGISTRY) == [
         {
             "type": "function",
@@ -166,6 +165,8 @@ def test_openai_chat_tools_are_strict_with_every_field_required_and_optionals_nu
 
 def test_openai_responses_tools_are_flat_and_strict() -> None:
     """Responses: ``{"type": "function", "name": ..., "parameters": ..., "strict": true}``."""
+    from openai.types.responses import FunctionToolParam
+
     assert openai_responses.tool_definitions(REGISTRY) == [
         {
             "type": "function",
@@ -234,6 +235,8 @@ CANONICAL_EMPTY = {"type": "object", "properties": {}, "additionalProperties": F
 
 def test_anthropic_tools_carry_the_tools_own_schema_as_input_schema() -> None:
     """Anthropic: ``{"name", "description", "input_schema"}`` with the canonical schema."""
+    from anthropic.types import ToolParam
+
     assert anthropic.tool_definitions(REGISTRY) == [
         {
             "name": "ship_order",

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from openai.types.chat import ChatCompletionUserMessageParam
 
 from callgate import Stage, Status, ToolCall
 from callgate.providers import Extraction, text
@@ -216,7 +215,7 @@ def test_gate_rejects_missing_names_and_unknown_tools_each_clearly() -> None:
         '<tool_call>{"name": "get_weather", "arguments": ["B"]}</tool_call>'
     )
     observations = ex.merge(shop_run().submit(ex.calls))
-    assert [o.stage for o in observations] == [Stage.SCHEMA, Stage.SCHEMA, Stage.PARSE]
+    assert [o.stage for o in observations] == [Stage.VALIDATE, Stage.VALIDATE, Stage.PARSE]
     assert "the call has an empty tool name" in observations[0].content
     assert "did you mean 'get_weather'" in observations[1].content
     assert "'arguments' must be a JSON object" in observations[2].content
@@ -285,6 +284,8 @@ def test_calls_written_between_prose_are_all_recovered(
 
 def test_round_trip_renders_tool_responses_in_one_user_message() -> None:
     """extract → submit → render: ``<tool_response>`` blocks with id, name, status, content."""
+    from openai.types.chat import ChatCompletionUserMessageParam
+
     ex = text.extract(payload("hermes.txt"))
     observations = ex.merge(shop_run().submit(ex.calls))
     assert [o.status for o in observations] == [Status.OK, Status.OK]
