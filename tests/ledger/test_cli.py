@@ -160,7 +160,10 @@ def test_verify_passes_an_intact_ledger(db: Path) -> None:
 
 
 TAMPERING = {
-    "edited": "UPDATE journal SET data = replace(data, 'alice', 'mallory') WHERE seq = 2",
+    "edited": (  # the first record (PostgreSQL may skip numbers)
+        "UPDATE journal SET data = replace(data, 'alice', 'mallory') "
+        "WHERE seq = (SELECT min(seq) FROM journal)"
+    ),
     "deleted": (  # the third record (PostgreSQL may skip numbers)
         "DELETE FROM journal WHERE seq = (SELECT seq FROM journal ORDER BY seq LIMIT 1 OFFSET 2)"
     ),

@@ -29,7 +29,6 @@ from callgate.ledger import LedgerError, SQLiteLedger
 KEY = b"k" * 32
 ALICE = Authority(principal="alice", grants=["spend:USD<=1000"])
 RUN = "run-keyed"
-HEAD_SEQ = 2**62
 
 
 def gate_for(ledger: SQLiteLedger, done: list[int]) -> Gate:
@@ -64,9 +63,10 @@ def forge_approval(path: str, approval_id: str, digest: Callable[..., str]) -> N
     """Append the decision callgate would write, move the head onto it, flip the row."""
     lite = sqlite3.connect(path)
     try:
-        head_seq, head_hash = lite.execute(
-            f"SELECT data, hash FROM journal WHERE seq = {HEAD_SEQ}"
-        ).fetchone()
+        head_hash = lite.execute(  # the run's chain head (a chain per run: schema 4)
+            "SELECT hash FROM chains WHERE chain = ?", (f"r:{RUN}",)
+        ).fetchone()[0]
+        head_seq = lite.execute("SELECT max(seq) FROM journal").fetchone()[0]
         row = lite.execute(
             "SELECT principal, expires_at, tool, arguments_hash, resource_version, "
             "policy_version, call_id FROM approvals WHERE id = ?",
@@ -93,13 +93,11 @@ def forge_approval(path: str, approval_id: str, digest: Callable[..., str]) -> N
         kind = "approval.approved"
         new = digest(head_hash, seq, at, kind, RUN, call_id, data)
         lite.execute(
-            "INSERT INTO journal (seq, at, kind, run_id, call_id, data, prev_hash, hash) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO journal (seq, at, kind, run_id, call_id, data, prev_hash, hash, chain) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL)",
             (seq, at, kind, RUN, call_id, data, head_hash, new),
         )
-        lite.execute(
-            f"UPDATE journal SET data = ?, hash = ? WHERE seq = {HEAD_SEQ}", (str(seq), new)
-        )
+        lite.execute("UPDATE chains SET seq = ?, hash = ? WHERE chain = ?", (seq, new, f"r:{RUN}"))
         lite.execute(
             "UPDATE approvals SET status = 'approved', decided_by = 'maria', decided_at = ?, "
             "decision_seq = ? WHERE id = ?",

@@ -190,7 +190,14 @@ class PostgresLedger(SqlLedger):
         with self._tx_lock:
             deferred = self._take_deferred()
             try:
-                with self._pool.connection() as conn, conn.transaction():
+                # Pipeline mode: statements whose results are not needed (the settings, the
+                # writes, the commit) go out with the next read, so a transaction is about
+                # two round trips (`PostgresDialect.open`).
+                with (
+                    self._pool.connection() as conn,
+                    conn.pipeline(),
+                    conn.transaction(),
+                ):
                     cur = conn.cursor()
                     if not durable:
                         cur.execute("SET LOCAL synchronous_commit TO OFF")

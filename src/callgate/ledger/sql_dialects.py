@@ -15,14 +15,28 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from callgate.ledger.sql_schema import Cursor
-from callgate.ledger.sql_statements import JOURNAL_COLUMNS
+from callgate.ledger.sql_statements import CALL_COLUMNS, CHAIN_HEADS, JOURNAL_COLUMNS, KEY_COLUMNS
 
-__all__ = ["Dialect", "PostgresDialect", "SqliteDialect", "dialect_for"]
+__all__ = ["Dialect", "Opened", "PostgresDialect", "SqliteDialect", "dialect_for"]
 
 _HEADS = "SELECT chain, seq, hash FROM chains WHERE chain IN ({})"
+
+
+class Opened(NamedTuple):
+    """What `Dialect.open` locked and read."""
+
+    heads: dict[str, tuple[int, str]]
+    """The locked chains' head rows (a chain with no record yet is absent)."""
+    prefetched: bool = False
+    """Whether the rows below were read (else the transaction reads them when it needs)."""
+    numbers: Sequence[int] = ()
+    calls: Sequence[Any] = ()
+    keys: Sequence[Any] = ()
+    since: tuple[list[Any], int | None] | None = None
+    chain_rows: list[Any] | None = None
 
 
 class Dialect:
@@ -35,6 +49,24 @@ class Dialect:
     def __call__(self, statement: str) -> str:
         """The statement with this database's placeholders (the shared ones use ``?``)."""
         return statement
+
+    def open(
+        self,
+        cur: Cursor,
+        names: Sequence[str],
+        chains: Sequence[str],
+        *,
+        numbers: int,
+        calls: Sequence[tuple[str, str]],
+        keys: Sequence[str],
+        since: int | None,
+    ) -> Opened:
+        """Lock ``names`` and ``chains``; a dialect may also draw ``numbers`` record
+        numbers and read the ``calls``' and ``keys``' rows and the journal since mark
+        ``since`` (-1: not wanted; None: all of it, after the chains' head rows) in the
+        same round trip. SQLite reads nothing ahead: its reads cost no round trip."""
+        self.lock(cur, names)
+        return Opened(self.lock_chains(cur, chains))
 
     def lock(self, cur: Cursor, names: Sequence[str]) -> None:
         """Lock idempotency keys and budgets by name until the transaction ends."""
@@ -91,6 +123,82 @@ class PostgresDialect(Dialect):
     def __call__(self, statement: str) -> str:
         return _pg(statement)
 
+    def open(
+        self,
+        cur: Cursor,
+        names: Sequence[str],
+        chains: Sequence[str],
+        *,
+        numbers: int,
+        calls: Sequence[tuple[str, str]],
+        keys: Sequence[str],
+        since: int | None,
+    ) -> Opened:
+        # In pipeline mode (`PostgresLedger`) every statement below is sent at once, and
+        # the first fetch waits for all of them: one round trip. They run in order, so
+        # the numbers are drawn and the rows read after the locks are granted.
+        conn: Any = getattr(cur, "connection", None)
+        cursor = conn.cursor if conn is not None else None
+        self.lock(cur, names)
+        heads_cur = numbers_cur = calls_cur = keys_cur = rows_cur = since_cur = None
+        if chains:
+            heads_cur = cursor() if cursor else cur
+            heads_cur.execute(_LOCK_HEADS, (list(chains),))
+            if cursor is None:
+                found = heads_cur.fetchall()
+        if numbers:
+            numbers_cur = cursor() if cursor else None
+        if numbers_cur is not None:
+            numbers_cur.execute(_NUMBERS, (numbers,))
+        if cursor is not None and calls:
+            calls_cur = cursor()
+            calls_cur.execute(_CALLS, ([c[0] for c in calls], [c[1] for c in calls]))
+        if cursor is not None and keys:
+            keys_cur = cursor()
+            keys_cur.execute(_KEYS, (list(keys),))
+        if cursor is not None and since != -1:
+            if since is None:
+                rows_cur = cursor()
+                rows_cur.execute(CHAIN_HEADS)
+            since_cur = cursor()
+            since_cur.execute(_SINCE, (since or 0,))
+        if cursor is None:
+            return Opened(self._heads(cur, chains, found if chains else []))
+        rows = heads_cur.fetchall() if heads_cur is not None else []
+        drawn = sorted(int(r[0]) for r in numbers_cur.fetchall()) if numbers_cur else []
+        got_calls = calls_cur.fetchall() if calls_cur is not None else []
+        got_keys = keys_cur.fetchall() if keys_cur is not None else []
+        chain_rows = list(rows_cur.fetchall()) if rows_cur is not None else None
+        read = _since_rows(since_cur, since) if since_cur is not None else None
+        seen = {str(r[0]) for r in rows}
+        if any(c not in seen for c in chains):
+            heads = self._heads(cur, chains, rows)
+            # A chain made just now: numbers drawn and a journal read before its lock
+            # may miss a writer that made it first; draw and read again.
+            if drawn:
+                drawn = self.numbers(cur, len(drawn), None)
+            read, chain_rows = None, None
+        else:
+            heads = {str(c): (int(s_), str(h)) for c, s_, h in rows if int(s_) > 0}
+        return Opened(heads, True, drawn, got_calls, got_keys, read, chain_rows)
+
+    def _heads(
+        self, cur: Cursor, chains: Sequence[str], rows: Sequence[Any]
+    ) -> dict[str, tuple[int, str]]:
+        """The head rows ``rows`` of ``chains``, making (and locking) those missing."""
+        seen = {str(r[0]) for r in rows}
+        missing = [c for c in chains if c not in seen]
+        if missing:  # a run's first record: make its head row, so that it can be locked
+            cur.execute(
+                "INSERT INTO chains (chain, seq, hash, bound) "
+                "SELECT c, 0, '', 1 FROM unnest(%s::text[]) AS c ON CONFLICT (chain) DO NOTHING",
+                (missing,),
+            )
+            cur.execute(_LOCK_HEADS, (missing,))
+            rows = [*rows, *cur.fetchall()]
+        # A row at 0 is a chain opened by a writer that wrote nothing to it: no record yet.
+        return {str(c): (int(s_), str(h)) for c, s_, h in rows if int(s_) > 0}
+
     def lock(self, cur: Cursor, names: Sequence[str]) -> None:
         if names:
             ids = sorted({_lock_id(n) for n in names})
@@ -102,43 +210,16 @@ class PostgresDialect(Dialect):
     def lock_chains(self, cur: Cursor, chains: Sequence[str]) -> dict[str, tuple[int, str]]:
         if not chains:
             return {}
-        statement = (
-            "SELECT chain, seq, hash FROM chains WHERE chain = ANY(%s) ORDER BY chain FOR UPDATE"
-        )
-        cur.execute(statement, (list(chains),))
-        rows = cur.fetchall()
-        seen = {str(r[0]) for r in rows}
-        missing = [c for c in chains if c not in seen]
-        if missing:  # a run's first record: make its head row, so that it can be locked
-            cur.execute(
-                "INSERT INTO chains (chain, seq, hash, bound) "
-                "SELECT c, 0, '', 1 FROM unnest(%s::text[]) AS c ON CONFLICT (chain) DO NOTHING",
-                (missing,),
-            )
-            cur.execute(statement, (missing,))
-            rows = [*rows, *cur.fetchall()]
-        # A row at 0 is a chain opened by a writer that wrote nothing to it: no record yet.
-        return {str(c): (int(s), str(h)) for c, s, h in rows if int(s) > 0}
+        cur.execute(_LOCK_HEADS, (list(chains),))
+        return self._heads(cur, chains, cur.fetchall())
 
     def numbers(self, cur: Cursor, count: int, last: int | None) -> list[int]:
-        cur.execute("SELECT nextval('journal_seq') FROM generate_series(1, %s)", (count,))
+        cur.execute(_NUMBERS, (count,))
         return sorted(int(r[0]) for r in cur.fetchall())
 
     def since(self, cur: Cursor, mark: int | None) -> tuple[list[Any], int | None]:
-        # Every transaction older than the snapshot's xmin has ended: what it wrote is read
-        # now or was read before; rows of younger ones are read again next time (and
-        # skipped by number if folded already).
-        cur.execute(
-            f"SELECT {JOURNAL_COLUMNS}, pg_snapshot_xmin(pg_current_snapshot())::text::bigint "
-            "FROM journal WHERE xid >= %s ORDER BY seq",
-            (mark or 0,),
-        )
-        rows = list(cur.fetchall())
-        if not rows:
-            cur.execute("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")
-            row = cur.fetchone()
-            return [], int(row[0]) if row else mark
-        return [r[:-1] for r in rows], int(rows[0][-1])
+        cur.execute(_SINCE, (mark or 0,))
+        return _since_rows(cur, mark)
 
     def unbound(self, cur: Cursor, root: str) -> list[tuple[str, int, str]]:
         cur.execute(
@@ -147,6 +228,31 @@ class PostgresDialect(Dialect):
             (root,),
         )
         return [(str(c), int(s), str(h)) for c, s, h in cur.fetchall()]
+
+
+_LOCK_HEADS = "SELECT chain, seq, hash FROM chains WHERE chain = ANY(%s) ORDER BY chain FOR UPDATE"
+_NUMBERS = "SELECT nextval('journal_seq') FROM generate_series(1, %s)"
+_CALLS = (
+    f"SELECT {CALL_COLUMNS} FROM calls WHERE (run_id, call_id) IN "
+    "(SELECT * FROM unnest(%s::text[], %s::text[]))"
+)
+_KEYS = f"SELECT {KEY_COLUMNS} FROM idempotency_keys WHERE key = ANY(%s)"
+# Every transaction older than the snapshot's xmin has ended: what it wrote is read now or
+# was read before; rows of younger ones are read again next time (and skipped by number if
+# folded already). The xmin comes in a last row of its own (seq NULL).
+_SINCE = (
+    f"SELECT {JOURNAL_COLUMNS} FROM journal WHERE xid >= %s UNION ALL "
+    "SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, "
+    "pg_snapshot_xmin(pg_current_snapshot())::text "
+)
+
+
+def _since_rows(cur: Any, mark: int | None) -> tuple[list[Any], int | None]:
+    rows = list(cur.fetchall())
+    found = [r for r in rows if r[0] is not None]
+    found.sort(key=lambda r: r[0])
+    after = [int(r[8]) for r in rows if r[0] is None]
+    return found, after[0] if after else mark
 
 
 _PG: dict[str, str] = {}

@@ -113,6 +113,7 @@ class Transaction:
         "_orphans",
         "_plan",
         "_records",
+        "_since",
         "_status_calls",
         "_valid",
         "chain_key",
@@ -153,6 +154,9 @@ class Transaction:
         """Record numbers drawn at once (`plan`)."""
         self._last_number: int | None = None
         self._caught_up = False
+        self._since: tuple[int | None, tuple[list[Any], int | None], list[Any] | None] | None = None
+        """The journal read with the locks (`acquire`): the mark it read from, its rows and
+        next mark, and the head rows read before it (a first read)."""
         self._calls: dict[tuple[str, str], CallRecord | None] = {}
         self._keys: dict[str, KeyRow | None] = {}
         self._approvals: dict[str, ApprovalRequest | None] = {}
@@ -183,9 +187,20 @@ class Transaction:
 
     # -- locks and numbers -------------------------------------------------------------
 
-    def acquire(self, runs: Iterable[str], names: Iterable[str] = ()) -> None:
+    def acquire(
+        self,
+        runs: Iterable[str],
+        names: Iterable[str] = (),
+        *,
+        calls: Sequence[tuple[str, str]] = (),
+        keys: Sequence[str] = (),
+        truth: bool = False,
+    ) -> None:
         """Lock the chains of ``runs`` and the keys and budgets ``names`` (those not locked
-        yet), before any record number is drawn after them."""
+        yet), before any record number is drawn after them. ``calls``, ``keys`` and
+        ``truth`` (the journal read since the truth's last read) are what the transaction
+        will read: a dialect that can (PostgreSQL) reads them in the same round trip as
+        the locks (`callgate.ledger.sql_dialects.Dialect.open`)."""
         if self._legacy:
             return
         new_names = sorted(set(names) - self._locked_names)
@@ -196,23 +211,42 @@ class Transaction:
             # Numbers drawn before this lock could be lower than those of a writer that
             # held it first: draw again after it.
             self._numbers.clear()
-        if new_names:
-            self.sql.lock(self.cur, new_names)
-            self._locked_names.update(new_names)
-        if chains:
-            found = self.sql.lock_chains(self.cur, chains)
-            cache = self._cache
-            for chain in chains:
-                head = found.get(chain, (0, GENESIS))
-                self._locked[chain] = head
-                self._heads[chain] = head
-                if cache is not None:
-                    run = chain[2:]
-                    kept = cache.runs.get(run)
-                    if kept is not None and kept.head == head:
-                        self._valid[run] = kept
-                    elif kept is not None:
-                        del cache.runs[run]
+        mark = self.truth.mark if truth and self.truth is not None and not self._caught_up else -1
+        opened = self.sql.open(
+            self.cur,
+            new_names,
+            chains,
+            numbers=self._plan if not self._records else 0,
+            calls=[c for c in calls if c not in self._calls],
+            keys=[k for k in keys if k not in self._keys],
+            since=mark,
+        )
+        self._locked_names.update(new_names)
+        if opened.numbers:
+            self._numbers = list(opened.numbers)
+        if opened.prefetched:
+            for row in opened.calls:
+                self._calls[(row[0], row[1])] = call_from_row(row)
+            for ident in calls:
+                self._calls.setdefault(ident, None)
+            for row in opened.keys:
+                self._keys[row[0]] = key_from_row(row)
+            for name in keys:
+                self._keys.setdefault(name, None)
+        if opened.since is not None:
+            self._since = (mark, opened.since, opened.chain_rows)
+        cache = self._cache
+        for chain in chains:
+            head = opened.heads.get(chain, (0, GENESIS))
+            self._locked[chain] = head
+            self._heads[chain] = head
+            if cache is not None:
+                run = chain[2:]
+                kept = cache.runs.get(run)
+                if kept is not None and kept.head == head:
+                    self._valid[run] = kept
+                elif kept is not None:
+                    del cache.runs[run]
 
     def plan(self, records: int) -> None:
         """How many records this transaction expects to append (numbers are drawn that
@@ -313,15 +347,24 @@ class Transaction:
         if truth is None or self._caught_up:
             return
 
+        kept = self._since
+
         def read(mark: int | None) -> tuple[list[AuditRecord], int | None]:
-            rows, after = self.sql.since(self.cur, mark)
+            if kept is not None and kept[0] == mark:
+                rows, after = kept[1]
+            else:
+                rows, after = self.sql.since(self.cur, mark)
+            rows = [r for r in rows if not truth.folded(r[0], r[8], r[3])]
             # The hash covers the stored text; only records the fold reads are parsed.
             return [
                 record_from_row(r) if truth.reads(r[2], r[3]) else unparsed(r) for r in rows
             ], after
 
         def chain_rows() -> list[tuple[str, int, str]]:
-            return [(str(c), int(s), str(h)) for c, s, h in self.x(CHAIN_HEADS).fetchall()]
+            found = kept[2] if kept is not None and kept[2] is not None else None
+            if found is None:
+                found = self.x(CHAIN_HEADS).fetchall()
+            return [(str(c), int(s), str(h)) for c, s, h in found]
 
         truth.catch_up(read, chain_rows)
         for chain, row in self._locked.items():

@@ -77,6 +77,7 @@ __all__ = [
     "RUN_READ",
     "Consume",
     "Item",
+    "Plan",
     "RowCache",
     "Transaction",
     "approval_from_row",
@@ -515,35 +516,59 @@ def _release(tx: Transaction, payload: tuple[str, str]) -> bool:
 # -- a transaction ------------------------------------------------------------------------------
 
 
-def items_locks(tx: Transaction, items: Sequence[Item]) -> tuple[set[str], set[str]]:
-    """The runs whose chains ``items`` write, and the idempotency keys and budgets they may
-    change: what a transaction locks before it draws a record number."""
-    runs: set[str] = set()
-    names: set[str] = set()
+class Plan:
+    """What a transaction's items lock and read (`items_locks`)."""
+
+    __slots__ = ("calls", "keys", "names", "runs", "truth")
+
+    def __init__(self) -> None:
+        self.runs: set[str] = set()
+        self.names: set[str] = set()
+        """Idempotency keys (``key:…``) and budgets (``budget:…``)."""
+        self.calls: dict[tuple[str, str], None] = {}
+        self.keys: dict[str, None] = {}
+        self.truth = False
+        """Whether an item asks the journal's own answer (`callgate.ledger.truth`)."""
+
+
+def items_locks(tx: Transaction, items: Sequence[Item]) -> Plan:
+    """The runs whose chains ``items`` write, the idempotency keys and budgets they may
+    change (what a transaction locks before it draws a record number), and the rows they
+    will read."""
+    plan = Plan()
+    runs, names = plan.runs, plan.names
     approvals: list[str] = []
     for kind, payload in items:
         if kind in (DECIDE, BEGIN, FINISH):
             runs.add(payload.run_id)
+            plan.calls[(payload.run_id, payload.call_id)] = None
             if kind == BEGIN and payload.side_effecting:
                 names.add("key:" + payload.idempotency_key)
                 names.update("budget:" + b[0] for b in payload.budgets)
+                plan.keys[payload.idempotency_key] = None
+                plan.truth = True
             elif kind == FINISH and payload.idempotency_key:
                 names.add("key:" + payload.idempotency_key)
+                plan.keys[payload.idempotency_key] = None
         elif kind == EVENT:
             runs.add(payload[1])
         elif kind in (REQUEST, CONSUME):
             runs.add(payload.run_id)
+            plan.truth = plan.truth or kind == CONSUME
         elif kind in (DECIDE_APPROVAL, RELEASE):
             approvals.append(payload[0])
-        elif kind == RUN_OPEN:
-            runs.add(payload[0])
+            plan.truth = True
+        elif kind in (RUN_OPEN, RUN_READ):
+            if kind == RUN_OPEN:
+                runs.add(payload[0])
+            plan.truth = True
         elif kind == CHECKPOINT_ITEM:
             runs.add("")
     for approval_id in approvals:  # an approval's run, from its row (the truth checks it)
         row = tx.x("SELECT run_id FROM approvals WHERE id = ?", (approval_id,)).fetchone()
         if row is not None:
             runs.add(str(row[0]))
-    return runs, names
+    return plan
 
 
 def _checkpoint(tx: Transaction, actor: str) -> int:
@@ -559,9 +584,11 @@ def _checkpoint(tx: Transaction, actor: str) -> int:
 def run_items(tx: Transaction, items: Sequence[Item]) -> list[Any]:
     """Lock what the items change, apply every item in order, then write what they
     appended and changed."""
-    runs, names = items_locks(tx, items)
-    tx.acquire(runs, names)
     tx.plan(sum(2 if kind in (BEGIN, DECIDE_APPROVAL, CONSUME) else 1 for kind, _ in items))
+    plan = items_locks(tx, items)
+    tx.acquire(
+        plan.runs, plan.names, calls=list(plan.calls), keys=list(plan.keys), truth=plan.truth
+    )
     results: list[Any] = []
     for kind, payload in items:
         if kind == DECIDE:

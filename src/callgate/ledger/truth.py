@@ -179,6 +179,12 @@ class JournalTruth:
             kind.startswith("call.") and run_id not in self.state.owners
         )
 
+    def folded(self, seq: int, chain: str | None, run_id: str) -> bool:
+        """Whether record ``seq`` (of ``chain``, or of ``run_id``'s chain) is folded already
+        (read again: a reader may see a record twice)."""
+        head = self.heads.get(chain or "r:" + run_id)
+        return head is not None and seq <= head[0]
+
     def key(self, name: str) -> KeyRow | None:
         """The idempotency key as the journal makes it (None: no record took it)."""
         return self.state.keys.get(name)
