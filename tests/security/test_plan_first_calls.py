@@ -230,7 +230,8 @@ def test_binding_checks_never_raise_on_hostile_source_output(
     """Whatever the source returned (any JSON) and whatever value the call carries, the
     check answers: admitted only when the value is one the source returned."""
     from callgate import Evidence
-    from callgate.authorize.steps import Bind, PlannedCall, PlanUses, match_call, source_values
+    from callgate.authorize.step_check import PlanUses, match_call, source_values
+    from callgate.authorize.steps import Bind, PlannedCall
 
     bind = Bind(source="src", field="id", pick=pick, by="size" if pick in ("max", "min") else None)
     planned = [

@@ -27,14 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from callgate.authorize.provenance import TrustIndex
-from callgate.authorize.steps import (
-    PlanMatch,
-    PlannedCall,
-    PlanUses,
-    canonical_value,
-    match_call,
-    parse_calls,
-)
+from callgate.authorize.step_check import PlanMatch, PlanUses, match_call
+from callgate.authorize.steps import PlannedCall, canonical_value, parse_calls
 from callgate.effects import Effect, Grant, Grants, star_match
 from callgate.errors import DefinitionError
 from callgate.evidence import Evidence

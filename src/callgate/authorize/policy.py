@@ -32,7 +32,7 @@ from callgate.authorize.intent import (
 )
 from callgate.authorize.provenance import Finding, SinkFinding, TrustIndex
 from callgate.authorize.readers import disclosed_arguments
-from callgate.authorize.steps import commit
+from callgate.authorize.step_check import commit
 from callgate.calls import Stage
 from callgate.canonical import canonical_json, digest
 from callgate.effects import Effect, Grant, Grants

@@ -37,36 +37,33 @@ produced, not that the source is honest. A source the attacker can write
 (a shared document's free text) binds the attacker's value: bind to fields
 a system of record fills (a bill's IBAN field, a listing's ids and sizes),
 never to free text.
+
+This module defines planned calls and reads them from data; checking a call
+against them is `callgate.authorize.step_check`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import decimal
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import pydantic_core
-
 from callgate.authorize.paths import TrustPath
-from callgate.authorize.provenance import leaves, records_of
 from callgate.authorize.text import normalize, words
-from callgate.canonical import canonical_json
 from callgate.errors import DefinitionError
-from callgate.evidence import Evidence, EvidenceItem
 from callgate.regex import compile_re2
 
 __all__ = [
     "PICKS",
     "Bind",
     "PlanError",
-    "PlanMatch",
     "PlannedCall",
     "canonical_value",
-    "match_call",
     "parse_call",
     "parse_calls",
+    "value_items",
 ]
 
 PICKS = ("any", "max", "min", "first", "last")
@@ -318,7 +315,7 @@ class PlannedCall:
     def fixed_broken(self, values: Mapping[str, Any]) -> tuple[str, str] | None:
         """The first fixed argument whose value (an item of it) is not allowed, or None."""
         for argument, allowed in self._allowed.items():
-            for item in _items(values.get(argument)):
+            for item in value_items(values.get(argument)):
                 if canonical_item(item) not in allowed:
                     return (argument, str(item))
         return None
@@ -340,7 +337,7 @@ class PlannedCall:
         return data
 
 
-def _items(value: Any) -> tuple[Any, ...]:
+def value_items(value: Any) -> tuple[Any, ...]:
     if value is None:
         return ()
     if isinstance(value, list | tuple | set | frozenset):
@@ -414,217 +411,3 @@ def _check_sources(calls: Sequence[PlannedCall]) -> None:
                 )
             if ids[bound.source] == number:
                 raise PlanError(f"calls[{number}].bind.{argument}: a call cannot bind to itself")
-
-
-# -- checking a call against planned calls ------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PlanMatch:
-    """How one intent's planned calls take one call.
-
-    ``step`` is the planned call that admits it (None: none does); ``bound`` the arguments
-    it binds (vouched for); without a step, ``why`` says what failed and ``argument`` and
-    ``value`` name the value that broke a planned call."""
-
-    step: int | None
-    digest: str
-    bound: frozenset[str] = frozenset()
-    why: str = ""
-    argument: str | None = None
-    value: str | None = None
-
-
-@dataclass(slots=True)
-class PlanUses:
-    """Which calls used each planned call of one intent in one run (by call digest)."""
-
-    users: list[set[str]]
-    seen: int = 0
-    """Evidence items already attributed (a resumed run rebuilds its uses from them)."""
-
-
-def call_digest(tool: str, values: Mapping[str, Any]) -> str:
-    """A call's identity for counting: its tool and argument values."""
-    try:
-        plain = pydantic_core.to_jsonable_python(dict(values))
-    except (TypeError, ValueError, pydantic_core.PydanticSerializationError):
-        plain = {k: repr(v) for k, v in values.items()}
-    return tool + "\x00" + canonical_json(plain)
-
-
-def match_call(
-    calls: Sequence[PlannedCall],
-    tool: str,
-    values: Mapping[str, Any],
-    evidence: Evidence,
-    uses: PlanUses,
-) -> PlanMatch | None:
-    """The planned call that admits this call (None: no planned call names its tool)."""
-    steps = [n for n, planned in enumerate(calls) if planned.tool == tool]
-    if not steps:
-        return None
-    _attribute(calls, evidence, uses)
-    digest = call_digest(tool, values)
-    why = ""
-    broken: tuple[str, str] | None = None
-    ordered = sorted(steps, key=lambda n: digest not in uses.users[n])  # its own step first
-    for number in ordered:
-        planned = calls[number]
-        if digest not in uses.users[number] and len(uses.users[number]) >= planned.times:
-            times = "once" if planned.times == 1 else f"{planned.times} times"
-            why = why or f"the plan's {planned.describe()} was already used ({times})"
-            continue
-        fixed = planned.fixed_broken(values)
-        if fixed is not None:
-            broken = broken or fixed
-            why = why or f"'{fixed[0]}' is not the value the plan fixed ({planned.describe()})"
-            continue
-        failed = _binding_broken(calls, planned, values, evidence)
-        if failed is not None:
-            argument, value, reason = failed
-            broken = broken or (argument, value)
-            why = why or reason
-            continue
-        return PlanMatch(step=number, digest=digest, bound=frozenset(planned.bind))
-    return PlanMatch(
-        step=None,
-        digest=digest,
-        why=why,
-        argument=broken[0] if broken else None,
-        value=broken[1] if broken else None,
-    )
-
-
-def commit(uses: PlanUses, match: PlanMatch) -> None:
-    """Record that ``match``'s call used its planned call."""
-    if match.step is not None:
-        uses.users[match.step].add(match.digest)
-
-
-def _attribute(calls: Sequence[PlannedCall], evidence: Evidence, uses: PlanUses) -> None:
-    """Count the run's ``ok`` calls no check of this process counted (a resumed run)."""
-    if uses.seen >= len(evidence):
-        return
-    counted = set().union(*uses.users) if uses.users else set()
-    for item in evidence.since(uses.seen):
-        steps = [n for n, planned in enumerate(calls) if planned.tool == item.tool]
-        if not steps:
-            continue
-        digest = call_digest(item.tool, item._values)
-        if digest in counted:
-            continue
-        for number in steps:
-            planned = calls[number]
-            if (
-                len(uses.users[number]) < planned.times
-                and planned.fixed_broken(item._values) is None
-            ):
-                uses.users[number].add(digest)
-                counted.add(digest)
-                break
-    uses.seen = len(evidence)
-
-
-def _binding_broken(
-    calls: Sequence[PlannedCall],
-    planned: PlannedCall,
-    values: Mapping[str, Any],
-    evidence: Evidence,
-) -> tuple[str, str, str] | None:
-    """The first bound argument whose value no run of its source produced, with why."""
-    for argument, bound in planned.bind.items():
-        items = _items(values.get(argument))
-        if not items:
-            continue
-        source = next(c for c in calls if c.id == bound.source)
-        produced = source_values(source, bound, evidence)
-        for item in items:
-            if hasattr(item, "value") and not isinstance(item, str):
-                item = item.value  # an Enum
-            if canonical_item(item) not in produced:
-                if not produced:
-                    reason = (
-                        f"'{argument}' is bound to the {bound.describe()}, and no call of "
-                        f"{source.describe().rsplit(' ', 1)[0]} has returned one yet"
-                    )
-                else:
-                    reason = (
-                        f"'{argument}' is bound to the {bound.describe()}, and "
-                        f"{str(item)[:80]!r} is not that value"
-                    )
-                return (argument, str(item), reason)
-    return None
-
-
-def source_values(source: PlannedCall, bound: Bind, evidence: Evidence) -> frozenset[str]:
-    """The values (compared form) a binding accepts: at ``bound.field`` of the record
-    ``bound.pick`` selects, in each ``ok`` result of a call matching ``source``."""
-    accepted: set[str] = set()
-    for item in _runs_of(source, evidence):
-        records = [r for r in records_of(item.result) if _kept(r, bound)]
-        chosen = _pick(records, bound)
-        for record in chosen:
-            accepted.update(canonical_item(v) for v in _at(record, bound._field))
-    return frozenset(accepted)
-
-
-def _runs_of(source: PlannedCall, evidence: Evidence) -> Iterator[EvidenceItem]:
-    for item in evidence:
-        if item.tool == source.tool and source.fixed_broken(item._values) is None:
-            yield item
-
-
-def _kept(record: Mapping[str, Any], bound: Bind) -> bool:
-    """Whether ``record`` holds every value of the binding's ``where``."""
-    for path, value, spoken in bound._where:
-        held = list(_at(record, path))
-        if not any(
-            canonical_value(v) == value
-            or (spoken is not None and isinstance(v, str) and spoken in words(v))
-            for v in held
-        ):
-            return False
-    return True
-
-
-def _pick(records: list[Mapping[str, Any]], bound: Bind) -> list[Mapping[str, Any]]:
-    if not records or bound.pick == "any":
-        return records
-    if bound.pick == "first":
-        return records[:1]
-    if bound.pick == "last":
-        return records[-1:]
-    assert bound._by is not None
-    keyed: list[tuple[decimal.Decimal, int]] = []
-    for number, record in enumerate(records):
-        for value in _at(record, bound._by):
-            number_value = _number(value)
-            if number_value is not None:
-                keyed.append((number_value, number))
-                break
-    if not keyed:
-        return []
-    best = max(k for k, _ in keyed) if bound.pick == "max" else min(k for k, _ in keyed)
-    return [records[n] for k, n in keyed if k == best]
-
-
-def _number(value: Any) -> decimal.Decimal | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float | decimal.Decimal) or (
-        isinstance(value, str) and len(value) <= 40
-    ):
-        try:
-            number = decimal.Decimal(str(value).strip())
-        except decimal.InvalidOperation:
-            return None
-        return number if number.is_finite() else None
-    return None
-
-
-def _at(record: Mapping[str, Any], path: TrustPath) -> Iterator[Any]:
-    """The scalar values of one record at ``path`` (lists transparent)."""
-    for where, value, is_key in leaves(record):
-        if is_key == path.keys and path.matches(where) and value is not None:
-            yield value
