@@ -53,9 +53,9 @@ PUBLIC = (
 
 MAX_NAMES = 30
 """A public module's ``__all__`` is small: at most this many names, unless in `LARGER`."""
-LARGER = {"callgate.callgate": 60, "callgate.eval": 52}
-"""Known exceptions to `MAX_NAMES`, each at its present size so that it cannot grow.
-(``callgate`` itself re-exports what most programs need; ``callgate.eval`` is a debt.)"""
+LARGER = {"callgate": 60, "callgate.eval": 52}
+"""Known exceptions to `MAX_NAMES`: ``callgate`` itself re-exports what most programs need
+(50 entries now, 60 at most); ``callgate.eval`` is a debt, pinned at its size."""
 
 MOVED = {
     "callgate.agent.transcript": ("TranscriptEntry", "callgate.agent"),
@@ -246,11 +246,11 @@ def test_the_check_sees_a_private_import_in_markdown_and_python(tmp_path: Path) 
 
 def test_every_public_module_declares_a_small_all() -> None:
     """callgate and each module in PUBLIC declare ``__all__``, at most MAX_NAMES names (the
-    two known exceptions in LARGER at their present size), each a name the module has."""
+    two known exceptions at their bound in LARGER), each a name the module has."""
     for module in ("callgate", *PUBLIC):
         names = exported(module)
         assert names, f"{module} declares no __all__: list its public names"
-        bound = LARGER.get("callgate.callgate" if module == "callgate" else module, MAX_NAMES)
+        bound = LARGER.get(module, MAX_NAMES)
         assert len(names) <= bound, f"{module}.__all__ has {len(names)} names, at most {bound}"
         assert len(set(names)) == len(names), f"{module}.__all__ repeats a name"
 
