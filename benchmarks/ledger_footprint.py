@@ -196,15 +196,23 @@ def measure_pg(
     finally:
         cluster.drop_database(dsn)
     tick = os.sysconf("SC_CLK_TCK")
-    tables = {}
+    tables: dict[str, dict[str, float]] = {}
     for name, (rows, size) in after.tables.items():
         rows0, size0 = first.tables.get(name, (0, 0))
         if rows != rows0 or size != size0:
-            tables[name] = {
-                "rows_per_call": (rows - rows0) / made,
-                "mean_row_bytes": sizes.get(name, 0.0),
-                "relation_growth_bytes_per_call": (size - size0) / made,
-            }
+            # the bare workers' tables (one each) are summed into one line
+            key = "bare_* (every worker's)" if name.startswith("bare_") else name
+            t = tables.setdefault(
+                key,
+                {
+                    "rows_per_call": 0.0,
+                    "mean_row_bytes": 0.0,
+                    "relation_growth_bytes_per_call": 0.0,
+                },
+            )
+            t["rows_per_call"] += (rows - rows0) / made
+            t["mean_row_bytes"] = sizes.get(name, 0.0)
+            t["relation_growth_bytes_per_call"] += (size - size0) / made
     kinds = {k: (n - first.kinds.get(k, 0)) / made for k, n in after.kinds.items()}
     return {
         "kind": kind,

@@ -453,6 +453,8 @@ class Cell:
     writers: int
     bare: list[float] = field(default_factory=list)
     gate: list[float] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    """Repeats in which a side failed (its workers' last error line): left out of the medians."""
 
     @property
     def label(self) -> str:
@@ -472,6 +474,7 @@ class Cell:
             "median_bare": _median(self.bare),
             "median_callgate": _median(self.gate),
             "median_ratio": _median(self.ratios()),
+            "failures": self.failures,
         }
 
 
@@ -541,6 +544,10 @@ def _readline(stream: IO[str], timeout: float) -> str:
     return box[0]
 
 
+class CellFailed(Exception):
+    """A side of a cell did not finish: a worker failed or did not answer."""
+
+
 class Bench:
     """The whole run: the cluster, the temporary directory, the cells."""
 
@@ -590,8 +597,9 @@ class Bench:
             calls = Workers(argv, processes, self.log).run(self.args.seconds)
         except RuntimeError as exc:
             self.log.flush()
-            tail = self.log_path.read_text()[-3000:]
-            raise SystemExit(f"{cell.label} ({kind}): {exc}\nworkers' stderr:\n{tail}") from exc
+            lines = self.log_path.read_text().strip().splitlines()
+            last = lines[-1] if lines else ""
+            raise CellFailed(f"{kind}: {exc}; the workers' last error: {last[:400]}") from exc
         finally:
             for conn in keep:
                 conn.close()
@@ -604,8 +612,17 @@ class Bench:
     def run_cells(self, cells: list[Cell]) -> None:
         for repeat in range(self.args.repeats):
             for cell in cells:
-                bare = self.measure(cell, "bare")
-                gate = self.measure(cell, "gate")
+                try:
+                    bare = self.measure(cell, "bare")
+                    gate = self.measure(cell, "gate")
+                except CellFailed as exc:
+                    cell.failures.append(str(exc))
+                    print(
+                        f"[repeat {repeat + 1}/{self.args.repeats}] {cell.label}: FAILED {exc}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    continue
                 cell.bare.append(bare)
                 cell.gate.append(gate)
                 load = os.getloadavg()[0]
@@ -634,7 +651,11 @@ def table(cells: list[Cell], first: str) -> list[str]:
             f"| {cell.writers} | {b or 0:,.0f} | {g or 0:,.0f} | "
             f"{r or 0:.2f} ({min(cell.ratios(), default=0):.2f}–"
             f"{max(cell.ratios(), default=0):.2f}) |"
+            + (f" **{len(cell.failures)} repeat(s) failed**" if cell.failures else "")
         )
+    for cell in cells:
+        for failure in cell.failures:
+            lines.append(f"- {cell.label} failed: {failure}")
     return lines
 
 
@@ -747,6 +768,8 @@ def main() -> None:
                 indent=2,
             )
         )
+    if any(c.failures for c in cells):
+        sys.exit(1)
 
 
 if __name__ == "__main__":
