@@ -155,3 +155,29 @@ def test_tests_that_start_a_process_are_marked_integration() -> None:
     }
     assert spawning <= marked, done.stdout
     assert not in_process & marked, done.stdout
+
+
+def test_every_slow_entry_names_a_test_that_exists() -> None:
+    """Each ``path::name`` in tests/conftest.py's SLOW list names a file under tests/ that
+    defines that test function: a renamed or moved test would otherwise drop out of the list
+    silently and slow the fast tier down again."""
+    import ast
+
+    tests = Path(__file__).parent
+    tree = ast.parse((tests / "conftest.py").read_text(encoding="utf-8"))
+    [slow] = [
+        node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "SLOW"
+    ]
+    assert isinstance(slow, ast.Call)
+    entries = ast.literal_eval(slow.args[0])
+    assert entries, "SLOW is empty"
+    missing = []
+    for entry in sorted(entries):
+        path, _, name = entry.partition("::")
+        source = tests / path
+        text = source.read_text(encoding="utf-8") if source.is_file() else ""
+        if not re.search(rf"^\s*(async )?def {re.escape(name)}\(", text, re.M):
+            missing.append(entry)
+    assert not missing, f"SLOW names tests that do not exist (renamed or moved?): {missing}"
