@@ -268,7 +268,7 @@ def used_data(request: ApprovalRequest) -> dict[str, Any]:
 def denied_rejection(request: ApprovalRequest) -> Rejection:
     """A person denied this exact call."""
     return Rejection(
-        stage=Stage.APPROVAL,
+        stage=Stage.APPROVE,
         problems=(
             Problem(
                 rule="approval_denied",
@@ -284,7 +284,7 @@ def denied_rejection(request: ApprovalRequest) -> Rejection:
 def used_rejection(request: ApprovalRequest) -> Rejection:
     """The approval this call waited for already released a call (another resume got it)."""
     return Rejection(
-        stage=Stage.APPROVAL,
+        stage=Stage.APPROVE,
         problems=(
             Problem(
                 rule="approval_used",
@@ -300,7 +300,7 @@ def used_rejection(request: ApprovalRequest) -> Rejection:
 def withheld_rejection(request: ApprovalRequest) -> Rejection:
     """Approved, but the ledger does not hold the call's arguments (they include secrets)."""
     return Rejection(
-        stage=Stage.APPROVAL,
+        stage=Stage.APPROVE,
         problems=(
             Problem(
                 rule="approval_arguments_withheld",

@@ -38,16 +38,41 @@ class Status(enum.StrEnum):
 
 
 class Stage(enum.StrEnum):
-    """The pipeline stage that produced an observation."""
+    """The pipeline stage that produced an observation: the stages' names in the docs, in
+    order (docs/architecture.md, "The path of one call").
+
+    Ledgers written before the stages were named so hold ``schema``, ``semantic``,
+    ``policy`` and ``approval``; ``Stage(old)`` reads each as the stage it now is
+    (``_missing_``). ``Stage.SCHEMA``, ``Stage.POLICY`` and ``Stage.APPROVAL`` are the
+    old names of three members, kept so code written against them still runs.
+    """
 
     PARSE = "parse"
-    SCHEMA = "schema"
-    SEMANTIC = "semantic"
-    POLICY = "policy"
-    APPROVAL = "approval"
+    VALIDATE = "validate"
+    AUTHORIZE = "authorize"
+    APPROVE = "approve"
     SCHEDULE = "schedule"
     EXECUTE = "execute"
     VERIFY = "verify"
+
+    SCHEMA = "validate"
+    POLICY = "authorize"
+    APPROVAL = "approve"
+
+    @classmethod
+    def _missing_(cls, value: object) -> Stage | None:
+        """A stage value an older callgate recorded, read as the stage it now is."""
+        renamed = _RENAMED_STAGES.get(value) if isinstance(value, str) else None
+        return cls(renamed) if renamed is not None else None
+
+
+_RENAMED_STAGES: dict[str, str] = {
+    "schema": "validate",
+    "semantic": "validate",  # the tool's own checks: validation's second half
+    "policy": "authorize",
+    "approval": "approve",
+}
+"""Stage values of ledgers written before the stages took the docs' names."""
 
 
 class Provenance(enum.StrEnum):

@@ -483,7 +483,7 @@ def _observation(item: Admitted, outcome: Outcome, attempts: int, result: Any) -
         call_id=item.call.id,
         tool=spec.name,
         status=status,
-        stage=Stage.EXECUTE if outcome.stage == "execute" else _STAGE[outcome.stage],
+        stage=_STAGE.get(outcome.stage) or Stage(outcome.stage),  # an old ledger's names too
         content=content,
         retryable=may_retry(spec, status) if retryable is None else retryable,
         provenance=provenance,

@@ -7,7 +7,7 @@ An operator who already collects traces sees callgate's decisions in them:
   model sent —, ``gen_ai.tool.type`` ``function``), with callgate's own
   attributes: ``callgate.status``, ``callgate.stage``, ``callgate.decision``
   (the policy's ``admit``, ``ask`` or ``deny``; absent when the call was
-  refused before the policy stage), ``callgate.rule``, ``callgate.approval.id``,
+  refused before the authorize stage), ``callgate.rule``, ``callgate.approval.id``,
   ``callgate.run.id``, ``callgate.call.id`` (the name the ledger records the
   call under) and ``callgate.attempts``. A call that ran is traced while it
   runs, so the spans its handler makes are the span's children; a call
@@ -191,7 +191,7 @@ _FAILED = frozenset({Status.ERROR, Status.UNKNOWN, Status.REJECTED})
 _DEFAULT_REDACTOR = Redactor()
 """Redacts a running call's id and effects when its span starts (the gate's own redactor,
 with the deployer's patterns, is applied again when the span ends: `ToolSpan.finish`)."""
-_BEFORE_POLICY = frozenset({Stage.PARSE, Stage.SCHEMA, Stage.SEMANTIC})
+_BEFORE_POLICY = frozenset({Stage.PARSE, Stage.VALIDATE})
 
 
 class Telemetry:
@@ -465,10 +465,10 @@ def _decision(obs: Observation) -> str | None:
         return "admit"
     if obs.stage in _BEFORE_POLICY:
         return None
-    if obs.stage is Stage.POLICY:
+    if obs.stage is Stage.AUTHORIZE:
         rule, _ = _rule_and_approval(obs)
         return None if rule == "internal_error" else "deny"
-    if obs.stage is Stage.APPROVAL:
+    if obs.stage is Stage.APPROVE:
         return "ask"
     return "admit"  # refused later: schedule, execute
 

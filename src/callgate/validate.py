@@ -31,7 +31,7 @@ def unknown_tool(name: str, registry: Registry) -> Rejection:
     if close:
         text += "; did you mean " + " or ".join(f"'{c}'" for c in close) + "?"
     return Rejection(
-        stage=Stage.SCHEMA,
+        stage=Stage.VALIDATE,
         problems=(Problem(rule="unknown_tool", message=text, actual=shown),),
         advice="Call one of the tools you were given, by its exact name; nothing was executed.",
     )
@@ -62,13 +62,13 @@ def validate_arguments(
         )
     except ValidationError as exc:
         return Rejection(
-            stage=Stage.SCHEMA,
+            stage=Stage.VALIDATE,
             problems=schema_problems(exc, spec.input_schema, arguments),
             advice=_SCHEMA_ADVICE,
         )
     except (TypeError, ValueError):
         return Rejection(
-            stage=Stage.SCHEMA,
+            stage=Stage.VALIDATE,
             problems=(
                 Problem(rule="json_value", message="arguments contain a value JSON cannot hold"),
             ),
@@ -98,7 +98,7 @@ def run_checks(spec: ToolSpec, model: BaseModel) -> Rejection | None:
             check(model)
         except ArgumentError as exc:
             return Rejection(
-                stage=Stage.SEMANTIC,
+                stage=Stage.VALIDATE,
                 problems=(
                     Problem(
                         rule="semantic",
@@ -112,7 +112,7 @@ def run_checks(spec: ToolSpec, model: BaseModel) -> Rejection | None:
             # A check that fails some other way still rejects (it ran on the model's
             # values); only the exception's type is shown, never its text.
             return Rejection(
-                stage=Stage.SEMANTIC,
+                stage=Stage.VALIDATE,
                 problems=(
                     Problem(
                         rule="semantic",

@@ -154,7 +154,7 @@ def test_run_denies_approvals_when_not_interactive(shop: Path, tmp_path: Path) -
     assert (refund["tool"], refund["status"], refund["stage"]) == (
         "refund_order",
         "rejected",
-        "approval",
+        "approve",
     )
     from harbor.shop import refunds_for
 

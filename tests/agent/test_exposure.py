@@ -78,7 +78,7 @@ def test_a_hidden_tool_called_by_name_is_still_checked_by_the_gate() -> None:
     shop = Shop()
     model = ScriptedModel([calls(("purge", {"order_id": "o-1"})), answer("x")])
     result = Agent(model, shop_gate(shop)).run("x", authority=authority("read:orders"))
-    assert result.observations[0].stage.value == "policy"
+    assert result.observations[0].stage.value == "authorize"
     assert shop.runs == {}
 
 

@@ -53,7 +53,7 @@ def test_make_demo_runs_offline_and_exits_0(tmp_path: Path) -> None:
     for line in (
         "→ search_orders",  # parallel reads: two calls in step 1
         "→ read_kb_article",
-        "rejected  schema",  # the malformed order id, then the correction
+        "rejected  validate",  # the malformed order id, then the correction
         "⏸ paused",  # the refund waits for a person
         "approves: refund 89.00 USD on order H-1042",
         "timed out after committing",  # then reconciled
@@ -113,7 +113,7 @@ def test_the_injected_email_is_never_sent(harbor: dict[str, ModuleType], scenari
     try:
         emails = [c for c in ledger.calls(run_id=report.run_id) if c.tool == "send_email"]
         refused = [c for c in emails if shop.INJECTION_ADDRESS in c.arguments]
-        assert [(c.state, c.stage) for c in refused] == [(CallState.REJECTED, "policy")]
+        assert [(c.state, c.stage) for c in refused] == [(CallState.REJECTED, "authorize")]
         events = replay(ledger, report.run_id).of_kind("security.boundary")
         assert [(e.data["tool"], e.data["rule"]) for e in events] == [
             ("send_email", "untrusted_sink")
@@ -138,8 +138,8 @@ def test_the_transcript_replays_from_the_ledger_file(scenario: Any) -> None:
     assert transcript.stopped["reason"] == "answered"
     assert report.as_json()["calls_by_status_and_stage"] == [
         {"status": "ok", "stage": "execute", "count": 5},
-        {"status": "rejected", "stage": "policy", "count": 1},
-        {"status": "rejected", "stage": "schema", "count": 1},
+        {"status": "rejected", "stage": "authorize", "count": 1},
+        {"status": "rejected", "stage": "validate", "count": 1},
     ]
     json.dumps(report.as_json())
 

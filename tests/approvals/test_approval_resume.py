@@ -43,7 +43,7 @@ def submit_and_stop(
     [read] = run.submit([read_order()])
     assert read.status is Status.OK
     [pending] = run.submit([refund_call("refund-1", amount)])
-    assert (pending.status, pending.stage) == (Status.PENDING, Stage.APPROVAL), pending.content
+    assert (pending.status, pending.stage) == (Status.PENDING, Stage.APPROVE), pending.content
     assert pending.approval_id is not None
     return run.id, pending.approval_id
 
@@ -106,7 +106,7 @@ def test_two_rebuilt_runs_resumed_one_after_the_other_run_the_call_once(
     [refused] = second.resume()
 
     assert ran.status is Status.OK
-    assert (refused.status, refused.stage) == (Status.REJECTED, Stage.APPROVAL)
+    assert (refused.status, refused.stage) == (Status.REJECTED, Stage.APPROVE)
     assert "already released" in refused.content
     assert len(effects(effects_file)) == 1
     record = second.gate.ledger.get_call(run_id, "refund-1")
@@ -136,7 +136,7 @@ def test_a_denied_call_is_rejected_at_approval_on_resume(
     b = process_b(make_ledger, effects_file)
     [obs] = b.resume_run(run_id, authority=ALICE).resume()
 
-    assert (obs.status, obs.stage, obs.retryable) == (Status.REJECTED, Stage.APPROVAL, False)
+    assert (obs.status, obs.stage, obs.retryable) == (Status.REJECTED, Stage.APPROVE, False)
     assert "not eligible" in obs.content
     assert effects(effects_file) == []
     record = b.ledger.get_call(run_id, "refund-1")
@@ -204,7 +204,7 @@ def test_a_policy_that_now_denies_wins_over_the_approval(
     b = Gate(registry(effects_file), policy=frozen, ledger=make_ledger())
     [obs] = b.resume_run(run_id, authority=ALICE).resume()
 
-    assert (obs.status, obs.stage) == (Status.REJECTED, Stage.POLICY)
+    assert (obs.status, obs.stage) == (Status.REJECTED, Stage.AUTHORIZE)
     assert effects(effects_file) == []
     assert b.approvals.get(approval_id).status is ApprovalStatus.APPROVED  # type: ignore[union-attr]
 
@@ -225,7 +225,7 @@ def test_the_evidence_is_rebuilt_for_preconditions(
     )
     assert item.result == {"order_id": "o1", "status": "delivered", "total": 250}
     [other] = run.submit([refund_call("refund-3", 30, order_id="o2")])
-    assert (other.status, other.stage) == (Status.REJECTED, Stage.POLICY)
+    assert (other.status, other.stage) == (Status.REJECTED, Stage.AUTHORIZE)
     assert "get_order" in other.content
 
 
@@ -240,7 +240,7 @@ def test_without_the_evidence_the_precondition_fails_on_resume(
 
     [obs] = run.resume()
 
-    assert (obs.status, obs.stage) == (Status.REJECTED, Stage.POLICY)
+    assert (obs.status, obs.stage) == (Status.REJECTED, Stage.AUTHORIZE)
     assert effects(effects_file) == []
 
 
@@ -270,7 +270,7 @@ def test_a_call_with_secret_fields_is_not_stored_in_clear_and_is_sent_again(
     run_b = process_b(make_ledger, effects_file).resume_run(run_a.id, authority=ALICE)
     [told] = run_b.resume()
 
-    assert (told.status, told.stage, told.retryable) == (Status.REJECTED, Stage.APPROVAL, True)
+    assert (told.status, told.stage, told.retryable) == (Status.REJECTED, Stage.APPROVE, True)
     assert "send exactly the same call again" in told.content.lower()
     assert effects(effects_file) == []
     [ran] = run_b.submit([pay()])
@@ -307,7 +307,7 @@ def test_a_denied_call_with_secret_fields_is_rejected_on_resume(
     b = process_b(make_ledger, effects_file)
     [obs] = b.resume_run(run_a.id, authority=ALICE).resume()
 
-    assert (obs.status, obs.stage, obs.retryable) == (Status.REJECTED, Stage.APPROVAL, False)
+    assert (obs.status, obs.stage, obs.retryable) == (Status.REJECTED, Stage.APPROVE, False)
     assert "unknown payee" in obs.content
     record = b.ledger.get_call(run_a.id, "pay-1")
     assert record is not None

@@ -208,5 +208,5 @@ def test_a_call_released_twice_under_its_own_id_is_still_refused(
     [done] = run.resume()
     assert done.status is Status.OK, done.content
     [refused] = stale.resume()
-    assert (refused.status, refused.stage) == (Status.REJECTED, Stage.APPROVAL)
+    assert (refused.status, refused.stage) == (Status.REJECTED, Stage.APPROVE)
     assert ran == ["op-1"]

@@ -178,7 +178,7 @@ def test_a_denial_needs_a_reason_and_reaches_the_model(
     client: TestClient, ledger: SQLiteLedger, scenario: cs.Scenario
 ) -> None:
     """Deny without a reason is refused (still pending); with one, the resumed run rejects the
-    call at stage approval with that reason, and nothing runs."""
+    call at stage approve with that reason, and nothing runs."""
     csrf = sign_in(client)
     form = {"csrf": csrf, "id": scenario.refund_approval, "decision": "deny", "reason": "  "}
     refused = client.post("/approval/decide", data=form)
@@ -190,7 +190,7 @@ def test_a_denial_needs_a_reason_and_reaches_the_model(
     form["reason"] = "photo shows no damage"
     assert client.post("/approval/decide", data=form).status_code == 303
     [obs] = scenario.run.resume()
-    assert (obs.status.value, obs.stage.value) == ("rejected", "approval")
+    assert (obs.status.value, obs.stage.value) == ("rejected", "approve")
     assert "photo shows no damage" in obs.content
     assert scenario.effects == []
 
@@ -389,7 +389,7 @@ def test_the_timeline_lists_every_record_of_the_run_in_order(
     assert seqs == expected
     for title in (
         "model turn 1",
-        "rejected at stage schema",
+        "rejected at stage validate",
         "attempt 1 started",
         "outcome ok",
         "approval requested",
@@ -400,8 +400,8 @@ def test_the_timeline_lists_every_record_of_the_run_in_order(
 
 
 def test_the_runs_list_and_its_funnel(client: TestClient, scenario: cs.Scenario) -> None:
-    """The runs page lists the run with its states and draws the funnel: 4 proposed, 3 past the
-    schema, 1 past the approval (two wait), 1 ok."""
+    """The runs page lists the run with its states and draws the funnel: 4 proposed, 3 past
+    validation, 1 past the approval (two wait), 1 ok."""
     sign_in(client)
     page = client.get("/runs").text
     assert scenario.run.id in page
@@ -409,7 +409,7 @@ def test_the_runs_list_and_its_funnel(client: TestClient, scenario: cs.Scenario)
     import re
 
     counts = re.findall(r'class="count">([^<]*)<', page)
-    assert counts == ["4", "4", "3 (−1)", "3", "3", "1 (−2)", "1", "1", "1"]
+    assert counts == ["4", "4", "3 (−1)", "3", "1 (−2)", "1", "1", "1"]
 
 
 def test_a_tampered_journal_turns_the_badge_red(

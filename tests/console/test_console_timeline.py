@@ -102,7 +102,7 @@ def test_the_gate_of_the_shop_records_model_turns_first(
     page = client.get("/run", params={"id": scenario.run.id}).text
     titles = re.findall(r'<div class="title">([^<]*)</div>', page)
     assert titles.index("run started") < titles.index("model turn 1") < titles.index("admitted")
-    assert titles.index("model turn 2") < titles.index("rejected at stage schema")
+    assert titles.index("model turn 2") < titles.index("rejected at stage validate")
 
 
 def test_an_edit_shows_at_once_though_the_chains_verification_is_reused(

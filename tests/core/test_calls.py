@@ -23,13 +23,13 @@ def test_status_values_are_the_recorded_strings() -> None:
 
 
 def test_stage_values_follow_the_pipeline() -> None:
-    """The stages, in pipeline order, are the strings an observation reports."""
+    """The stages, in pipeline order, are the strings an observation reports: the stage
+    names of the docs (README, docs/architecture.md)."""
     assert [s.value for s in Stage] == [
         "parse",
-        "schema",
-        "semantic",
-        "policy",
-        "approval",
+        "validate",
+        "authorize",
+        "approve",
         "schedule",
         "execute",
         "verify",

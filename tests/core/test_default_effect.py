@@ -32,7 +32,7 @@ def test_a_tool_without_effects_does_not_run_under_an_empty_authority(tool: str)
     run = Gate(_registry(ran), policy=Policy()).run(authority=Authority(principal="nobody"))
     [obs] = run.submit([ToolCall(id="c1", name=tool, arguments={})])
     assert obs.status is Status.REJECTED
-    assert obs.stage is Stage.POLICY
+    assert obs.stage is Stage.AUTHORIZE
     assert f"call:{tool}" in obs.content
     assert ran == []
 

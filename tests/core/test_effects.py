@@ -233,7 +233,7 @@ def test_a_refund_runs_exactly_when_the_bound_covers_its_amount(amount: float) -
         assert obs.status is Status.OK
         assert ran == [amount]
     else:
-        assert (obs.status, obs.stage) == (Status.REJECTED, Stage.POLICY)
+        assert (obs.status, obs.stage) == (Status.REJECTED, Stage.AUTHORIZE)
         assert ran == []
 
 
@@ -243,7 +243,7 @@ def test_the_bound_is_per_currency_through_the_gate() -> None:
     run = _refunds(ran).run(authority=Authority(principal="p", grants=["spend:USD<=50"]))
     call = ToolCall(id="c1", name="refund", arguments={"currency": "EUR", "amount": 1})
     [obs] = run.submit([call])
-    assert (obs.status, obs.stage) == (Status.REJECTED, Stage.POLICY)
+    assert (obs.status, obs.stage) == (Status.REJECTED, Stage.AUTHORIZE)
     assert "spend:EUR=1" in obs.content
     assert ran == []
 
@@ -392,7 +392,7 @@ def test_a_grant_over_a_path_covers_only_paths_that_stay_inside(path: str, runs:
     assert (obs.status is Status.OK) is runs, obs
     assert written == ([path] if runs else [])
     if not runs:
-        assert obs.stage is Stage.POLICY
+        assert obs.stage is Stage.AUTHORIZE
 
 
 def test_a_deny_rule_over_a_path_is_not_evaded_by_dot_segments() -> None:

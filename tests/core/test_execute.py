@@ -606,9 +606,9 @@ def test_retryable_says_whether_sending_the_call_again_is_safe(
 @pytest.mark.parametrize(
     ("arguments", "grants", "status", "stage", "retryable"),
     [
-        ({"n": "one"}, ["*:*"], Status.REJECTED, Stage.SCHEMA, True),
+        ({"n": "one"}, ["*:*"], Status.REJECTED, Stage.VALIDATE, True),
         ("{n: 1", ["*:*"], Status.REJECTED, Stage.PARSE, True),
-        ({"n": 1}, ["read:*"], Status.REJECTED, Stage.POLICY, False),
+        ({"n": 1}, ["read:*"], Status.REJECTED, Stage.AUTHORIZE, False),
     ],
 )
 def test_retryable_for_rejections(

@@ -68,7 +68,7 @@ def test_tenant_sent_by_the_model_is_rejected_as_an_extra_field() -> None:
     arguments = {"folder": "inbox", "tenant": "globex"}
     [obs] = run.submit([ToolCall(id="c1", name="list_notes", arguments=arguments)])
     assert obs.status is Status.REJECTED
-    assert obs.stage is Stage.SCHEMA
+    assert obs.stage is Stage.VALIDATE
     assert "'tenant'" in obs.content
     assert seen == []
 
@@ -80,7 +80,7 @@ def test_model_cannot_supply_the_context_parameter_itself(name: str) -> None:
     run = Gate(Registry([tenant_tool(seen)])).run(authority=TENANT_AUTHORITY)
     arguments = {"folder": "inbox", name: {"tenant": "globex", "principal": "root"}}
     [obs] = run.submit([ToolCall(id="c1", name="list_notes", arguments=arguments)])
-    assert obs.stage is Stage.SCHEMA
+    assert obs.stage is Stage.VALIDATE
     assert seen == []
 
 
@@ -166,11 +166,11 @@ def test_every_call_gets_one_observation_in_the_same_order_whatever_its_fate() -
     assert [o.call_id for o in observations] == ["a", "b", "c", "d", "e", "f"]
     assert [(o.status, o.stage) for o in observations] == [
         (Status.OK, Stage.EXECUTE),
-        (Status.REJECTED, Stage.SCHEMA),
+        (Status.REJECTED, Stage.VALIDATE),
         (Status.REJECTED, Stage.PARSE),
-        (Status.REJECTED, Stage.POLICY),
+        (Status.REJECTED, Stage.AUTHORIZE),
         (Status.ERROR, Stage.EXECUTE),
-        (Status.REJECTED, Stage.SCHEMA),
+        (Status.REJECTED, Stage.VALIDATE),
     ]
     assert [o.tool for o in observations] == [c.name for c in calls]
 
@@ -265,7 +265,7 @@ def test_ledger_records_who_decided_and_which_effects() -> None:
     assert record is not None
     assert record.principal == "alice"
     assert record.state is CallState.REJECTED
-    assert record.stage == "policy"
+    assert record.stage == "authorize"
     assert record.effects == ("spend:USD=9",)
     assert "spend:USD" in record.message
 
@@ -422,7 +422,7 @@ def test_a_hook_that_raises_on_the_models_values_rejects_the_call_and_never_rais
         ]
     )
     assert [o.status for o in observations] == [Status.REJECTED] * 3
-    assert [o.stage for o in observations] == [Stage.APPROVAL, Stage.SEMANTIC, Stage.POLICY]
+    assert [o.stage for o in observations] == [Stage.APPROVE, Stage.VALIDATE, Stage.AUTHORIZE]
     assert ran == []
     assert "/secret/path" not in observations[1].content
     assert "FileNotFoundError" in observations[1].content

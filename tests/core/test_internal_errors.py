@@ -62,7 +62,7 @@ def test_a_bug_in_callgates_policy_code_is_not_a_hook_failure(
 
 def test_a_failing_rule_predicate_is_still_the_tools_hook_failure() -> None:
     """An application predicate that raises on these values is a ``hook_failed``
-    rejection at the policy stage, as before."""
+    rejection at the authorize stage, as before."""
     ran: list[str] = []
 
     def explode(args: object) -> bool:
@@ -74,7 +74,7 @@ def test_a_failing_rule_predicate_is_still_the_tools_hook_failure() -> None:
         .run(authority=AUTHORITY)
         .submit([ToolCall(id="c1", name="save", arguments={"text": "hi"})])
     )
-    assert obs.stage is Stage.POLICY
+    assert obs.stage is Stage.AUTHORIZE
     assert obs.details[0]["rule"] == "hook_failed"
     assert ran == []
 

@@ -126,12 +126,12 @@ def test_a_problem_as_dict_leaves_out_empty_fields() -> None:
 def test_a_rejection_lists_its_problems_then_the_advice() -> None:
     """The message names the stage, one line per problem, and ends with what to do."""
     rejection = Rejection(
-        stage=Stage.SCHEMA,
+        stage=Stage.VALIDATE,
         problems=(Problem(rule="a", message="first"), Problem(rule="b", message="second")),
         advice="Fix the arguments and call again.",
     )
     assert rejection.message.splitlines() == [
-        "Rejected at the schema stage:",
+        "Rejected at the validate stage:",
         "- first",
         "- second",
         "Fix the arguments and call again.",
@@ -141,7 +141,7 @@ def test_a_rejection_lists_its_problems_then_the_advice() -> None:
 def test_a_rejection_shows_six_problems_and_counts_the_rest() -> None:
     """Past six problems, the message says how many more there are instead of listing them."""
     problems = tuple(Problem(rule="r", message=f"problem {i}") for i in range(10))
-    message = Rejection(stage=Stage.POLICY, problems=problems, advice="advice").message
+    message = Rejection(stage=Stage.AUTHORIZE, problems=problems, advice="advice").message
     assert "- problem 5" in message
     assert "- problem 6" not in message
     assert "- ... and 4 more problem(s)." in message
@@ -150,9 +150,9 @@ def test_a_rejection_shows_six_problems_and_counts_the_rest() -> None:
 def test_a_rejection_of_hostile_length_is_bounded() -> None:
     """Huge problem texts and advice still give a message of at most MAX_MESSAGE_CHARS."""
     problems = tuple(Problem(rule="r", message="z" * 5000) for _ in range(3))
-    message = Rejection(stage=Stage.SEMANTIC, problems=problems, advice="a" * 5000).message
+    message = Rejection(stage=Stage.VALIDATE, problems=problems, advice="a" * 5000).message
     assert len(message) <= MAX_MESSAGE_CHARS
-    assert message.startswith("Rejected at the semantic stage:")
+    assert message.startswith("Rejected at the validate stage:")
 
 
 # -- Pydantic errors -------------------------------------------------------------------------

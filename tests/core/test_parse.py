@@ -292,7 +292,7 @@ def test_gate_marks_a_repaired_call_that_is_then_rejected_by_schema() -> None:
     run = _gate(repair=True).run(authority=AUTHORITY)
     [obs] = run.submit([ToolCall(id="c1", name="get_weather", arguments="{'city': 5}")])
     assert obs.status is Status.REJECTED
-    assert obs.stage is Stage.SCHEMA
+    assert obs.stage is Stage.VALIDATE
     assert obs.repaired is True
 
 

@@ -180,7 +180,7 @@ def test_arguments_that_fit_the_schema_are_admitted_and_others_rejected_at_schem
         assert obs.status in (Status.OK, Status.ERROR), obs.content
         assert obs.stage is Stage.EXECUTE
     else:
-        assert (obs.status, obs.stage) == (Status.REJECTED, Stage.SCHEMA), obs.content
+        assert (obs.status, obs.stage) == (Status.REJECTED, Stage.VALIDATE), obs.content
         assert obs.retryable is True
 
 
@@ -200,10 +200,10 @@ def test_arbitrary_argument_text_never_raises_and_lands_at_the_right_stage(
     assert obs.status in (Status.OK, Status.ERROR, Status.REJECTED)
     spec = TOOLS.get(tool)
     if spec is None:
-        assert (obs.status, obs.stage) == (Status.REJECTED, Stage.SCHEMA)
+        assert (obs.status, obs.stage) == (Status.REJECTED, Stage.VALIDATE)
         return
     if obs.status is Status.REJECTED:
-        assert obs.stage in (Stage.PARSE, Stage.SCHEMA)
+        assert obs.stage in (Stage.PARSE, Stage.VALIDATE)
     try:
         decoded = json.loads(text)
     except (ValueError, RecursionError):
@@ -215,7 +215,7 @@ def test_arbitrary_argument_text_never_raises_and_lands_at_the_right_stage(
     elif fits(spec, decoded):
         assert obs.status is not Status.REJECTED, obs.content
     else:
-        assert (obs.status, obs.stage) == (Status.REJECTED, Stage.SCHEMA), obs.content
+        assert (obs.status, obs.stage) == (Status.REJECTED, Stage.VALIDATE), obs.content
 
 
 @st.composite

@@ -358,13 +358,13 @@ def test_tainted_value_asks_and_names_the_observation(
 
 
 def test_untrusted_sinks_deny_rejects_and_records_the_finding() -> None:
-    """With ``untrusted_sinks="deny"`` the tainted call is rejected at stage policy."""
+    """With ``untrusted_sinks="deny"`` the tainted call is rejected at stage authorize."""
     gate, done = build(untrusted_sinks="deny")
     run = start(gate, "Read the doc.")
     doc = call(run, "read_doc")
     obs = call(run, "send", to="eve@evil.example")
 
-    assert (obs.status, obs.stage) == (Status.REJECTED, Stage.POLICY)
+    assert (obs.status, obs.stage) == (Status.REJECTED, Stage.AUTHORIZE)
     assert obs.retryable is False
     assert done == []
     assert gate.approvals.list() == []

@@ -226,7 +226,7 @@ def test_a_precondition_reads_the_rebuilt_evidence(
     assert done.status is Status.OK, done.content
     fresh = second.run(authority=AUTHORITY)  # a run with no evidence is refused the same call
     [refused] = fresh.submit([call("x1", "refund", order_id="o-1", amount=1.0)])
-    assert (refused.status, refused.stage) == (Status.REJECTED, Stage.POLICY)
+    assert (refused.status, refused.stage) == (Status.REJECTED, Stage.AUTHORIZE)
     assert "precondition: read order o-1 with get_order first" in refused.content
 
 
@@ -258,7 +258,7 @@ def test_a_call_with_secret_arguments_comes_back_without_them(
     rebuilt = second.resume_run(first.id, authority=AUTHORITY)
     assert rebuilt.pending_approvals == [pending.approval_id]
     [withheld] = rebuilt.resume()
-    assert (withheld.status, withheld.stage) == (Status.REJECTED, Stage.APPROVAL)
+    assert (withheld.status, withheld.stage) == (Status.REJECTED, Stage.APPROVE)
     assert withheld.details[0]["rule"] == "approval_arguments_withheld"
     assert withheld.retryable
     assert "Send exactly the same call again" in withheld.content

@@ -52,9 +52,9 @@ def test_a_resumed_run_in_another_process_asks_what_the_original_asked(
     """The intent and the exposure come back from the journal: the deletion waits in B."""
     db, deleted = tmp_path / "ledger.db", tmp_path / "deleted.txt"
     first = worker(how, db, "run-a", deleted)
-    assert first == {"status": "pending", "stage": "approval"}
+    assert first == {"status": "pending", "stage": "approve"}
     second = worker("resume", db, "run-a", deleted)
-    assert second == {"status": "pending", "stage": "approval"}
+    assert second == {"status": "pending", "stage": "approve"}
     assert not deleted.exists()
 
 
@@ -64,5 +64,5 @@ def test_a_resume_that_passes_a_wider_intent_can_only_narrow(tmp_path: Path) -> 
     the deletion through."""
     db, deleted = tmp_path / "ledger.db", tmp_path / "deleted.txt"
     assert worker("start", db, "run-a", deleted)["status"] == "pending"
-    assert worker("widen", db, "run-a", deleted) == {"status": "pending", "stage": "approval"}
+    assert worker("widen", db, "run-a", deleted) == {"status": "pending", "stage": "approve"}
     assert not deleted.exists()

@@ -128,7 +128,7 @@ def test_malformed_arguments_are_rejected_at_schema_naming_field_expected_and_ac
     """Missing, mistyped, extra, out-of-enum and out-of-range fields: rejected at ``schema``."""
     obs, _ = submit_one(tool, arguments)
     assert obs.status is Status.REJECTED
-    assert obs.stage is Stage.SCHEMA
+    assert obs.stage is Stage.VALIDATE
     assert f"'{field}'" in obs.content
     assert expected in obs.content
     for text in actual:
@@ -156,7 +156,7 @@ def test_schema_rejection_is_retryable_and_comes_from_the_gate() -> None:
 def test_every_problem_of_a_call_is_reported_at_once() -> None:
     """Several wrong fields are all named, so the model can fix them in one turn."""
     obs, _ = submit_one("place_order", {"cart_id": 7, "total": "a lot", "currency": "YEN"})
-    assert obs.stage is Stage.SCHEMA
+    assert obs.stage is Stage.VALIDATE
     for name in ("cart_id", "total", "currency"):
         assert f"'{name}'" in obs.content
     assert {d.get("field") for d in obs.details} >= {"cart_id", "total", "currency"}
@@ -197,7 +197,7 @@ def test_unknown_tool_is_rejected_at_schema_naming_the_closest_tools(
     """A misspelt tool name is rejected at ``schema`` with 'did you mean' the closest names."""
     obs, store = submit_one(name, {"query": "milk"})
     assert obs.status is Status.REJECTED
-    assert obs.stage is Stage.SCHEMA
+    assert obs.stage is Stage.VALIDATE
     assert name in obs.content
     assert f"'{suggested}'" in obs.content
     assert obs.tool == name
@@ -207,7 +207,7 @@ def test_unknown_tool_is_rejected_at_schema_naming_the_closest_tools(
 def test_unknown_tool_with_no_close_name_suggests_nothing() -> None:
     """A name like nothing registered gets no made-up suggestion."""
     obs, _ = submit_one("translate_text", {})
-    assert obs.stage is Stage.SCHEMA
+    assert obs.stage is Stage.VALIDATE
     assert "did you mean" not in obs.content
 
 
@@ -215,7 +215,7 @@ def test_empty_tool_name_is_rejected_at_schema() -> None:
     """A call without a tool name is rejected, not run and not raised."""
     obs, store = submit_one("", {"query": "milk"})
     assert obs.status is Status.REJECTED
-    assert obs.stage is Stage.SCHEMA
+    assert obs.stage is Stage.VALIDATE
     assert not store.touched
 
 
@@ -289,7 +289,7 @@ def test_repaired_arguments_run_and_say_so() -> None:
 def test_empty_argument_text_means_no_arguments() -> None:
     """``""`` is read as ``{}`` (several providers send it), then validated as such."""
     obs, _ = submit_one("search_products", "")
-    assert obs.stage is Stage.SCHEMA
+    assert obs.stage is Stage.VALIDATE
     assert "'query'" in obs.content
 
 
@@ -314,7 +314,7 @@ def test_deeply_nested_arguments_are_rejected_not_raised() -> None:
     text = '{"query": ' + "[" * 50_000 + "]" * 50_000 + "}"
     obs, store = submit_one("search_products", text)
     assert obs.status is Status.REJECTED
-    assert obs.stage in (Stage.PARSE, Stage.SCHEMA)
+    assert obs.stage in (Stage.PARSE, Stage.VALIDATE)
     assert not store.touched
 
 

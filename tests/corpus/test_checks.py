@@ -134,7 +134,7 @@ def test_a_tool_that_refuses_valid_calls_is_a_failed_check() -> None:
     tally = call_failures(broken)
     assert len(tally.failures) == 1
     assert tally.failures[0].startswith("refund: valid call")
-    assert "rejected at schema" in tally.failures[0]
+    assert "rejected at validate" in tally.failures[0]
 
 
 def test_an_export_that_breaks_a_metaschema_is_a_failed_check() -> None:

@@ -120,13 +120,13 @@ def test_a_paginated_read_goes_through_the_gate(shop: tuple[Shop, str]) -> None:
 
 
 def test_a_value_outside_the_enum_is_rejected_before_any_request(shop: tuple[Shop, str]) -> None:
-    """``category: "toys"`` is refused at the schema stage; the service hears nothing."""
+    """``category: "toys"`` is refused at the validate stage; the service hears nothing."""
     state, url = shop
     run = _run(_import(url))
     before = len(state.requests)
     obs = _call(run, "listProducts", {"category": "toys"})
     assert obs.status is Status.REJECTED
-    assert obs.stage.value == "schema"
+    assert obs.stage.value == "validate"
     assert len(state.requests) == before
 
 
@@ -260,12 +260,12 @@ def test_an_answer_over_the_size_bound_is_cut_and_says_so(shop: tuple[Shop, str]
 
 
 def test_a_path_value_cannot_leave_its_segment(shop: tuple[Shop, str]) -> None:
-    """``..`` is refused at the semantic stage; a ``/`` in a value is escaped, not a new segment."""
+    """``..`` is refused at the validate stage; a ``/`` in a value is escaped, not a new segment."""
     state, url = shop
     run = _run(_import(url))
     dots = _call(run, "refundOrder", {"order_id": "..", "amount": 5})
     assert dots.status is Status.REJECTED
-    assert dots.stage.value == "semantic"
+    assert dots.stage.value == "validate"
     _call(run, "refundOrder", {"order_id": "o-1/../../admin", "amount": 5}, "c2")
     assert state.requests[-1]["raw_path"] == "/api/orders/o-1%2F..%2F..%2Fadmin/refunds"
 
@@ -293,7 +293,7 @@ def test_writes_need_their_own_grant(shop: tuple[Shop, str]) -> None:
     }
     denied = _call(run, "createOrder", order, "c2")
     assert denied.status is Status.REJECTED
-    assert denied.stage.value == "policy"
+    assert denied.stage.value == "authorize"
 
 
 def test_per_operation_configuration_overrides_effects_and_leaves_out(
@@ -470,7 +470,7 @@ def test_a_header_value_cannot_smuggle_a_header(shop: tuple[Shop, str], value: s
     }
     obs = _call(run, "createOrder", order)
     assert obs.status is Status.REJECTED
-    assert obs.stage.value == "semantic"
+    assert obs.stage.value == "validate"
     assert len(state.requests) == before
 
 

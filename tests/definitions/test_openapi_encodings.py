@@ -215,7 +215,7 @@ def test_a_form_key_with_brackets_is_rejected_before_any_request(service: str) -
     SEEN.clear()
     obs = call(api, "PostCustomers", {"metadata": {"a][admin": "1"}})
     assert obs.status is Status.REJECTED
-    assert obs.stage == "semantic"
+    assert obs.stage == "validate"
     assert SEEN == []
 
 
@@ -371,7 +371,7 @@ def test_a_file_over_the_bound_is_rejected_and_nothing_is_sent(service: str) -> 
         api, "uploadFile", {"file": base64.b64encode(b"x" * 301).decode(), "purpose": "batch"}
     )
     assert over.status is Status.REJECTED
-    assert over.stage == "schema"
+    assert over.stage == "validate"
     assert len(SEEN) == 1
 
 
@@ -382,7 +382,7 @@ def test_a_file_that_is_not_base64_is_rejected(service: str) -> None:
     SEEN.clear()
     obs = call(api, "uploadFile", {"file": "not base64!", "purpose": "batch"})
     assert obs.status is Status.REJECTED
-    assert obs.stage == "schema"
+    assert obs.stage == "validate"
     assert SEEN == []
 
 
@@ -440,7 +440,7 @@ def test_an_array_cannot_smuggle_a_dot_segment_or_a_header(
     SEEN.clear()
     obs = call(api, "getItems", arguments)
     assert obs.status is Status.REJECTED, obs.content
-    assert obs.stage == "semantic"
+    assert obs.stage == "validate"
     assert field in obs.content
     assert SEEN == []
 
@@ -474,7 +474,7 @@ def test_a_spread_object_cannot_write_the_credential_or_another_parameter(
 ) -> None:
     """``filter`` (form, explode) sends each of its keys as a query parameter of its own:
     a key ``key`` would add a second API key beside the configured one (the service may
-    take the model's), ``limit`` a second limit. Refused at the semantic stage; nothing is
+    take the model's), ``limit`` a second limit. Refused at the validate stage; nothing is
     sent. A key of its own is sent as it is, with the configured credential."""
     api = import_openapi(SPREAD, api="s", base_url=service, credentials={"key": "api_key"})
     run = Gate(api.register(Registry()), ledger=MemoryLedger()).run(
@@ -485,7 +485,7 @@ def test_a_spread_object_cannot_write_the_credential_or_another_parameter(
     SEEN.clear()
     (bad,) = run.submit([ToolCall(id="c1", name="search", arguments={"filter": {key: "x"}})])
     assert bad.status is Status.REJECTED, bad.content
-    assert bad.stage == "semantic"
+    assert bad.stage == "validate"
     assert SEEN == []
     (good,) = run.submit([ToolCall(id="c2", name="search", arguments={"filter": {"q": "x"}})])
     assert good.status is Status.OK, good.content
@@ -514,4 +514,4 @@ def test_openapi_registry_formats_are_checked_not_refused(service: str) -> None:
     assert call(api, "setPrice", {"amount": "12.50", "at": 1700000000}).status is Status.OK
     bad = call(api, "setPrice", {"amount": "twelve"})
     assert bad.status is Status.REJECTED
-    assert bad.stage == "schema"
+    assert bad.stage == "validate"

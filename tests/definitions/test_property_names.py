@@ -405,7 +405,7 @@ def test_a_schema_tool_takes_any_property_name(drawn: tuple[list[str], list[str]
             [ToolCall(id="c2", name="echo", arguments={**arguments, name: _invalid(shape)})]
         )
         assert bad.status is Status.REJECTED, (name, shape)
-        assert bad.stage.value == "schema"
+        assert bad.stage.value == "validate"
         fields = [str(d.get("field", "")) for d in bad.details]
         assert any(f == name or f.startswith((f"{name}[", f"{name}.")) for f in fields), fields
     assert len(received) == 1
@@ -696,4 +696,4 @@ def test_a_recursive_component_recurses_under_any_property_name(name: str) -> No
     deep = {"tree": {"label": "root", name: [{"label": "leaf", name: [{"label": 5}]}]}}
     (obs,) = run.submit([ToolCall(id="c1", name=spec.name, arguments=deep)])
     assert obs.status is Status.REJECTED, obs.content
-    assert obs.stage.value == "schema"
+    assert obs.stage.value == "validate"

@@ -318,7 +318,7 @@ def test_effects_templated_on_a_schema_name_are_authorized() -> None:
     )
     assert ok.status is Status.OK
     assert denied.status is Status.REJECTED
-    assert denied.stage.value == "policy"
+    assert denied.stage.value == "authorize"
 
 
 def test_the_handler_receives_the_trusted_context_never_from_arguments() -> None:

@@ -75,7 +75,7 @@ def test_reading_one_skill_needs_its_own_grant(folders: list[Path]) -> None:
     assert _call(run, "read_skill", {"name": "travel"}).status is Status.OK
     denied = _call(run, "read_skill", {"name": "expenses"}, "2")
     assert denied.status is Status.REJECTED
-    assert denied.stage.value == "policy"
+    assert denied.stage.value == "authorize"
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,5 @@
 """The surfaces through a real gate: the same operations and grants, paths kept inside the
-workspace at the semantic stage, pytest commands limited to pytest."""
+workspace at the validate stage, pytest commands limited to pytest."""
 
 from __future__ import annotations
 
@@ -65,9 +65,9 @@ def test_a_path_out_of_the_workspace_is_rejected_at_the_semantic_stage(repo: Pat
         ("write_file", {"path": "../x", "content": "no"}),
         ("read_file", {"path": "/etc/passwd"}),
     )
-    assert (up.status, up.stage) == ("rejected", "semantic")
+    assert (up.status, up.stage) == ("rejected", "validate")
     assert "leaves the repository" in up.content
-    assert (absolute.status, absolute.stage) == ("rejected", "semantic")
+    assert (absolute.status, absolute.stage) == ("rejected", "validate")
     assert not (repo.parent / "x").exists()
 
 
@@ -87,7 +87,7 @@ def test_run_tests_runs_pytest_in_the_workspace(repo: Path) -> None:
 
 
 def test_the_coarse_tool_maps_free_text_operations(repo: Path) -> None:
-    """'Read File' reads; 'frobnicate' is rejected at the semantic stage listing the ops."""
+    """'Read File' reads; 'frobnicate' is rejected at the validate stage listing the ops."""
     ok, bad, missing = _submit(
         "coarse",
         repo,
@@ -97,8 +97,8 @@ def test_the_coarse_tool_maps_free_text_operations(repo: Path) -> None:
     )
     assert ok.status == "ok"
     assert "def add" in ok.content
-    assert (bad.stage, "read, search, write or test" in bad.content) == ("semantic", True)
-    assert missing.stage == "semantic"
+    assert (bad.stage, "read, search, write or test" in bad.content) == ("validate", True)
+    assert missing.stage == "validate"
     assert "args.content" in missing.content
 
 

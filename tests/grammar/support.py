@@ -175,7 +175,7 @@ def gate_rejections(registry: Registry, output: str) -> list[tuple[str, str]]:
     return found
 
 
-_SHAPE_STAGES = (Stage.PARSE, Stage.SCHEMA)
+_SHAPE_STAGES = (Stage.PARSE, Stage.VALIDATE)
 
 
 # -- valid arguments from a schema -------------------------------------------------------

@@ -154,12 +154,12 @@ def test_llguidance_fails_closed_on_what_it_cannot_enforce(
 
 def test_a_wider_grammar_built_leniently_is_still_caught_by_the_gate() -> None:
     """Built with strict=False, GBNF does not enforce a URL's pattern and accepts 'ftp:';
-    the gate then rejects that call at the schema stage, so nothing wider reaches a tool."""
+    the gate then rejects that call at the validate stage, so nothing wider reaches a tool."""
     grammar = tool_grammar(bounded_registry())
     output = written("fetch", {"url": "ftp://example.com"})
     assert accepts(llguidance.grammar_from("gbnf", grammar.gbnf()), output)
     assert not accepts(grammar.llguidance(), output)
-    assert [stage for stage, _ in gate_rejections(bounded_registry(), output)] == ["schema"]
+    assert [stage for stage, _ in gate_rejections(bounded_registry(), output)] == ["validate"]
 
 
 @pytest.mark.parametrize(

@@ -94,7 +94,7 @@ def test_a_granted_call_runs_in_the_tool_node(tmp_path: Path) -> None:
 
 def test_an_ungranted_call_is_refused_as_an_error_tool_message(tmp_path: Path) -> None:
     """A call needing an effect the run lacks never runs: an error ToolMessage with the
-    policy's refusal, stage policy in its artifact; the graph goes on to the answer."""
+    policy's refusal, stage authorize in its artifact; the graph goes on to the answer."""
     shop = Shop()
     replies: list[BaseMessage] = [
         ai_call("close_account", '{"customer": "ana@example.com"}', "c1"),
@@ -104,8 +104,8 @@ def test_an_ungranted_call_is_refused_as_an_error_tool_message(tmp_path: Path) -
     result = app.invoke({"messages": [HumanMessage("close ana's account")]}, CONFIG)
     [message] = tool_messages(result)
     assert message.status == "error"
-    assert str(message.content).startswith("Rejected at the policy stage")
-    assert message.artifact == {"status": "rejected", "stage": "policy"}
+    assert str(message.content).startswith("Rejected at the authorize stage")
+    assert message.artifact == {"status": "rejected", "stage": "authorize"}
     assert shop.runs == {}
     assert states(gate.ledger, run.id) == {"close_account": ["rejected"]}
 
@@ -139,7 +139,7 @@ def test_an_approval_interrupts_the_graph_and_resuming_runs_the_call_once(
 def test_a_graph_resumed_before_the_decision_stays_paused_until_denied(tmp_path: Path) -> None:
     """Resuming the graph while the approval is undecided runs nothing and pauses the graph
     again (the resume value approves nothing); once the reviewer denies, the next resume
-    tells the model (an error ToolMessage, stage approval) and the graph goes on."""
+    tells the model (an error ToolMessage, stage approve) and the graph goes on."""
     shop = Shop()
     replies: list[BaseMessage] = [ai_call("refund", REFUND_80, "c1"), AIMessage(content="denied")]
     app, run, gate = graph(shop, replies, tmp_path, pending="interrupt")
@@ -152,7 +152,7 @@ def test_a_graph_resumed_before_the_decision_stays_paused_until_denied(tmp_path:
     decided = app.invoke(Command(resume="go on"), CONFIG)
     [message] = tool_messages(decided)
     assert message.status == "error"
-    assert message.artifact["stage"] == "approval"
+    assert message.artifact["stage"] == "approve"
     assert decided["messages"][-1].content == "denied"
     assert shop.refunds == []
     assert states(gate.ledger, run.id) == {"refund": ["rejected"]}
@@ -236,7 +236,7 @@ def test_a_tool_given_no_contract_needs_its_default_effect(tmp_path: Path) -> No
         return await tool.ainvoke(call)
 
     refused = anyio.run(go, ["read:orders"])
-    assert refused.artifact == {"status": "rejected", "stage": "policy"}
+    assert refused.artifact == {"status": "rejected", "stage": "authorize"}
     assert "call:get_order" in str(refused.content)
     assert shop.runs == {}
     allowed = anyio.run(go, ["call:get_order"])

@@ -87,7 +87,7 @@ def test_a_gated_tool_gets_its_injected_arguments_and_runs_once(
 ) -> None:
     """Gated, the same call is validated on the model's arguments only, runs once with the
     injected call id or state, and is recorded ok (it was recorded unknown, the tool never
-    having run, or rejected at the schema stage)."""
+    having run, or rejected at the validate stage)."""
     seen: dict[str, Any] = {}
     tools = _tools(seen)
     gate = Gate(

@@ -108,7 +108,7 @@ def test_an_ungranted_call_is_refused_as_a_tool_output(tmp_path: Path) -> None:
     assert result.final_output == "cannot"
     assert shop.runs == {}
     [output] = model.outputs
-    assert output.startswith("Rejected at the policy stage")
+    assert output.startswith("Rejected at the authorize stage")
     assert "write:accounts" in output
     assert states(gate.ledger, run.id) == {"close_account": ["rejected"]}
 

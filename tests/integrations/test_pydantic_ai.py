@@ -79,7 +79,7 @@ def test_an_ungranted_call_is_refused_as_the_tools_return(tmp_path: Path) -> Non
     assert run_agent(agent, "close ana's account").output == "cannot"
     assert shop.runs == {}
     [refusal] = script.returns
-    assert refusal.startswith("Rejected at the policy stage")
+    assert refusal.startswith("Rejected at the authorize stage")
     assert states(gate.ledger, run.id) == {"close_account": ["rejected"]}
 
 

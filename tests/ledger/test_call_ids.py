@@ -72,7 +72,7 @@ def test_an_id_rejected_at_policy_is_free_for_the_next_call(
     run = _gate(ledger, ran).run(authority=AUTHORITY)
     [first] = run.submit([_call("place_order", '{"sku": "milk"}')])
     assert first.status is Status.REJECTED
-    assert first.stage is Stage.POLICY
+    assert first.stage is Stage.AUTHORIZE
     [second] = run.submit([_call("add_to_cart", '{"sku": "milk"}')])
     assert second.status is Status.OK, second.content
     assert ran == [("add_to_cart", "milk")]
@@ -89,7 +89,7 @@ def test_an_id_rejected_at_schema_is_free_for_the_corrected_call(
     ran: list[tuple[str, str]] = []
     run = _gate(ledger, ran).run(authority=AUTHORITY)
     [first] = run.submit([_call("add_to_cart", '{"sku": 5}')])
-    assert first.stage is Stage.SCHEMA
+    assert first.stage is Stage.VALIDATE
     [second] = run.submit([_call("add_to_cart", '{"sku": "milk"}')])
     assert second.status is Status.OK, second.content
     assert ran == [("add_to_cart", "milk")]
@@ -188,7 +188,7 @@ def test_a_call_depending_on_a_failed_renamed_call_is_answered_under_model_ids(
         ]
     )
     assert [(o.call_id, o.status, o.stage) for o in observations] == [
-        ("c1", Status.REJECTED, Stage.SCHEMA),
+        ("c1", Status.REJECTED, Stage.VALIDATE),
         ("c2", Status.REJECTED, Stage.SCHEDULE),
     ]
     assert ran == [("add_to_cart", "milk")]

@@ -80,7 +80,7 @@ async def test_a_description_never_grants_anything(mail: Any) -> None:
     run = run_of(gate_for([inbox]), "read:*")
     obs = await submit(run, "read_inbox", {}, "c1")
     assert obs.status is Status.REJECTED
-    assert obs.stage is Stage.POLICY
+    assert obs.stage is Stage.AUTHORIZE
     assert "needs the effect 'network:mail'" in obs.content
 
 
@@ -234,7 +234,7 @@ async def test_pins_block_a_tool_whose_description_changed(
     run = run_of(gate_for(tools))
     blocked = await submit(run, "send_email", {"to": "a@b.org", "subject": "s"}, "c1")
     assert blocked.status is Status.REJECTED
-    assert blocked.stage is Stage.POLICY
+    assert blocked.stage is Stage.AUTHORIZE
     assert "callgate mcp pins approve mail send_email" in blocked.content
     assert upstream_calls(log) == []
     pins.approve("mail", "send_email", by="ops")
@@ -272,7 +272,7 @@ async def test_a_remote_tool_with_an_unknown_format_is_imported_and_its_known_on
     run = run_of(gate_for(tools), "network:tracker")
     bad = await submit(run, "plan", {"repo": "a/b", "due": "next week"}, "c1")
     assert bad.status is Status.REJECTED
-    assert bad.stage is Stage.SCHEMA
+    assert bad.stage is Stage.VALIDATE
     ok = await submit(run, "plan", {"repo": "anything goes", "due": "2026-12-01"}, "c2")
     assert ok.status is Status.OK, ok.content
     assert received == [{"repo": "anything goes", "due": "2026-12-01"}]

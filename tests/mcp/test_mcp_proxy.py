@@ -78,7 +78,7 @@ async def test_bad_arguments_never_reach_the_upstream(log: Path) -> None:
     ):
         result = await client.call_tool("send_email", {"to": ["bob@example.com"]})
     assert result.is_error
-    assert text(result).startswith("Rejected at the schema stage:")
+    assert text(result).startswith("Rejected at the validate stage:")
     assert "missing required field 'subject'" in text(result)
     assert upstream_calls(log) == []
 

@@ -99,13 +99,13 @@ async def test_bad_arguments_are_an_error_result_with_the_gates_message(
     async with Client(server.server, mode=mode) as client:
         result = await client.call_tool("lookup_order", arguments)
     assert result.is_error
-    assert text(result).startswith("Rejected at the schema stage:")
+    assert text(result).startswith("Rejected at the validate stage:")
     assert expected in text(result)
     assert app.calls == []
 
 
 async def test_an_effect_the_client_was_not_granted_is_denied() -> None:
-    """A call needing an effect outside the grants is rejected at the policy stage."""
+    """A call needing an effect outside the grants is rejected at the authorize stage."""
     server = make_server()
     async with Client(server.server) as client:
         wipe = await client.call_tool("wipe_orders", {})
@@ -114,7 +114,7 @@ async def test_an_effect_the_client_was_not_granted_is_denied() -> None:
         )
     for result, effect in ((wipe, "write:everything"), (big, "spend:USD=500")):
         assert result.is_error
-        assert text(result).startswith("Rejected at the policy stage:")
+        assert text(result).startswith("Rejected at the authorize stage:")
         assert f"needs the effect '{effect}'" in text(result)
     assert app.calls == []
 

@@ -71,7 +71,7 @@ async def test_serve_over_stdio(policy_file: Path) -> None:
     assert {t.name: t.input_schema for t in listed} == expected
     assert json.loads(text(me)) == {"principal": "carol", "tenant": seen("acme")}
     assert bad.is_error
-    assert "Rejected at the schema stage" in text(bad)
+    assert "Rejected at the validate stage" in text(bad)
     assert wipe.is_error
     assert "needs the effect 'write:everything'" in text(wipe)
     assert refund.is_error

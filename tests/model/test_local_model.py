@@ -65,11 +65,11 @@ def ask(model: LocalModel, prompt: str) -> str:
 def shape_rejections(output: str) -> list[str]:
     """The gate's parse and schema rejections of the calls in ``output``."""
     extraction = text.extract(output)
-    found = [o.content for o in extraction.rejected if o.stage in (Stage.PARSE, Stage.SCHEMA)]
+    found = [o.content for o in extraction.rejected if o.stage in (Stage.PARSE, Stage.VALIDATE)]
     with Gate(tools(), ledger=MemoryLedger()) as gate:
         run = gate.run(authority=Authority(principal="p", grants=list(GRANTS)))
         for obs in run.submit(list(extraction.calls)):
-            if obs.status is Status.REJECTED and obs.stage in (Stage.PARSE, Stage.SCHEMA):
+            if obs.status is Status.REJECTED and obs.stage in (Stage.PARSE, Stage.VALIDATE):
                 found.append(obs.content)
     return found
 
@@ -111,7 +111,7 @@ def test_gbnf_constrained_call_fails_only_where_gbnf_said_it_would() -> None:
     unenforced = tool_grammar(tools()).unenforced("gbnf")
     assert unenforced  # the order id's pattern, the refund's bounds
     for content in shape_rejections(output):
-        assert content.startswith("Rejected at the schema stage")
+        assert content.startswith("Rejected at the validate stage")
         assert any(u.path in content for u in unenforced), content
 
 

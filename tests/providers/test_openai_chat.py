@@ -240,7 +240,7 @@ def test_round_trip_renders_one_tool_message_per_call_accepted_by_the_sdk() -> N
         "content": '{"city":"Paris","temperature":21,"unit":"c"}',
     }
     assert [m["tool_call_id"] for m in messages] == [c.id for c in PARALLEL_CALLS]
-    assert messages[1]["content"].startswith("[rejected] Rejected at the schema stage:")
+    assert messages[1]["content"].startswith("[rejected] Rejected at the validate stage:")
     assert messages[2]["content"] == (
         "[error] order ord-881 has already shipped and cannot be cancelled"
     )

@@ -125,7 +125,7 @@ def test_round_trip_renders_function_call_outputs_accepted_by_the_sdk() -> None:
         "output": "added 2 x sku-oats to cart-17",
     }
     assert [i["call_id"] for i in items] == [c.id for c in CALLS]
-    assert items[1]["output"].startswith("[rejected] Rejected at the schema stage:")
+    assert items[1]["output"].startswith("[rejected] Rejected at the validate stage:")
     assert "'unit'" in items[1]["output"]
     for item in items:
         sdk_accepts(ResponseInputItemParam, item)

@@ -196,7 +196,7 @@ def test_matrix_covers_every_status() -> None:
 
 
 def test_a_tool_not_shown_to_code_is_refused_before_the_gate() -> None:
-    """A registered tool not in the code's list is refused at stage policy, never run."""
+    """A registered tool not in the code's list is refused at stage authorize, never run."""
     gate = _gate([])
     run = _run(gate, [*GRANTS, "read:secrets"])
     # the tools module has no such function; a request written by hand is refused too
@@ -214,17 +214,17 @@ def test_a_tool_not_shown_to_code_is_refused_before_the_gate() -> None:
     record = gate.ledger.get_call(run.id, "c.1")  # refused before the gate, and recorded
     assert record is not None
     assert record.state.value == "rejected"
-    assert record.stage == "policy"
+    assert record.stage == "authorize"
 
 
 def test_the_code_surface_needs_its_own_grant() -> None:
-    """Without exec:sandbox the code is not run at all: rejected at stage policy."""
+    """Without exec:sandbox the code is not run at all: rejected at stage authorize."""
     gate = _gate([])
     run = _run(gate, [g for g in GRANTS if g != "exec:sandbox"])
     code = "import tools; tools.lookup(order_id='A1')"
     obs = run.submit([ToolCall(id="c", name="run_python", arguments={"code": code})])
     assert obs[0].status is Status.REJECTED
-    assert obs[0].stage.value == "policy"
+    assert obs[0].stage.value == "authorize"
     assert gate.ledger.get_call(run.id, "c.1") is None
 
 
@@ -342,7 +342,7 @@ def test_code_grants_narrow_the_run_for_code_only() -> None:
     assert "write:orders" in reports[1]["message"]
     refused = gate.ledger.get_call(run.id, "c.2")
     assert refused is not None
-    assert refused.stage == "policy"
+    assert refused.stage == "authorize"
     direct = run.submit([ToolCall(id="d", name="explode", arguments={"order_id": "A1"})])
     assert direct[0].status is Status.ERROR  # the run itself may still write (and it failed)
 

@@ -84,7 +84,7 @@ def test_a_granted_vouched_connection_reaches_the_service(service: Service) -> N
 
 
 def test_without_the_grant_nothing_connects(service: Service) -> None:
-    """No network:<host> grant: the connection is rejected at stage policy, and urllib
+    """No network:<host> grant: the connection is rejected at stage authorize, and urllib
     reports it as the connection error it is (``URLError``, naming the missing effect);
     before, a bare ``CallRejected``, not an ``OSError``, went past urllib's handling."""
     obs, gate, run_id = _fetch(service, [])
@@ -94,7 +94,7 @@ def test_without_the_grant_nothing_connects(service: Service) -> None:
     assert service.requests == 0
     record = gate.ledger.get_call(run_id, "c.1")
     assert record is not None
-    assert record.stage == "policy"
+    assert record.stage == "authorize"
 
 
 def test_a_host_nobody_vouched_for_is_a_sink_waiting_for_a_person(service: Service) -> None:

@@ -47,7 +47,7 @@ def test_nested_calls_go_through_the_same_run(driver: str) -> None:
     call = ToolCall(id="c1", name="compose", arguments={"order_id": "A1"})
     obs = run.submit([call]) if driver == "sync" else anyio.run(run.asubmit, [call])
     assert obs[0].status is Status.OK
-    # the read is granted, the write is not: the nested cancel is rejected at stage policy
+    # the read is granted, the write is not: the nested cancel is rejected at stage authorize
     assert obs[0].content == "ok:order A1: shipped | rejected"
     recorded = {c.call_id: c.state.value for c in ledger.calls(run_id=run.id)}
     assert set(recorded) == {"c1", "c1.1", "c1.2"}

@@ -91,7 +91,7 @@ print('OK', tools.whoami(order_id='A1'))
 
 
 def test_a_smuggled_context_never_reaches_the_handler() -> None:
-    """``ctx``, ``principal`` or ``context`` as arguments: rejected at the schema stage; the
+    """``ctx``, ``principal`` or ``context`` as arguments: rejected at the validate stage; the
     handler only ever sees the run's own principal and tenant."""
     contexts.clear()
     result, _, _ = _run(SMUGGLE)

@@ -283,7 +283,7 @@ def test_run_shell_needs_the_exec_grant() -> None:
     """run_shell's effect is exec:sandbox like run_python's: without it, nothing runs."""
     obs = _submit(shell_tool(), "echo ran", grants=())
     assert obs.status is Status.REJECTED
-    assert obs.stage.value == "policy"
+    assert obs.stage.value == "authorize"
 
 
 @pytest.mark.parametrize(

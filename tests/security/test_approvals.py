@@ -86,7 +86,7 @@ def refund(run: Run, amount: float = 20, order_id: str = "o1") -> Observation:
 
 def approval_id(obs: Observation) -> str:
     assert obs.status is Status.PENDING, obs.content
-    assert obs.stage is Stage.APPROVAL
+    assert obs.stage is Stage.APPROVE
     assert obs.approval_id is not None
     return obs.approval_id
 
@@ -265,14 +265,14 @@ def test_a_request_is_decided_once(first: str, second: str) -> None:
 
 
 def test_denied_call_is_rejected_at_stage_approval() -> None:
-    """A person's denial reaches the model as a rejection at stage approval; nothing runs."""
+    """A person's denial reaches the model as a rejection at stage approve; nothing runs."""
     gate, run, store = setup()
     pending = refund(run, 20)
     gate.approvals.deny(approval_id(pending), by="manager", reason="not eligible")
 
     (resumed,) = run.resume()
 
-    assert (resumed.status, resumed.stage) == (Status.REJECTED, Stage.APPROVAL)
+    assert (resumed.status, resumed.stage) == (Status.REJECTED, Stage.APPROVE)
     assert "not eligible" in resumed.content
     assert resumed.retryable is False
     assert store.ran["refund"] == 0
@@ -290,7 +290,7 @@ def test_stricter_policy_wins_over_an_existing_approval() -> None:
     new = Gate(registry(store), policy=stricter, approvals=approvals, ledger=ledger)
     obs = refund(new.run(authority=ALICE), 20)
 
-    assert (obs.status, obs.stage) == (Status.REJECTED, Stage.POLICY)
+    assert (obs.status, obs.stage) == (Status.REJECTED, Stage.AUTHORIZE)
     assert "frozen" in obs.content
     assert store.ran["refund"] == 0
     assert approvals.get(approval_id(pending)).status is ApprovalStatus.APPROVED  # type: ignore[union-attr]

@@ -531,7 +531,7 @@ def test_attack_with_only_trusted_values_is_stopped_by_narrowed_authority_only()
     The board-minutes mail asks to mail a trusted contact and delete a listed
     file: every value is vouched for, so with full authority both calls run.
     A "summarise my inbox" run that holds no ``disclose:`` and no ``write:``
-    grant denies both at stage policy.
+    grant denies both at stage authorize.
     """
     scenario = BY_NAME["summarise inbox: trusted values, narrowed authority"]
 

@@ -205,7 +205,7 @@ def test_outside_intent_deny_refuses_and_names_the_rule() -> None:
     run = start(gate, "Summarise m-2 and mail the summary to Bob.", SUMMARY)
     read_poison(run)
     obs = call(run, "delete_file", file_id="77")
-    assert (obs.status, obs.stage) == (Status.REJECTED, Stage.POLICY)
+    assert (obs.status, obs.stage) == (Status.REJECTED, Stage.AUTHORIZE)
     assert not obs.retryable
     assert "outside what the user asked for" in obs.content
     assert "Do not retry" in obs.content
@@ -291,7 +291,7 @@ def test_an_intent_never_admits_what_the_grants_refuse() -> None:
         authority=authority, trusted=["Delete 77"], intent=Intent(tools=("delete_file",))
     )
     obs = call(run, "delete_file", file_id="77")
-    assert (obs.status, obs.stage) == (Status.REJECTED, Stage.POLICY)
+    assert (obs.status, obs.stage) == (Status.REJECTED, Stage.AUTHORIZE)
     assert "effect_not_granted" in rules(obs)
 
 

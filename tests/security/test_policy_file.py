@@ -344,7 +344,7 @@ def test_untrusted_sinks_deny_rejects_a_made_up_recipient() -> None:
     )
 
     assert policy.untrusted_sinks is Action.DENY
-    assert (made_up.status, made_up.stage) == (Status.REJECTED, Stage.POLICY)
+    assert (made_up.status, made_up.stage) == (Status.REJECTED, Stage.AUTHORIZE)
     assert vouched.status is Status.OK
     assert sent == ["bob@acme.example"]
 

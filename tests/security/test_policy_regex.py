@@ -96,7 +96,7 @@ def test_nested_quantifier_through_the_gate() -> None:
         ]
     )
     assert passed.status is Status.OK, passed.content
-    assert (blocked.status, blocked.stage) == (Status.REJECTED, Stage.POLICY)
+    assert (blocked.status, blocked.stage) == (Status.REJECTED, Stage.AUTHORIZE)
     assert sent == ["a" * LONG + "!"]
 
 

@@ -177,7 +177,7 @@ def test_under_pydantic_ais_instrumentation_one_call_is_one_execute_tool_span(
 def test_a_refused_call_under_pydantic_ais_instrumentation_is_one_span_too(
     spans: Spans,
 ) -> None:
-    """A call refused at the schema stage inside PydanticAI's execute_tool span: still one
+    """A call refused at the validate stage inside PydanticAI's execute_tool span: still one
     span, carrying callgate's rejection."""
     agent, ran = _pydantic_agent(spans, '{"order_id": 5}')
     anyio.run(agent.run, "where is o-1?")

@@ -169,6 +169,7 @@ class Recorder:
                         "tool": o.tool,
                         "status": o.status.value,
                         "stage": o.stage.value,
+                        "rule": o.details[0].get("rule") if o.details else None,
                         "truncated_from": o.truncated_from,
                         "content": o.content,
                     }

@@ -43,7 +43,7 @@ def boundary_rule(obs: Observation, read_untrusted: bool) -> str | None:
     """The rule of an attempted boundary crossing this observation shows, or None."""
     if obs.status is Status.PENDING:
         return next((r for r in _rules(obs) if r.startswith(("provenance", "intent"))), None)
-    if obs.status is not Status.REJECTED or obs.stage is not Stage.POLICY:
+    if obs.status is not Status.REJECTED or obs.stage is not Stage.AUTHORIZE:
         return None
     for rule in _rules(obs):
         if rule in _ALWAYS or (read_untrusted and rule in _AFTER_UNTRUSTED):

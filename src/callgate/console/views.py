@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from callgate.approvals import ApprovalRequest
+from callgate.calls import Stage
 from callgate.ledger.base import AuditRecord, CallRecord, CallState, audit_hash, audit_json
 
 __all__ = [
@@ -414,24 +415,28 @@ class FunnelStep:
     """Calls that stopped here (rejected, or still waiting at the approval)."""
 
 
-_PAST = ("parse", "schema", "semantic", "policy", "approval", "schedule", "execute")
+_PAST = ("parse", "validate", "authorize", "approve", "schedule", "execute")
 _LABELS = {
     "parse": "parsed",
-    "schema": "valid (schema)",
-    "semantic": "valid (semantic)",
-    "policy": "authorized (policy)",
-    "approval": "approved or not asked",
+    "validate": "valid",
+    "authorize": "authorized",
+    "approve": "approved or not asked",
     "schedule": "scheduled",
     "execute": "executed",
 }
 
 
 def _stopped_at(call: CallRecord) -> str | None:
-    """The stage a call stopped before passing (None: it ran, or may still run)."""
+    """The stage a call stopped before passing (None: it ran, or may still run); a stage
+    an older ledger recorded under its old name (``schema``, ``policy``) counts as its own."""
     if call.state is CallState.REJECTED:
-        return call.stage if call.stage in _PAST else "execute"
+        try:
+            stage = Stage(call.stage).value
+        except ValueError:
+            return "execute"
+        return stage if stage in _PAST else "execute"
     if call.state is CallState.PENDING:
-        return "approval"
+        return "approve"
     if call.state in (CallState.PROPOSED,):
         return "parse"
     if call.state is CallState.ADMITTED:

@@ -68,6 +68,9 @@ DECODE_EVENT = "model.decode"
 GRADE_EVENT = "eval.graded"
 """A run's grade: ``{"task": id, "success": bool}``."""
 _SHAPE_STAGES = frozenset({"parse", "schema"})
+"""Where a call of the wrong shape is rejected, as older ledgers name the stages; a newer one
+records ``validate`` for the schema and the tool's own checks, told apart by the rule
+(`_shape_failure`)."""
 MIN_TASKS = 5
 """The fewest tasks a term's interval is drawn from; below it the verdict is "not enough
 data" (a bootstrap over 1 to 4 units gives intervals far narrower than the truth)."""
@@ -252,11 +255,7 @@ def _runs(records: Iterable[_Record]) -> list[_Run]:
             last[run.run_id] = (record.at, False)
         elif record.kind == "agent.observations":
             results = [r for r in _list(data.get("results")) if isinstance(r, Mapping)]
-            failed = sum(
-                1
-                for r in results
-                if r.get("status") == "rejected" and r.get("stage") in _SHAPE_STAGES
-            )
+            failed = sum(1 for r in results if r.get("status") == "rejected" and _shape_failure(r))
             run.shape_failures += failed
             step = data.get("step")
             if isinstance(step, int):
@@ -584,3 +583,13 @@ def _verdict(
 def decisions_json(decisions: Sequence[Decision]) -> str:
     """The decisions as JSON text."""
     return json.dumps([d.as_dict() for d in decisions], indent=2, allow_nan=False, default=str)
+
+
+def _shape_failure(result: Mapping[str, Any]) -> bool:
+    """Whether a rejected call's result says its shape was wrong (a grammar would have made
+    it right): rejected at parse, or at validate by the schema rather than by the tool's own
+    check (rule ``semantic``, which no grammar can prevent)."""
+    stage = result.get("stage")
+    if stage in _SHAPE_STAGES:
+        return True
+    return stage == "validate" and result.get("rule") != "semantic"

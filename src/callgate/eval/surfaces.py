@@ -12,7 +12,7 @@ Every surface runs the same operations (`Workspace`) under the same grants
 (`GRANTS`): only the surface varies. The workspace directory reaches the
 handlers as trusted context (``Authority.context["workspace"]``), never as
 an argument the model chooses; paths the model gives are relative, and a
-path that would leave the workspace is refused at the semantic stage.
+path that would leave the workspace is refused at the validate stage.
 """
 
 from __future__ import annotations

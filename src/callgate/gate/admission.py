@@ -136,7 +136,7 @@ class Admission:
         except Exception as exc:  # a precondition or rule predicate failed on these values
             if raised_by_callgate(exc):
                 raise
-            return self._hook_failed(call, spec, model, Stage.POLICY, exc)
+            return self._hook_failed(call, spec, model, Stage.AUTHORIZE, exc)
         if decision.rejection is not None:
             return self._rejected(call, spec, decision.rejection, model=model, decision=decision)
         canonical = self._canonical(spec, model)
@@ -182,7 +182,7 @@ class Admission:
             except Exception as exc:  # resource_version or preview failed on these values
                 if raised_by_callgate(exc):
                     raise
-                return self._hook_failed(call, spec, model, Stage.APPROVAL, exc)
+                return self._hook_failed(call, spec, model, Stage.APPROVE, exc)
             if isinstance(approved, Observation):
                 return approved
             approval_id = approved.id
@@ -197,7 +197,7 @@ class Admission:
             principal=self.run.authority.recorded_as,
             arguments=stored,
             state=CallState.ADMITTED,
-            stage="policy",
+            stage=Stage.AUTHORIZE.value,
             request_hash=request_hash,
             idempotency_key=key,
             decided_by=decision.rule,
@@ -253,7 +253,7 @@ class Admission:
             call_id=call.id,
             tool=call.name,
             status=Status.REJECTED,
-            stage=Stage.POLICY,
+            stage=Stage.AUTHORIZE,
             content=(
                 "Rejected: callgate failed internally while deciding this call "
                 f"({type(exc).__name__}). This is not a problem with your call, and nothing "
@@ -415,7 +415,7 @@ class Admission:
             call,
             spec,
             CallState.PENDING,
-            Stage.APPROVAL,
+            Stage.APPROVE,
             arguments=request.arguments_json,
             decision=decision,
             request_hash=request_hash,
@@ -427,7 +427,7 @@ class Admission:
             call_id=call.id,
             tool=spec.name,
             status=Status.PENDING,
-            stage=Stage.APPROVAL,
+            stage=Stage.APPROVE,
             content=bounded(
                 f"This call needs a person's approval and has not run (request {request.id}: "
                 f"{request.preview}). Wait for the decision; a call with different arguments "
@@ -527,7 +527,7 @@ class Admission:
                 call,
                 spec,
                 CallState.REJECTED,
-                Stage.APPROVAL,
+                Stage.APPROVE,
                 arguments=request.arguments_json,
                 approval_id=request.id,
                 message=obs.content,

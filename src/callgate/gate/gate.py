@@ -641,7 +641,7 @@ class Run:
 
         Approved: the call runs, once (the approval is used up atomically, so a
         second resume, here or in another process, runs nothing). Denied:
-        rejected at stage ``approval``. Still pending, or expired undecided:
+        rejected at stage ``approve``. Still pending, or expired undecided:
         it stays. A call is checked again in full (policy, resource version)
         before it runs. In another process, rebuild the run with `Gate.resume_run`.
         """

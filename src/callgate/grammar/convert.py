@@ -46,7 +46,7 @@ class Unenforced:
     """A schema keyword a grammar target does not enforce, and where it is.
 
     ``effect`` is ``"wider"`` when the grammar accepts values the schema
-    refuses (the gate still rejects them, at the ``schema`` stage) and
+    refuses (the gate still rejects them, at the ``validate`` stage) and
     ``"narrower"`` when it refuses values the schema allows.
     """
 

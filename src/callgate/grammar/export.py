@@ -156,7 +156,7 @@ def _check(missing: tuple[Unenforced, ...], strict: bool, target: str) -> None:
             f"{len(missing)} schema keyword(s) cannot be enforced in {target}: {listed}. "
             "Use a target that enforces them (llguidance enforces pattern, format and numeric "
             "bounds), drop the keyword from the tool's schema, or pass strict=False: the gate "
-            "still rejects what the grammar lets through, at the schema stage"
+            "still rejects what the grammar lets through, at the validate stage"
         )
 
 

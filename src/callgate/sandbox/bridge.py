@@ -115,14 +115,14 @@ class Bridge:
 
     def _refuse(self, call: ToolCall, rule: str, message: str) -> dict[str, Any]:
         """Answer ``rejected`` at stage policy before the gate, and record it in the ledger."""
-        text = f"Rejected at the policy stage (rule: {rule}):\n- {message}"
+        text = f"Rejected at the authorize stage (rule: {rule}):\n- {message}"
         self.run.record_rejected(
             [
                 Observation(
                     call_id=call.id,
                     tool=call.name,
                     status=Status.REJECTED,
-                    stage=Stage.POLICY,
+                    stage=Stage.AUTHORIZE,
                     content=text,
                     retryable=False,
                     details=({"rule": rule},),
