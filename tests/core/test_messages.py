@@ -23,9 +23,8 @@ from callgate.render import (
     bounded,
     describe_value,
     render_json,
-    schema_error_problem,
-    schema_problems,
 )
+from callgate.validate.explain import schema_error_problem, schema_problems
 
 # -- bounded ---------------------------------------------------------------------------------
 

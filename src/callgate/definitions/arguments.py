@@ -54,7 +54,7 @@ from callgate.definitions.formats import FormatCheck, checks_for, unknown_format
 from callgate.definitions.metaschema import check_schema
 from callgate.errors import DefinitionError
 from callgate.regex import Unsupported, ecma_regex, ecma_search
-from callgate.render import render_json, schema_error_problem
+from callgate.render import render_json
 from callgate.schema import ArgumentsModel, reachable_schemas, seal
 
 Validator = Any  # jsonschema.protocols.Validator (jsonschema ships no type information)
@@ -675,8 +675,17 @@ def _first_error(validator: Validator, value: Any, schema: Any) -> Any:
 
 
 def _rejection(error: Any, prefix: Sequence[int | str]) -> PydanticCustomError:
-    problem = schema_error_problem(error, prefix)
-    return PydanticCustomError("json_schema", "{message}", problem.as_dict())
+    """A ``jsonschema`` error as Pydantic's: the error itself travels in the context, and
+    the validate stage says it in words (`callgate.validate.explain.schema_problems`)."""
+    return PydanticCustomError(
+        "json_schema",
+        "{message}",
+        {
+            "message": f"the value breaks the schema's {str(error.validator)[:40]!r} rule",
+            "error": error,
+            "prefix": tuple(prefix),
+        },
+    )
 
 
 def _property_check(

@@ -1,7 +1,9 @@
-"""Stages ``schema`` and ``semantic``: shape first, then the tool's own checks.
+"""Stage ``validate``: the arguments against the tool's schema, then the tool's own checks.
 
 Pure functions of the tool and the decoded arguments: no I/O happens here
-beyond what a tool's own semantic check chooses to do.
+beyond what a tool's own semantic check chooses to do. A rejection by the tool's
+own check carries the rule ``semantic``; why arguments do not fit the schema is
+put in words by `callgate.validate.explain`.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from pydantic import BaseModel, ValidationError
 
 from callgate.calls import Stage
 from callgate.errors import ArgumentError
-from callgate.render import Problem, Rejection, schema_problems
+from callgate.render import Problem, Rejection
 from callgate.tools import Registry, ToolSpec
+from callgate.validate.explain import schema_problems
 
 __all__ = ["run_checks", "unknown_tool", "validate_arguments", "validate_text_fast"]
 
