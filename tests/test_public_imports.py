@@ -99,6 +99,7 @@ def exported(module: str) -> tuple[str, ...]:
     return ()
 
 
+@cache
 def _lazy_exports() -> dict[str, str]:
     """callgate's own table of lazily imported public names (``_EXPORTS``)."""
     tree = _tree("callgate")
@@ -110,20 +111,33 @@ def _lazy_exports() -> dict[str, str]:
     raise AssertionError("callgate/__init__.py has no _EXPORTS table")
 
 
+@cache
+def _imported(module: str) -> dict[str, tuple[str, str]]:
+    """Each name ``module`` binds by an absolute ``from X import y [as name]``: (X, y)."""
+    tree = _tree(module)
+    found: dict[str, tuple[str, str]] = {}
+    nodes: list[ast.stmt] = list(tree.body) if tree else []
+    while nodes:  # module level, and inside if/try blocks there (not function bodies)
+        node = nodes.pop(0)
+        if isinstance(node, ast.If | ast.Try):
+            nodes.extend([*node.body, *node.orelse, *getattr(node, "finalbody", [])])
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                found.setdefault(alias.asname or alias.name, (node.module, alias.name))
+    return found
+
+
+@cache
 def origin(module: str, name: str, depth: int = 0) -> str:
     """Where ``module.name`` is defined, following ``from X import name`` re-exports (a
     submodule of a package is its own origin)."""
     if module == "callgate" and name in _lazy_exports():
         return origin(_lazy_exports()[name], name, depth + 1)
-    tree = _tree(module)
-    if tree is not None and depth < 20:
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                for alias in node.names:
-                    if (alias.asname or alias.name) == name:
-                        if _source_of(f"{node.module}.{alias.name}"):
-                            return f"{node.module}.{alias.name}"
-                        return origin(node.module, alias.name, depth + 1)
+    source = _imported(module).get(name)
+    if source is not None and depth < 20:
+        if _source_of(f"{source[0]}.{source[1]}"):
+            return f"{source[0]}.{source[1]}"
+        return origin(*source, depth + 1)
     if _source_of(f"{module}.{name}"):
         return f"{module}.{name}"
     return f"{module}:{name}"
