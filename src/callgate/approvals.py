@@ -1,4 +1,5 @@
-"""Stage ``approval``: an ``ask`` decision waits for a person, bound to the exact effect.
+"""The approval store: an ``ask`` decision's request waits here for a person, bound to
+the exact effect (the approve stage, which asks and spends them, is `callgate.approve`).
 
 An approval covers one call only: the same principal, tool, canonical
 arguments (by hash) and resource version, before its expiry, once. Changed
@@ -24,9 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from callgate.calls import Stage
 from callgate.errors import ApprovalError
-from callgate.render import Problem, Rejection
 
 
 class EventLog(Protocol):
@@ -260,59 +259,6 @@ def used_data(request: ApprovalRequest) -> dict[str, Any]:
         "used_at": request.used_at,
         "used_by": request.used_by,
     }
-
-
-# -- what the model reads ------------------------------------------------------------------
-
-
-def denied_rejection(request: ApprovalRequest) -> Rejection:
-    """A person denied this exact call."""
-    return Rejection(
-        stage=Stage.APPROVE,
-        problems=(
-            Problem(
-                rule="approval_denied",
-                message=f"a person denied this exact call (approval {request.id})"
-                + (f": {request.reason}" if request.reason else ""),
-            ),
-        ),
-        advice="Do not send this call again. Tell the user it was refused.",
-        retryable=False,
-    )
-
-
-def used_rejection(request: ApprovalRequest) -> Rejection:
-    """The approval this call waited for already released a call (another resume got it)."""
-    return Rejection(
-        stage=Stage.APPROVE,
-        problems=(
-            Problem(
-                rule="approval_used",
-                message=f"approval {request.id} already released this call once "
-                f"({request.used_by or 'elsewhere'}); it was not executed again here",
-            ),
-        ),
-        advice="Do not send this call again; its outcome is in the ledger.",
-        retryable=False,
-    )
-
-
-def withheld_rejection(request: ApprovalRequest) -> Rejection:
-    """Approved, but the ledger does not hold the call's arguments (they include secrets)."""
-    return Rejection(
-        stage=Stage.APPROVE,
-        problems=(
-            Problem(
-                rule="approval_arguments_withheld",
-                message=f"this call was approved (approval {request.id}), but its arguments "
-                "include secret fields that callgate does not store, so it cannot be resumed "
-                "from the ledger",
-            ),
-        ),
-        advice="Nothing was executed. Send exactly the same call again: it runs under that "
-        "approval while the approval lasts, and waits for a new one after.",
-        retryable=True,
-    )
 
 
 # -- in memory -----------------------------------------------------------------------------

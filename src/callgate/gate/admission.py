@@ -17,19 +17,22 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from callgate.approvals import (
-    ApprovalRequest,
-    ApprovalStatus,
+from callgate.approvals import ApprovalRequest, ApprovalStatus
+from callgate.approve import (
+    Asked,
+    Refused,
+    approve,
     denied_rejection,
-    new_approval_id,
+    pending_observation,
+    ran_under_key,
+    replay_only,
     used_rejection,
     withheld_rejection,
 )
 from callgate.authorize.policy import Action, Decision, authorize
 from callgate.authorize.provenance import OutputTrust, TrustIndex
-from callgate.calls import Observation, Provenance, Stage, Status, ToolCall
+from callgate.calls import Observation, Stage, Status, ToolCall
 from callgate.canonical import canonical_arguments, canonical_json, digest
-from callgate.errors import ToolFailure
 from callgate.execute import Admitted
 from callgate.gate.run_state import GateParts, RunState
 from callgate.ledger.base import CallRecord, CallState
@@ -163,7 +166,7 @@ class Admission:
         executed = spec
         ran_as = None
         if decision.action is Action.ASK and spec.idempotency_key is not None:
-            ran_as = self._ran_under_key(spec, key, request_hash)
+            ran_as = ran_under_key(gate.ledger, spec, key, request_hash)
         if ran_as is not None:
             # The same operation already ran with these values: asking a person to approve
             # it again would approve nothing (its key only replays). Execution replays it.
@@ -173,7 +176,7 @@ class Admission:
                 call_id=call.id,
                 data={"rule": "idempotent_replay", "key": key, "holder": list(ran_as)},
             )
-            executed = _replay_only(spec)
+            executed = replay_only(spec)
         elif decision.action is Action.ASK:
             try:
                 approved = self._approval(
@@ -348,64 +351,34 @@ class Admission:
         decision: Decision,
         model_id: str,
     ) -> ApprovalRequest | Observation:
-        """An approval that releases exactly this call, or the pending/denied observation."""
-        gate = self.gate
-        principal = self.run.authority.recorded_as
-        version = spec.resource_version(model) if spec.resource_version is not None else None
-        used = gate.approvals.consume(
-            principal=principal,
-            tool=spec.name,
-            arguments_hash=request_hash,
-            resource_version=version,
-            run_id=self.run.id,
-            used_by=f"{self.run.id}/{call.id}",
-        )
-        if used is not None:  # the store recorded the use (``approval.used``)
-            return used
-        waited = self.run.resuming.get(call.id)
-        prior = gate.approvals.get(waited) if waited is not None else None
-        if prior is not None and prior.status is ApprovalStatus.USED:
-            released = self._released_as(call, spec, prior)
-            if released is not None:
-                return released
-            # Another resume (in this process or another) released this call already.
-            gate.ledger.record_event(
-                "approval.reuse_refused",
-                run_id=self.run.id,
-                call_id=call.id,
-                data={"actor": principal, "approval_id": prior.id, "used_by": prior.used_by},
-            )
-            return self._rejected(call, spec, used_rejection(prior), record=False)
-        now = time.time()
+        """The approve stage (`callgate.approve`) for one call, and its records: the approval
+        that releases exactly this call, or the observation of a call that does not run."""
         secrets = self._secrets(spec, model.__dict__)
         stored = self._redacted_arguments(spec, model, canonical, secrets)
-        preview = spec.preview(model) if spec.preview else f"{spec.name}({stored})"
-        why = "; ".join(f.explain() for f in decision.provenance)
-        if why:
-            preview = f"{preview} [provenance: {why}]"
-        if decision.intent is not None:
-            preview = f"{preview} [intent: {decision.intent.explain()}]"
-        request = gate.approvals.request(
-            ApprovalRequest(
-                id=new_approval_id(),
-                run_id=self.run.id,
-                call_id=call.id,
-                principal=principal,
-                tool=spec.name,
-                arguments_json=stored,
-                arguments_hash=request_hash,
-                effects=self._effects(decision, secrets),
-                preview=gate.redactor.text(preview, secrets),
-                created_at=now,
-                expires_at=now + gate.approval_ttl,
-                resource_version=version,
-                policy_version=gate.policy.version,
-                resumable=not spec.secret_fields and stored == canonical,
-            )
+        approved = approve(
+            self.gate,
+            run_id=self.run.id,
+            principal=self.run.authority.recorded_as,
+            waited=self.run.resuming.get(call.id),
+            call=call,
+            spec=spec,
+            model=model,
+            request_hash=request_hash,
+            decision=decision,
+            stored=stored,
+            resumable=not spec.secret_fields and stored == canonical,
+            effects=self._effects(decision, secrets),
+            secrets=secrets,
         )
-        if request.status is ApprovalStatus.DENIED:
-            rejection = denied_rejection(request)
-            return self._rejected(call, spec, rejection, model=model, decision=decision)
+        if isinstance(approved, Refused):
+            if approved.recorded:
+                return self._rejected(
+                    call, spec, approved.rejection, model=model, decision=decision
+                )
+            return self._rejected(call, spec, approved.rejection, record=False)
+        if not isinstance(approved, Asked):
+            return approved  # the approval spent on this call, or an outcome already recorded
+        request = approved.request
         self._record_findings(call.id, decision, secrets)
         # Kept under the model's id: resumed, it is answered under that id, and the
         # run finds it waiting under its name (`CallNames.name_for`).
@@ -423,99 +396,7 @@ class Admission:
             message=f"approval requested: {request.preview}",
             secrets=secrets,
         )
-        return Observation(
-            call_id=call.id,
-            tool=spec.name,
-            status=Status.PENDING,
-            stage=Stage.APPROVE,
-            content=bounded(
-                f"This call needs a person's approval and has not run (request {request.id}: "
-                f"{request.preview}). Wait for the decision; a call with different arguments "
-                "needs its own approval."
-            ),
-            retryable=False,
-            approval_id=request.id,
-            tool_version=spec.version,
-            details=(
-                {"rule": decision.rule, "approval_id": request.id},
-                *self._findings(decision, secrets),
-            ),
-        )
-
-    def _ran_under_key(self, spec: ToolSpec, key: str, request_hash: str) -> tuple[str, str] | None:
-        """The call (run id, call id) whose recorded outcome idempotency ``key`` would replay
-        for a call with ``request_hash``, as the ledger's records say; None when the key
-        would not replay (absent, still running, ``error``, expired, other values).
-
-        A hint, not the decision: `Ledger.begin_attempt` decides the replay at execution
-        from the key itself (checked against the journal), and a call admitted on this hint
-        without an approval is stopped before its handler if the key does not replay
-        (`_replay_only`)."""
-        ledger = self.gate.ledger
-        now = time.time()
-        seen: set[tuple[str, str]] = set()
-        for rec in ledger.records(key=key):
-            if rec.call_id is None or (rec.run_id, rec.call_id) in seen:
-                continue
-            seen.add((rec.run_id, rec.call_id))
-            for attempt in ledger.attempts(rec.run_id, rec.call_id):
-                outcome = attempt.outcome
-                if (
-                    attempt.idempotency_key != key
-                    or outcome is None
-                    or outcome.status == "error"  # did not happen: the key holds nothing
-                    or attempt.request_hash != request_hash
-                ):
-                    continue
-                if outcome.status == "ok" and attempt.started_at + spec.key_retention <= now:
-                    continue  # an ok outcome's key expires; an unknown one never does
-                return rec.run_id, rec.call_id
-        return None
-
-    def _released_as(
-        self, call: ToolCall, spec: ToolSpec, prior: ApprovalRequest
-    ) -> Observation | None:
-        """A resumed call whose approval released the same call proposed again under another
-        id of this run (the model re-proposed it; `Approvals.consume` matches by values):
-        answered with that call's recorded outcome, under this call's id. None when the
-        approval was used by this very call, by another run, or its user has no outcome
-        yet (the caller refuses the reuse)."""
-        prefix = f"{self.run.id}/"
-        used_by = prior.used_by or ""
-        holder = used_by[len(prefix) :] if used_by.startswith(prefix) else ""
-        if not holder or holder == call.id:
-            return None
-        attempts = self.gate.ledger.attempts(self.run.id, holder)
-        outcome = attempts[-1].outcome if attempts else None
-        if outcome is None:
-            return None
-        self.gate.ledger.record_event(
-            "approval.released_as",
-            run_id=self.run.id,
-            call_id=call.id,
-            data={"approval_id": prior.id, "used_by": used_by},
-        )
-        ok = outcome.status == "ok"
-        content = outcome.content
-        truncated = None
-        if ok and len(content) > spec.max_result_chars:
-            content, truncated = content[: spec.max_result_chars], len(content)
-        note = (
-            f"[callgate: approval {prior.id} released this call once, when it was proposed "
-            f"again as call {bounded(holder, 80)}; that call's recorded outcome returned]\n"
-        )
-        return Observation(
-            call_id=call.id,
-            tool=spec.name,
-            status=Status(outcome.status),
-            stage=Stage(outcome.stage),
-            content=note + content,
-            retryable=False,  # sending it again can only replay the same answer
-            provenance=Provenance.UNTRUSTED if ok else Provenance.GATE,
-            tool_version=spec.version,
-            truncated_from=truncated,
-            details=({"rule": "approval_released_as", "holder": [self.run.id, holder]},),
-        )
+        return pending_observation(call, spec, request, decision, self._findings(decision, secrets))
 
     def withheld(self, request: ApprovalRequest) -> Observation:
         """A decided call rebuilt from the ledger without its arguments (secret fields)."""
@@ -792,26 +673,6 @@ class Admission:
             created_at=now,
             updated_at=now,
         )
-
-
-def _replay_only(spec: ToolSpec) -> ToolSpec:
-    """``spec`` with a handler that refuses to run: for a call admitted without the approval
-    its policy asks for, because its idempotency key already ran (`Admission._ran_under_key`).
-    Execution replays the key's outcome without calling the handler; should the ledger's key
-    not replay after all (it expired, or the records misled), this handler stops the call
-    before any effect (``error``: nothing happened, the key stays free) and the model is
-    told to send it again, which asks a person."""
-
-    def refuse(**_: Any) -> None:
-        raise ToolFailure(
-            "this call needs a person's approval and was not run: the earlier call with the "
-            "same idempotency key has no outcome to replay any more. Send the same call "
-            "again to ask for an approval."
-        )
-
-    return dataclasses.replace(
-        spec, fn=refuse, is_async=False, context_param=None, verify=None, reconcile=None
-    )
 
 
 def findings_of(decision: Decision) -> tuple[dict[str, Any], ...]:
