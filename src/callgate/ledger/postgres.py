@@ -24,6 +24,7 @@ Requires the ``postgres`` extra: ``pip install 'callgate[postgres]'``.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 from collections.abc import Sequence
@@ -54,6 +55,8 @@ _TYPES = {
     "journal_seq": "CREATE SEQUENCE journal_seq",
 }
 _DIALECT = PostgresDialect()
+_DURABLE = ("BEGIN",)
+_LIGHT = ("BEGIN", "SET LOCAL synchronous_commit TO OFF")
 _MIGRATION_LOCK = 0x63616C6C67617465  # "callgate"
 _TABLES = ("schema_version", "calls", "idempotency_keys", "journal", "approvals", "chains")
 """The tables of a callgate ledger."""
@@ -114,6 +117,7 @@ class PostgresLedger(SqlLedger):
             raise LedgerError(
                 "PostgresLedger needs psycopg 3 and psycopg-pool: pip install 'callgate[postgres]'"
             ) from exc
+        self._psycopg = psycopg
         self._errors = (psycopg.Error, psycopg_pool.PoolTimeout)
         self._transient = (psycopg.OperationalError, psycopg_pool.PoolTimeout)
         self._pool = psycopg_pool.ConnectionPool(
@@ -190,19 +194,25 @@ class PostgresLedger(SqlLedger):
         with self._tx_lock:
             deferred = self._take_deferred()
             try:
-                # Pipeline mode: statements whose results are not needed (the settings, the
-                # writes, the commit) go out with the next read, so a transaction is about
-                # two round trips (`PostgresDialect.open`).
-                with (
-                    self._pool.connection() as conn,
-                    conn.pipeline(),
-                    conn.transaction(),
-                ):
-                    cur = conn.cursor()
-                    if not durable:
-                        cur.execute("SET LOCAL synchronous_commit TO OFF")
-                    tx = Transaction(cur, _DIALECT, self.worker, self._rows, self._truth)
-                    results = run_items(tx, [*deferred, *items])
+                # One text of several statements per round trip (client-side binding):
+                # the locks and the reads in one, the writes and the commit in the other.
+                with self._pool.connection() as conn:
+                    cur = self._psycopg.ClientCursor(conn)
+                    tx = Transaction(
+                        cur,
+                        _DIALECT,
+                        self.worker,
+                        self._rows,
+                        self._truth,
+                        prelude=_DURABLE if durable else _LIGHT,
+                    )
+                    try:
+                        results = run_items(tx, [*deferred, *items])
+                        tx.finish("COMMIT")
+                    except BaseException:
+                        with contextlib.suppress(Exception):
+                            conn.rollback()
+                        raise
                 self._unbound += tx.committed()
             except BaseException as exc:
                 self._rows.clear()  # rows changed in place by a transaction that failed

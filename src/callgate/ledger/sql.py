@@ -291,7 +291,9 @@ class SqlLedger(Ledger):
 
         The first caller leads: it yields once so that concurrent callers can
         queue, then commits everything queued, in a worker thread, again and
-        again until the queue is empty. Callers arriving during a commit join
+        again until the queue is empty; a lone caller (nobody queued with it)
+        commits on its own thread, as `submit` does, so that ``asubmit`` never
+        costs a lone call more than ``submit``. Callers arriving during a commit join
         the next one. Waiting is shielded from cancellation: the item is in a
         transaction already, so its caller must learn the result.
         """
@@ -313,7 +315,12 @@ class SqlLedger(Ledger):
                     while group.queue:
                         batch, group.queue = group.queue, []
                         done, group.done = group.done, None
-                        await anyio.to_thread.run_sync(self._commit_group, batch)
+                        if len(batch) == 1 and done is None:
+                            # A lone call commits here, as `submit` does: a thread hop
+                            # would only add its cost, since nobody waits to join.
+                            self._commit_group(batch)
+                        else:
+                            await anyio.to_thread.run_sync(self._commit_group, batch)
                         if done is not None:
                             done.set()
                 finally:

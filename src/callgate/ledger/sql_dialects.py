@@ -45,6 +45,8 @@ class Dialect:
     name = "sqlite"
     concurrent = False
     """Whether writers run side by side (and so must lock what they change)."""
+    batches = False
+    """Whether statements whose results are not read are sent with the next one."""
 
     def __call__(self, statement: str) -> str:
         """The statement with this database's placeholders (the shared ones use ``?``)."""
@@ -53,6 +55,7 @@ class Dialect:
     def open(
         self,
         cur: Cursor,
+        prelude: Sequence[str],
         names: Sequence[str],
         chains: Sequence[str],
         *,
@@ -61,10 +64,13 @@ class Dialect:
         keys: Sequence[str],
         since: int | None,
     ) -> Opened:
-        """Lock ``names`` and ``chains``; a dialect may also draw ``numbers`` record
-        numbers and read the ``calls``' and ``keys``' rows and the journal since mark
-        ``since`` (-1: not wanted; None: all of it, after the chains' head rows) in the
-        same round trip. SQLite reads nothing ahead: its reads cost no round trip."""
+        """Run ``prelude`` (statements ready to send), lock ``names`` and ``chains``; a
+        dialect may also draw ``numbers`` record numbers and read the ``calls``' and
+        ``keys``' rows and the journal since mark ``since`` (-1: not wanted; None: all of
+        it, after the chains' head rows) in the same round trip. SQLite reads nothing
+        ahead: its reads cost no round trip."""
+        for text in prelude:
+            cur.execute(text)
         self.lock(cur, names)
         return Opened(self.lock_chains(cur, chains))
 
@@ -119,6 +125,7 @@ class PostgresDialect(Dialect):
 
     name = "postgres"
     concurrent = True
+    batches = True
 
     def __call__(self, statement: str) -> str:
         return _pg(statement)
@@ -126,6 +133,7 @@ class PostgresDialect(Dialect):
     def open(
         self,
         cur: Cursor,
+        prelude: Sequence[str],
         names: Sequence[str],
         chains: Sequence[str],
         *,
@@ -134,42 +142,44 @@ class PostgresDialect(Dialect):
         keys: Sequence[str],
         since: int | None,
     ) -> Opened:
-        # In pipeline mode (`PostgresLedger`) every statement below is sent at once, and
-        # the first fetch waits for all of them: one round trip. They run in order, so
-        # the numbers are drawn and the rows read after the locks are granted.
-        conn: Any = getattr(cur, "connection", None)
-        cursor = conn.cursor if conn is not None else None
-        self.lock(cur, names)
-        heads_cur = numbers_cur = calls_cur = keys_cur = rows_cur = since_cur = None
+        # One text of several statements (client-side binding, `psycopg.ClientCursor`):
+        # one round trip. They run in order, so the numbers are drawn and the rows read
+        # after the locks are granted.
+        mogrify = getattr(cur, "mogrify", None)
+        parts: list[tuple[str | None, str, Sequence[Any] | None]] = [
+            (None, text, None) for text in prelude
+        ]
+        if names:
+            parts.append((None, _LOCK, (sorted({_lock_id(n) for n in names}),)))
         if chains:
-            heads_cur = cursor() if cursor else cur
-            heads_cur.execute(_LOCK_HEADS, (list(chains),))
-            if cursor is None:
-                found = heads_cur.fetchall()
+            parts.append(("heads", _LOCK_HEADS, (list(chains),)))
         if numbers:
-            numbers_cur = cursor() if cursor else None
-        if numbers_cur is not None:
-            numbers_cur.execute(_NUMBERS, (numbers,))
-        if cursor is not None and calls:
-            calls_cur = cursor()
-            calls_cur.execute(_CALLS, ([c[0] for c in calls], [c[1] for c in calls]))
-        if cursor is not None and keys:
-            keys_cur = cursor()
-            keys_cur.execute(_KEYS, (list(keys),))
-        if cursor is not None and since != -1:
+            parts.append(("numbers", _NUMBERS, (numbers,)))
+        if calls:
+            parts.append(("calls", _CALLS, ([c[0] for c in calls], [c[1] for c in calls])))
+        if keys:
+            parts.append(("keys", _KEYS, (list(keys),)))
+        if since != -1:
             if since is None:
-                rows_cur = cursor()
-                rows_cur.execute(CHAIN_HEADS)
-            since_cur = cursor()
-            since_cur.execute(_SINCE, (since or 0,))
-        if cursor is None:
-            return Opened(self._heads(cur, chains, found if chains else []))
-        rows = heads_cur.fetchall() if heads_cur is not None else []
-        drawn = sorted(int(r[0]) for r in numbers_cur.fetchall()) if numbers_cur else []
-        got_calls = calls_cur.fetchall() if calls_cur is not None else []
-        got_keys = keys_cur.fetchall() if keys_cur is not None else []
-        chain_rows = list(rows_cur.fetchall()) if rows_cur is not None else None
-        read = _since_rows(since_cur, since) if since_cur is not None else None
+                parts.append(("chain_rows", CHAIN_HEADS, None))
+            parts.append(("since", _SINCE, (since or 0,)))
+        got: dict[str, list[Any]] = {}
+        if mogrify is None:  # a plain cursor (a migration): one statement at a time
+            for label, text, params in parts:
+                cur.execute(text, params)
+                if label is not None:
+                    got[label] = list(cur.fetchall())
+        elif parts:
+            cur.execute("; ".join(text if p is None else mogrify(text, p) for _, text, p in parts))
+            for i, (label, _, _) in enumerate(parts):
+                if i:
+                    cur.nextset()  # type: ignore[attr-defined]
+                if label is not None:
+                    got[label] = list(cur.fetchall())
+        rows = got.get("heads", [])
+        drawn = sorted(int(r[0]) for r in got.get("numbers", []))
+        read = _since_rows(got["since"], since) if "since" in got else None
+        chain_rows = got.get("chain_rows")
         seen = {str(r[0]) for r in rows}
         if any(c not in seen for c in chains):
             heads = self._heads(cur, chains, rows)
@@ -180,7 +190,16 @@ class PostgresDialect(Dialect):
             read, chain_rows = None, None
         else:
             heads = {str(c): (int(s_), str(h)) for c, s_, h in rows if int(s_) > 0}
-        return Opened(heads, True, drawn, got_calls, got_keys, read, chain_rows)
+        prefetched = mogrify is not None
+        return Opened(
+            heads,
+            prefetched,
+            drawn,
+            got.get("calls", []),
+            got.get("keys", []),
+            read if prefetched else None,
+            chain_rows if prefetched else None,
+        )
 
     def _heads(
         self, cur: Cursor, chains: Sequence[str], rows: Sequence[Any]
@@ -201,11 +220,7 @@ class PostgresDialect(Dialect):
 
     def lock(self, cur: Cursor, names: Sequence[str]) -> None:
         if names:
-            ids = sorted({_lock_id(n) for n in names})
-            cur.execute(
-                "SELECT pg_advisory_xact_lock(x) FROM unnest(%s::bigint[]) AS x",
-                (ids,),
-            )
+            cur.execute(_LOCK, (sorted({_lock_id(n) for n in names}),))
 
     def lock_chains(self, cur: Cursor, chains: Sequence[str]) -> dict[str, tuple[int, str]]:
         if not chains:
@@ -219,7 +234,7 @@ class PostgresDialect(Dialect):
 
     def since(self, cur: Cursor, mark: int | None) -> tuple[list[Any], int | None]:
         cur.execute(_SINCE, (mark or 0,))
-        return _since_rows(cur, mark)
+        return _since_rows(cur.fetchall(), mark)
 
     def unbound(self, cur: Cursor, root: str) -> list[tuple[str, int, str]]:
         cur.execute(
@@ -230,6 +245,7 @@ class PostgresDialect(Dialect):
         return [(str(c), int(s), str(h)) for c, s, h in cur.fetchall()]
 
 
+_LOCK = "SELECT pg_advisory_xact_lock(x) FROM unnest(%s::bigint[]) AS x"
 _LOCK_HEADS = "SELECT chain, seq, hash FROM chains WHERE chain = ANY(%s) ORDER BY chain FOR UPDATE"
 _NUMBERS = "SELECT nextval('journal_seq') FROM generate_series(1, %s)"
 _CALLS = (
@@ -247,8 +263,7 @@ _SINCE = (
 )
 
 
-def _since_rows(cur: Any, mark: int | None) -> tuple[list[Any], int | None]:
-    rows = list(cur.fetchall())
+def _since_rows(rows: Sequence[Any], mark: int | None) -> tuple[list[Any], int | None]:
     found = [r for r in rows if r[0] is not None]
     found.sort(key=lambda r: r[0])
     after = [int(r[8]) for r in rows if r[0] is None]

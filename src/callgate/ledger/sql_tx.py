@@ -97,6 +97,7 @@ class Transaction:
     __slots__ = (
         "_appended",
         "_approvals",
+        "_batches",
         "_cache",
         "_calls",
         "_caught_up",
@@ -111,6 +112,7 @@ class Transaction:
         "_locked_names",
         "_numbers",
         "_orphans",
+        "_pending",
         "_plan",
         "_records",
         "_since",
@@ -132,8 +134,12 @@ class Transaction:
         truth: JournalTruth | None = None,
         *,
         legacy: bool = False,
+        prelude: Sequence[str] = (),
     ) -> None:
         self.cur = cur
+        self._pending: list[str] = list(prelude)
+        """Statements to send with the next one (a dialect that batches: PostgreSQL)."""
+        self._batches = sql.batches and hasattr(cur, "mogrify")
         self.truth = truth
         """The journal's own keys and approvals (`callgate.ledger.truth`): None only for a
         migration, which decides nothing."""
@@ -181,9 +187,36 @@ class Transaction:
             self._last_number = head[0]
 
     def x(self, statement: str, params: Sequence[Any] = ()) -> Cursor:
-        """Execute one statement (written with ``?`` placeholders)."""
-        self.cur.execute(self.sql(statement), params)
+        """Execute one statement (written with ``?`` placeholders), after any batched ones;
+        the cursor is left on its result."""
+        if not self._pending:
+            self.cur.execute(self.sql(statement), params)
+            return self.cur
+        texts = [*self._pending, _mogrify(self.cur, self.sql(statement), params)]
+        self._pending = []
+        self.cur.execute("; ".join(texts))
+        for _ in range(len(texts) - 1):
+            self.cur.nextset()  # type: ignore[attr-defined]
         return self.cur
+
+    def emit(self, statement: str, params: Sequence[Any] = ()) -> None:
+        """A statement whose result is not read: batched with the next one where the dialect
+        batches (one round trip for a transaction's writes and its commit)."""
+        if self._batches:
+            self._pending.append(_mogrify(self.cur, self.sql(statement), params))
+        else:
+            self.cur.execute(self.sql(statement), params)
+
+    def flush(self) -> None:
+        """Send the batched statements now (before a dialect's own statement)."""
+        if self._pending:
+            texts, self._pending = self._pending, []
+            self.cur.execute("; ".join(texts))
+
+    def finish(self, last: str) -> None:
+        """Send the batched statements and ``last`` (``COMMIT``) in one round trip."""
+        texts, self._pending = [*self._pending, last], []
+        self.cur.execute("; ".join(texts))
 
     # -- locks and numbers -------------------------------------------------------------
 
@@ -212,8 +245,10 @@ class Transaction:
             # held it first: draw again after it.
             self._numbers.clear()
         mark = self.truth.mark if truth and self.truth is not None and not self._caught_up else -1
+        prelude, self._pending = self._pending, []
         opened = self.sql.open(
             self.cur,
+            prelude,
             new_names,
             chains,
             numbers=self._plan if not self._records else 0,
@@ -259,6 +294,7 @@ class Transaction:
                 assert self._last_number is not None
                 self._numbers = [self._last_number + 1]
             else:
+                self.flush()
                 self._numbers = self.sql.numbers(self.cur, self._plan, self._last_number)
         n = self._numbers.pop(0)
         self._last_number = n
@@ -353,6 +389,7 @@ class Transaction:
             if kept is not None and kept[0] == mark:
                 rows, after = kept[1]
             else:
+                self.flush()
                 rows, after = self.sql.since(self.cur, mark)
             rows = [r for r in rows if not truth.folded(r[0], r[8], r[3])]
             # The hash covers the stored text; only records the fold reads are parsed.
@@ -374,19 +411,6 @@ class Transaction:
     def record(self, seq: int) -> AuditRecord | None:
         """A journal record already written (before this transaction)."""
         row = self.x(SELECT_LEGACY_RECORD if self._legacy else SELECT_RECORD, (seq,)).fetchone()
-        return record_from_row(row) if row is not None else None
-
-    def before(self, rec: AuditRecord) -> AuditRecord | None:
-        """The record ``rec`` links to in its chain (None: it is the chain's first)."""
-        if rec.prev_hash == GENESIS:
-            return None
-        if rec.chain:
-            return self.record(rec.seq - 1)
-        row = self.x(
-            "SELECT " + _COLUMNS + " FROM journal WHERE run_id = ? AND hash = ? AND seq < ? "
-            "AND chain IS NULL",
-            (rec.run_id, rec.prev_hash, rec.seq),
-        ).fetchone()
         return record_from_row(row) if row is not None else None
 
     def append(
@@ -458,8 +482,9 @@ class Transaction:
                 )
                 for c in self._status_calls.values()
             ]
-            if len(rows) == 1:
-                self.x(UPDATE_CALL_STATUS, rows[0])
+            if len(rows) == 1 or self._batches:
+                for row in rows:
+                    self.emit(UPDATE_CALL_STATUS, row)
             else:
                 self.cur.executemany(self.sql(UPDATE_CALL_STATUS), rows)
         if self._orphans:
@@ -472,7 +497,7 @@ class Transaction:
             )
         if self._legacy:
             seq, h = self._heads[LEGACY_CHAIN]
-            self.x(SET_HEAD, (str(seq), h))
+            self.emit(SET_HEAD, (str(seq), h))
             return
         moved = [
             (chain, head[0], head[1], 0)
@@ -488,7 +513,7 @@ class Transaction:
 
     def _rows(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
         params: Sequence[Any] = rows[0] if len(rows) == 1 else [v for r in rows for v in r]
-        self.cur.execute(self.sql(statement), params)
+        self.emit(statement, params)
 
     def committed(self) -> int:
         """The transaction committed: keep its runs' rows for the next one (`RowCache`), and
@@ -522,7 +547,11 @@ class Transaction:
         return len(self._records)
 
 
-_COLUMNS = "seq, at, kind, run_id, call_id, data, prev_hash, hash, chain"
+def _mogrify(cur: Cursor, statement: str, params: Sequence[Any]) -> str:
+    """The statement with its parameters bound, as the server will run it (a client-side
+    binding cursor: `psycopg.ClientCursor`)."""
+    text: str = cur.mogrify(statement, params)  # type: ignore[attr-defined]
+    return text
 
 
 def _journal_row(r: AuditRecord) -> tuple[Any, ...]:

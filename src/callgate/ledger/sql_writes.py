@@ -573,11 +573,13 @@ def items_locks(tx: Transaction, items: Sequence[Item]) -> Plan:
 
 def _checkpoint(tx: Transaction, actor: str) -> int:
     """Bind the chain heads no checkpoint binds yet into one record of the root chain."""
+    tx.flush()
     heads = tx.sql.unbound(tx.cur, ROOT_CHAIN)
     if not heads:
         return 0
     tx.append(CHECKPOINT, "", None, heads_data(heads, actor))
-    tx.cur.executemany(tx.sql(BIND_CHAIN), [(c, s) for c, s, _ in heads])
+    for chain, seq, _ in heads:
+        tx.emit(BIND_CHAIN, (chain, seq))
     return len(heads)
 
 
