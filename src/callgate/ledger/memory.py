@@ -162,6 +162,15 @@ class MemoryLedger(Ledger):
         with self._lock:
             return self._owners.get(run_id)
 
+    def run_facts(self, run_id: str) -> Sequence[AuditRecord]:
+        """The ``run.*`` records of one run, oldest first: this ledger writes them with no
+        call id (None), so a resumed run gets its intents and trusted input back."""
+        return [
+            r
+            for r in self.records(run_id=run_id)
+            if r.call_id is None and r.kind.startswith("run.")
+        ]
+
     def _record_run_fact(self, kind: str, run_id: str, data: Mapping[str, Any]) -> None:
         with self._lock:
             if kind == "run.opened":
