@@ -247,9 +247,11 @@ def test_a_resumed_run_counts_the_calls_it_made_before() -> None:
     assert call(run, "create_event", title="Dentist", start="2026-07-01").status is Status.OK
     again = Gate(desk_registry(desk), policy=policy, ledger=ledger)
     resumed = again.resume_run(run.id, authority=Authority(principal=ME, grants=GRANTS))
-    assert call(resumed, "create_event", title="Payout", start="2026-07-02").status is (
-        Status.PENDING
-    )
+    assert resumed.state.intents, "the resumed run lost its intent (run.intent record)"
+    second = call(resumed, "create_event", title="Payout", start="2026-07-02")
+    assert second.status is Status.PENDING
+    assert "outside_intent" in rules(second)
+    assert "already used" in second.content
 
 
 # -- binding to a source -------------------------------------------------------------------
