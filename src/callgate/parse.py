@@ -23,13 +23,14 @@ from typing import Any
 
 from callgate.calls import Stage
 from callgate.redact import Redactor
-from callgate.render import Problem, Rejection, describe_value
+from callgate.render import Problem, Rejection, bounded, describe_value
 
 __all__ = [
     "MAX_ARGUMENT_CHARS",
     "MAX_DEPTH",
     "MAX_INT_DIGITS",
     "ParsedArguments",
+    "bad_call_id",
     "check_decoded",
     "decode_object",
     "may_be_deep",
@@ -400,6 +401,21 @@ def screen_call(call_id: str, name: str, arguments: object) -> Rejection | None:
         elif not _encodable(arguments):
             problem = _invalid_text("the argument text", arguments)
     return None if problem is None else _reject(problem)
+
+
+def bad_call_id(call_id: str) -> Rejection:
+    """The rejection of a call whose id is missing, or repeated in its batch: the id names
+    no one call, so the model cannot tell which answer is whose."""
+    text = (
+        "the call has no id"
+        if not call_id
+        else f"the call id '{bounded(call_id, 80)}' appears twice in this batch"
+    )
+    return Rejection(
+        stage=Stage.PARSE,
+        problems=(Problem(rule="call_id", message=text),),
+        advice="Give every call in a batch its own id; nothing was executed for this call.",
+    )
 
 
 def may_be_deep(text: str) -> bool:

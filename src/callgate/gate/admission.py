@@ -40,6 +40,7 @@ from callgate.ledger.budgets import BudgetCharge, budget_grants, charges_for
 from callgate.parse import ParsedArguments, may_be_deep, parse_arguments, screen_call
 from callgate.redact import context_secrets, hide_secret_problems
 from callgate.render import Problem, Rejection, bounded
+from callgate.schedule import BatchRefusal
 from callgate.tools import ToolSpec
 from callgate.validate import run_checks, unknown_tool, validate_arguments, validate_text_fast
 
@@ -64,36 +65,19 @@ class Admission:
         self.gate = gate
         self.run = run
 
-    def cycle(self, call: ToolCall, cycle: Sequence[str]) -> Observation:
-        """A cycle of ``after`` dependencies rejects the whole batch: nothing runs."""
-        path = " -> ".join(bounded(c, 80) for c in [*cycle, cycle[0]])
-        if call.id in cycle:
-            text = f"the calls' 'after' dependencies form a cycle: {path}"
-        else:
-            text = f"the batch was not run because its 'after' dependencies form a cycle: {path}"
-        rejection = Rejection(
-            stage=Stage.SCHEDULE,
-            problems=(Problem(rule="dependency_cycle", message=text),),
-            advice="Nothing in this batch was executed. Send the calls again without the cycle.",
+    def refused(self, call: ToolCall, refusal: BatchRefusal) -> Observation:
+        """A call its batch refused (`callgate.schedule.batch_refusals`), recorded as its
+        decision; a missing or repeated id, which names no one call, is audited instead."""
+        spec = self.gate.registry.get(call.name)
+        if refusal.recorded:
+            return self._rejected(call, spec, refusal.rejection)
+        self.gate.ledger.record_event(
+            "call.bad_id",
+            run_id=self.run.id,
+            call_id=call.id or None,
+            data={"tool": call.name, "message": refusal.rejection.problems[0].message},
         )
-        return self._rejected(call, self.gate.registry.get(call.name), rejection)
-
-    def too_many(self, call: ToolCall, proposed: int) -> Observation:
-        """A call beyond the gate's per-batch bound: rejected, never silently dropped."""
-        limit = self.gate.max_batch_calls
-        rejection = Rejection(
-            stage=Stage.SCHEDULE,
-            problems=(
-                Problem(
-                    rule="batch_too_large",
-                    message=f"this batch proposed {proposed} calls and at most {limit} run per "
-                    f"batch; this call came after the first {limit}",
-                ),
-            ),
-            advice="Nothing was executed for this call. Send it again in a later turn, once "
-            "the results of this batch are in.",
-        )
-        return self._rejected(call, self.gate.registry.get(call.name), rejection)
+        return self._rejected(call, spec, refusal.rejection, record=False)
 
     def admit(self, call: ToolCall) -> Observation | Admitted:
         """Parse, validate, authorize and approve one call; answered under the id it came
@@ -478,26 +462,6 @@ class Admission:
         elif canonical is None:
             canonical = self._canonical(spec, model)
         return self.gate.redactor.text(canonical, secrets or self._secrets(spec, model.__dict__))
-
-    def bad_id(self, call: ToolCall) -> Observation:
-        text = (
-            "the call has no id"
-            if not call.id
-            else f"the call id '{bounded(call.id, 80)}' appears twice in this batch"
-        )
-        rejection = Rejection(
-            stage=Stage.PARSE,
-            problems=(Problem(rule="call_id", message=text),),
-            advice="Give every call in a batch its own id; nothing was executed for this call.",
-        )
-        # Not recorded as the call's decision (its id names no one call), but audited.
-        self.gate.ledger.record_event(
-            "call.bad_id",
-            run_id=self.run.id,
-            call_id=call.id or None,
-            data={"tool": call.name, "message": text},
-        )
-        return self._rejected(call, self.gate.registry.get(call.name), rejection, record=False)
 
     def _rejected(
         self,

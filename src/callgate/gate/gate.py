@@ -38,9 +38,10 @@ from callgate.ledger.base import CallState, Ledger, LedgerError
 from callgate.redact import DEFAULT_SECRET_PATTERNS, Redactor, redactor_for
 from callgate.schedule import (
     Batch,
-    dependency_failed,
-    find_cycle,
+    batch_refusals,
+    follow_renames,
     plan_batch,
+    reject_dependents,
     run_batch_async,
     run_batch_sync,
 )
@@ -749,67 +750,32 @@ class Run:
                     f"submit() takes ToolCall objects, got {type(call).__name__}; "
                     "use callgate.ToolCall(id=..., name=..., arguments=...)"
                 )
-        counts: dict[str, int] = {}
-        for call in calls:
-            counts[call.id] = counts.get(call.id, 0) + 1
-        in_cycle = find_cycle(calls)
-        staged: list[Observation | Admitted] = []
-        self.state.batch_ids = tuple(counts)  # no new name may take one of the batch's ids
-        for index, call in enumerate(calls):
-            if counts[call.id] > 1 or not call.id:
-                staged.append(self._admission.bad_id(call))
-            elif in_cycle:
-                staged.append(self._admission.cycle(call, in_cycle))
-            elif index >= self.gate.max_batch_calls:
-                staged.append(self._admission.too_many(call, len(calls)))
-            else:
-                staged.append(self._admission.admit(call))
+        refusals = batch_refusals(calls, self.gate.max_batch_calls)
+        admission = self._admission
+        # No new name may take one of the batch's ids (`CallNames.name_for`).
+        self.state.batch_ids = tuple(dict.fromkeys(call.id for call in calls))
+        staged = [
+            admission.admit(call) if refusal is None else admission.refused(call, refusal)
+            for call, refusal in zip(calls, refusals, strict=True)
+        ]
         self.state.batch_ids = ()
         if any(c.after for c in calls):
-            self._fail_dependents(staged)
-            self._follow_renames(staged)
+            reject_dependents(staged, self._dependency_failed)
+            follow_renames(staged)
         for item in staged:
             if isinstance(item, Admitted):
                 self._admission.record_admitted(item)
         return staged
 
-    def _fail_dependents(self, staged: list[Observation | Admitted]) -> None:
-        """Reject admitted calls that depend on a call of this batch that did not get admitted."""
-        changed = True
-        while changed:
-            changed = False
-            failed = {s.call_id: s for s in staged if isinstance(s, Observation)}
-            for i, item in enumerate(staged):
-                if isinstance(item, Admitted):
-                    dep = next((failed[d] for d in item.call.after if d in failed), None)
-                    if dep is not None:
-                        obs = dependency_failed(item, dep)
-                        obs.call_id = item.answer_id or item.call.id
-                        self._release_unrun([item], [obs])
-                        self._admission.record(
-                            item.call,
-                            item.spec,
-                            CallState.REJECTED,
-                            Stage.SCHEDULE,
-                            arguments=item.record.arguments if item.record else "{}",
-                            message=obs.content,
-                        )
-                        staged[i] = obs
-                        changed = True
-
-    @staticmethod
-    def _follow_renames(staged: list[Observation | Admitted]) -> None:
-        """Point ``after`` at the names calls are recorded under, where the run gave a
-        call a new one (`callgate.gate.call_names`): the scheduler plans by those names."""
-        names = {
-            s.answer_id: s.call.id
-            for s in staged
-            if isinstance(s, Admitted) and s.answer_id is not None
-        }
-        if not names:
-            return
-        for s in staged:
-            if isinstance(s, Admitted) and any(d in names for d in s.call.after):
-                s.call = dataclasses.replace(
-                    s.call, after=tuple(names.get(d, d) for d in s.call.after)
-                )
+    def _dependency_failed(self, item: Admitted, obs: Observation) -> None:
+        """Record an admitted call the schedule stage rejected because a call it depends on
+        was not admitted, and give back its approval."""
+        self._release_unrun([item], [obs])
+        self._admission.record(
+            item.call,
+            item.spec,
+            CallState.REJECTED,
+            Stage.SCHEDULE,
+            arguments=item.record.arguments if item.record else "{}",
+            message=obs.content,
+        )
