@@ -51,8 +51,8 @@ test: lint typecheck
 
 # The fast tier, for feedback while working: unit tests only (no subprocess, server,
 # PostgreSQL, bubblewrap or model: tests/conftest.py marks those `integration`; nor the
-# few `slow` in-process tests it lists), each
-# hypothesis property at a few examples (the `dev` profile). `make test` is the full suite.
+# slowest in-process tests, which it lists as `slow`), each hypothesis property at a
+# few examples (the `dev` profile). `make test` is the full suite.
 # Bytecode is cached outside the tree (PYTHONPYCACHEPREFIX), even where the environment says
 # PYTHONDONTWRITEBYTECODE: compiling every module afresh was half the time of a collection.
 test-fast: $(STAMP)

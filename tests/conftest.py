@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import linecache
 import os
 import re
 import sys
@@ -23,7 +24,7 @@ os.environ.setdefault(
 )
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import FunctionType, ModuleType
+from types import CodeType, FunctionType, ModuleType
 from typing import Any
 
 import pytest
@@ -183,6 +184,20 @@ def _written_here(obj: object) -> FunctionType | None:
 _SPAWN_CACHE: dict[object, bool] = {}
 
 
+def _source_of(code: CodeType) -> str:
+    """The lines of a function's source, its decorators included: from its first line to the
+    last line any of its code (nested functions too) was compiled from. Read from the file
+    by line numbers, not by `inspect.getsource` (which tokenizes the file for every
+    function: a fifth of a collection)."""
+    last = code.co_firstlineno
+    stack = [code]
+    while stack:
+        current = stack.pop()
+        last = max([last, *(line for _, _, line in current.co_lines() if line)])
+        stack.extend(c for c in current.co_consts if isinstance(c, CodeType))
+    return "".join(linecache.getlines(code.co_filename)[code.co_firstlineno - 1 : last])
+
+
 def _spawns(func: FunctionType, seen: set[object]) -> bool:
     """Whether ``func``, or a tests/ function or class it names, starts a process/server."""
     code = func.__code__
@@ -191,11 +206,7 @@ def _spawns(func: FunctionType, seen: set[object]) -> bool:
     if code in seen:
         return False
     seen.add(code)
-    try:
-        source = inspect.getsource(func)
-    except (OSError, TypeError):
-        source = ""
-    found = SPAWNS.search(source) is not None
+    found = SPAWNS.search(_source_of(code)) is not None
     if not found:
         names: set[str] = set()
         stack = [code]
@@ -248,19 +259,101 @@ def _is_integration(item: pytest.Item) -> bool:
     return False
 
 
-# In-process tests that took over 9 s each (wall, 2 loaded cores) in a `make test-fast` run
-# on 2026-12-01: `slow`, left out of the fast tier. A renamed test drops out of this list
-# (and back into the fast tier) silently; re-measure with --durations.
+# In-process tests of the fast tier that are slow: `slow`, left out of it (`make test` runs
+# them). Measured with --durations on 2026-12-01: every test that took 1 s or more (wall,
+# summed over its parameters, on 2 cores shared with other work: about 0.25 s on an idle
+# machine, ten times the fast tier's mean), and every test sharing a module-scoped
+# fixture with one of them (else that test would pay for the fixture). A renamed test
+# would drop out of this list silently, so tests/test_fast_tier.py checks each name.
 SLOW = frozenset(
     {
-        "definitions/test_skills_hostile.py::test_front_matter_nested_without_end_is_a_definition_error",
-        "corpus/test_openapi_corpus.py::test_the_sample_imports_without_a_crash_and_stripe_almost_whole",
+        "agent/test_cli.py::test_bad_usage_exits_2",
+        "agent/test_cli.py::test_demo_json_reports_every_check",
+        "agent/test_cli.py::test_demo_names_the_ledger_it_wrote",
+        "agent/test_harbor.py::test_the_scenario_holds_in_every_provider_format",
+        "agent/test_models.py::test_anthropic_messages_round_trip",
+        "agent/test_models.py::test_openai_chat_completions_round_trip",
+        "agent/test_models.py::test_openai_responses_round_trip",
+        "agent/test_one_model_many_runs.py::test_arun_under_two_event_loops_with_one_model",
+        "agent/test_one_model_many_runs.py::test_every_lab_run_reaches_the_model_with_one_sdk_client",
+        "agent/test_one_model_many_runs.py::test_resume_on_another_thread_with_one_model",
+        "agent/test_one_model_many_runs.py::test_run_approve_resume_with_one_model",
+        "agent/test_one_model_many_runs.py::test_sync_runs_from_async_code_share_one_model",
+        "agent/test_one_model_many_runs.py::test_three_sync_runs_share_one_model_and_its_connection",
+        "approvals/test_approval_cli.py::test_a_request_that_cannot_be_decided_exits_1_and_nothing_changes",
+        "approvals/test_approval_store.py::test_a_request_that_cannot_be_decided_is_an_error_and_nothing_changes",
+        "cli/test_bad_files.py::test_a_file_that_is_not_a_ledger_is_refused_and_left_unchanged",
+        "cli/test_bad_files.py::test_whatever_bytes_are_damaged_no_command_prints_a_traceback",
+        "cli/test_model_specs.py::test_lab_run_reads_a_local_spec_as_run_does",
+        "cli/test_model_specs.py::test_run_start_reads_a_local_spec_the_same_way",
+        "cli/test_plain_output.py::test_any_argument_a_model_sends_is_shown_by_ledger_show",
+        "cli/test_plain_output.py::test_ledger_show_prints_every_stored_value_as_plain_text",
+        "console/test_console_eval.py::test_the_evaluation_funnel_is_drawn_from_the_verdicts",
+        "console/test_console_http.py::test_a_forged_form_decides_nothing",
+        "console/test_console_http.py::test_bearer_and_basic_credentials",
+        "console/test_console_timeline.py::test_two_reviewers_at_once_decide_one_approval_once",
+        "core/test_execute.py::test_a_handler_that_could_not_start_in_time_never_runs_later",
+        "core/test_redact_defaults.py::test_hostile_repetitions_are_redacted_in_linear_time",
+        "core/test_schedule.py::test_find_cycle_handles_long_chains_without_recursion",
+        "core/test_schedule.py::test_worked_example_in_real_time",
+        "core/test_sync_loop.py::test_a_helper_and_its_loop_end_with_the_thread_they_serve",
+        "core/test_sync_loop.py::test_a_plain_threads_loop_ends_with_the_thread",
+        "core/test_sync_loop.py::test_only_the_bridge_and_the_servers_start_an_event_loop",
         "core/test_tool_signature.py::test_mypy_flags_a_misspelt_option_on_both_decorators",
-        "eval/test_lab.py::test_analyse_keeps_each_labs_deviations_and_model_and_never_pools",
-        "eval/test_lab.py::test_a_scripted_lab_reproduces_the_planted_effects",
-        "eval/test_lab.py::test_the_reference_solution_matches_the_expected_calls",
-        "eval/test_lab.py::test_the_cli_runs_the_lab_and_the_funnel_reads_it",
+        "corpus/test_corpus_main.py::test_a_clean_sample_exits_zero_and_prints_the_table",
+        "corpus/test_glaive_toolcall_corpus.py::test_a_public_function_calling_set_registers_and_its_expected_calls_pass",
+        "corpus/test_openapi_corpus.py::test_the_sample_imports_without_a_crash_and_stripe_almost_whole",
+        "corpus/test_skills_corpus.py::test_the_public_skills_load_one_folder_at_a_time",
+        "corpus/test_tau_bench_corpus.py::test_tau_bench_tools_register_and_its_expected_calls_are_accepted",
+        "definitions/test_a2a.py::test_a_call_reaches_a_real_a2a_agent_through_the_sdk_client",
+        "definitions/test_openapi_hostile.py::test_a_document_url_trickling_its_answer_is_cut_at_the_timeout",
+        "definitions/test_openapi_hostile.py::test_a_service_trickling_its_answer_is_cut_at_the_timeout",
+        "definitions/test_openapi_hostile.py::test_a_yaml_alias_bomb_is_refused_quickly",
+        "definitions/test_property_names.py::test_every_name_at_once_in_each_shape",
+        "definitions/test_skills_hostile.py::test_front_matter_nested_without_end_is_a_definition_error",
+        "eval/test_figures.py::test_no_n_label_is_crossed_and_no_legend_hides_anything",
+        "eval/test_funnel.py::test_a_run_without_a_verdict_is_left_out_of_d",
+        "eval/test_funnel.py::test_a_stage_no_call_reached_is_not_drawn_as_zero",
+        "eval/test_funnel.py::test_each_planted_failure_is_counted_at_its_stage",
+        "eval/test_funnel.py::test_rows_per_tool_split_the_calls",
+        "eval/test_funnel.py::test_the_funnel_writes_a_png_and_json",
+        "eval/test_funnel.py::test_the_product_interval_resamples_tasks",
         "eval/test_grammar_lab.py::test_the_decision_on_a_lab_ledger_uses_its_verdicts_and_decodes",
+        "eval/test_lab.py::test_a_scripted_lab_reproduces_the_planted_effects",
+        "eval/test_lab.py::test_analyse_keeps_each_labs_deviations_and_model_and_never_pools",
+        "eval/test_lab.py::test_the_cli_runs_the_lab_and_the_funnel_reads_it",
+        "eval/test_lab.py::test_the_funnel_command_does_not_pool_two_labs_unasked",
+        "eval/test_lab.py::test_the_oracle_passes_every_task_on_both_surfaces",
+        "eval/test_lab.py::test_the_reference_solution_matches_the_expected_calls",
+        "eval/test_repo_tasks.py::test_each_kind_fails_before_and_passes_after_its_reference_solution",
+        "eval/test_stats.py::test_paired_bootstrap_p_value_rejects_at_about_alpha_without_an_effect",
+        "fuzz/test_fuzz_sample.py::test_no_cut_off_call_in_the_sample_reaches_a_handler",
+        "fuzz/test_fuzz_sample.py::test_no_model_output_in_the_sample_breaks_the_gate",
+        "fuzz/test_fuzz_sample.py::test_the_sample_covers_every_format_and_mutation",
+        "ledger/test_journal_properties.py::test_sqlite_rows_follow_from_its_journal_and_it_answers_like_memory",
+        "ledger/test_journal_properties.py::test_two_ledgers_on_one_file_see_each_other_and_never_claim_a_key_twice",
+        "ledger/test_journal_truth.py::test_a_deleted_key_row_is_reported",
+        "ledger/test_journal_truth.py::test_an_approval_pointing_at_another_approvals_decision_is_never_spent",
+        "ledger/test_journal_truth.py::test_an_approval_redirected_to_another_call_is_never_spent",
+        "mcp/test_mcp_pins.py::test_no_name_or_description_from_an_upstream_reaches_the_terminal_invisible",
+        "mcp/test_mcp_timeouts.py::test_a_retried_read_gets_only_what_is_left_of_the_timeout",
+        "providers/test_robustness.py::test_the_bare_json_search_reads_the_text_a_bounded_number_of_times",
+        "providers/test_schema_export.py::test_exported_schema_accepts_exactly_what_callgate_accepts",
+        "security/test_forgery.py::test_no_one_or_two_row_edit_runs_an_effect_twice_on_sqlite",
+        "security/test_injection.py::test_every_injected_call_is_stopped_and_the_task_still_runs",
+        "security/test_injection.py::test_injection_counts",
+        "security/test_injection.py::test_without_declared_sinks_the_same_attacks_execute",
+        "security/test_injection_benchmark.py::test_agent_loop_and_run_submit_count_the_same",
+        "security/test_injection_benchmark.py::test_same_seed_same_figures",
+        "security/test_injection_benchmark.py::test_summary_adds_up_its_pairs",
+        "security/test_injection_benchmark.py::test_ungated_control_executes_every_attack_and_every_task",
+        "security/test_linear_matching.py::test_hostile_free_text_arguments_are_scanned_for_links_at_once",
+        "security/test_linear_matching.py::test_hostile_tool_output_is_indexed_at_once",
+        "security/test_plan_first_hostile.py::test_hostile_plan_arguments_bind_nothing_they_should_not",
+        "security/test_policy_cli_hostile.py::test_any_rule_name_is_printed_as_data",
+        "security/test_secret_shapes.py::test_no_canary_in_the_cli",
+        "test_conventions.py::test_every_test_function_has_a_docstring",
+        "test_conventions.py::test_the_pending_list_only_shrinks",
     }
 )
 
