@@ -34,6 +34,19 @@ from local.tasks import GRANTS, SYSTEM, TASKS, registry
 
 REQUESTS = ("get_order-1", "refund-1", "store_hours-1", "update_address-2")
 console = Console(highlight=False)
+ENDINGS = {
+    "max_steps": (
+        "the demo gives the model one turn per request, Budgets(steps=1): the run stops once "
+        "the gate has answered that turn's calls; a retry would be a second turn",
+        "one turn per request",
+    ),
+    "answered": (
+        "in prose, not a call: the gate had nothing to judge",
+        "prose, no call",
+    ),
+}
+"""Why a run ended: said in full the first time, then in a few words."""
+explained: set[str] = set()
 
 
 def show(entry: TranscriptEntry) -> None:
@@ -60,12 +73,9 @@ def show(entry: TranscriptEntry) -> None:
             )
     elif entry.kind == "agent.stopped":
         reason = str(data.get("reason"))
-        why = (
-            " (the demo gives the model one turn per request, Budgets(steps=1): the run stops "
-            "after the gate has answered that turn's calls; a retry would be a second turn)"
-            if reason == "max_steps"
-            else ""
-        )
+        full, short = ENDINGS.get(reason, ("", ""))
+        why = f" ({short if reason in explained else full})" if full else ""
+        explained.add(reason)
         console.print(f"  [dim]run ended: {plain(reason)}{why}[/dim]")
 
 
@@ -77,12 +87,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     tasks = {t.id: t for t in TASKS}
     chosen = [tasks[i] for i in REQUESTS[: args.requests]]
-    summary: list[tuple[str, str, int, int, int, float]] = []
+    summary: list[tuple[str, int, int, int, int, float]] = []
+    explained.clear()
     console.print(
         "Two phases, the same requests: [bold]free decoding[/bold] (the model writes any "
         "text; the gate parses what it can), then [bold]constrained[/bold] (llguidance masks "
         "every token that would leave the tools' grammar). Each phase loads the model first."
     )
+    name = "the model"
     with tempfile.TemporaryDirectory() as folder:
         ledger = SQLiteLedger(Path(folder) / "demo.db")
         gate = Gate(registry, ledger=ledger)
@@ -100,37 +112,46 @@ def main(argv: list[str] | None = None) -> int:
             agent = Agent(
                 model, gate, budgets=Budgets(steps=1), system=SYSTEM, paging=False, on_event=show
             )
-            ok = rejected = proposed = 0
+            ok = rejected = proposed = right_tool = 0
             phase = time.perf_counter()
             for n, task in enumerate(chosen):
                 console.print(f"[bold cyan]user:[/bold cyan] {task.prompt}")
+                if n == 0:  # said before the wait, not after it
+                    console.print(
+                        "  [dim](warm-up: llama.cpp first reads the system prompt and the ten "
+                        "tools' definitions"
+                        + (" and llguidance compiles their grammar" if constrain != "none" else "")
+                        + "; this request takes longest, the next ones reuse that work)[/dim]"
+                    )
                 started = time.perf_counter()
                 result = agent.run(
                     task.prompt, authority=Authority(principal="demo", grants=list(GRANTS))
                 )
                 seconds = time.perf_counter() - started
-                warm = (
-                    " (warm-up: the first request also fills llama.cpp's caches"
-                    + (" and compiles the grammar" if constrain != "none" else "")
-                    + ")"
-                    if n == 0
-                    else ""
-                )
-                console.print(f"  [dim]{seconds:.1f} s{warm}[/dim]")
+                console.print(f"  [dim]{seconds:.1f} s{' (warm-up)' if n == 0 else ''}[/dim]")
                 proposed += len(result.observations)
                 ok += sum(1 for o in result.observations if o.status.value == "ok")
                 rejected += sum(1 for o in result.observations if o.status.value == "rejected")
-            summary.append((model.name, title, proposed, ok, rejected, time.perf_counter() - phase))
+                right_tool += any(o.tool == task.tool for o in result.observations)
+            summary.append(
+                (constrain, proposed, ok, rejected, right_tool, time.perf_counter() - phase)
+            )
+            name = model.name.split("+")[0]
         ledger.close()
-    table = Table(title="What the gate did with each phase's proposals")
-    for column in ("model", "decoding", "requests", "calls", "ran ok", "rejected", "seconds"):
-        table.add_column(column)
-    for name, title, proposed, ok, rejected, seconds in summary:
+    table = Table(title=f"What the gate did with {plain(name)}'s proposals")
+    for column in ("decoding", "requests", "calls", "ran ok", "rejected", "right tool", "s"):
+        table.add_column(column, justify="left" if column == "decoding" else "right")
+    for constrain, proposed, ok, rejected, right_tool, seconds in summary:
         table.add_row(
-            plain(name), title, str(len(chosen)), str(proposed), str(ok), str(rejected),
-            f"{seconds:.0f}",
+            "free" if constrain == "none" else constrain, str(len(chosen)), str(proposed),
+            str(ok), str(rejected), str(right_tool), f"{seconds:.0f}",
         )  # fmt: skip
     console.print(table)
+    console.print(
+        "[dim]ran ok: the gate found the call valid and allowed, and it ran; right tool: the "
+        "request's own tool was among the calls. The grammar makes calls readable; whether "
+        "they are right is still the model's doing, and the gate's to judge.[/dim]"
+    )
     return 0
 
 

@@ -42,9 +42,10 @@ def test_the_demo_explains_max_steps_labels_the_warm_up_and_ends_with_a_summary(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """examples/local/demo.py with a scripted stand-in for the GGUF model (the real one
-    needs llama.cpp): each one-turn run's "max_steps" is explained, the first request of a
-    phase is labelled the warm-up, and a table closes the demo with one row per phase:
-    2 requests, 2 calls, 1 ran ok (get_order) and 1 rejected (an unknown tool)."""
+    needs llama.cpp): "max_steps" is explained in full once, then in a few words; the
+    warm-up is announced before the first request of each phase runs (not after the wait);
+    a table closes the demo with one row per phase: 2 requests, 2 calls, 1 ran ok
+    (get_order), 1 rejected (an unknown tool), 1 with the request's own tool."""
     from local import demo
 
     from callgate.llms import ScriptedModel, calls
@@ -66,14 +67,20 @@ def test_the_demo_explains_max_steps_labels_the_warm_up_and_ends_with_a_summary(
     monkeypatch.setattr(demo, "console", demo.Console(highlight=False, width=200))
     assert demo.main(["--requests", "2"]) == 0
     out = capsys.readouterr().out
-    assert "run ended: max_steps (the demo gives the model one turn per request" in out
-    assert out.count("(warm-up") == 2  # once per phase
-    assert "What the gate did with each phase's proposals" in out
-    rows = [line for line in out.splitlines() if "stand-in" in line and "│" in line]
-    assert len(rows) == 2
-    for row in rows:
-        cells = [c.strip() for c in row.split("│") if c.strip()]
-        assert cells[2:6] == ["2", "2", "1", "1"], cells
+    assert out.count("run ended: max_steps (the demo gives the model one turn per request") == 1
+    assert out.count("run ended: max_steps (one turn per request)") == 3
+    for phase in out.split("loading the model")[1:]:
+        assert phase.count("(warm-up:") == 1
+        assert phase.index("(warm-up:") < phase.index("proposes")
+    assert "What the gate did with stand-in's proposals" in out
+    rows = {
+        cells[0]: cells[1:6]
+        for line in out.splitlines()
+        if "│" in line
+        for cells in [[c.strip() for c in line.split("│") if c.strip()]]
+        if cells and cells[0] in ("free", "llguidance")
+    }
+    assert rows == {"free": ["2", "2", "1", "1", "1"], "llguidance": ["2", "2", "1", "1", "1"]}
 
 
 def test_the_build_shows_one_short_line_per_step_and_keeps_the_whole_log(
