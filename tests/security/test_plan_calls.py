@@ -177,14 +177,17 @@ def test_a_call_before_the_untrusted_read_uses_its_planned_call() -> None:
     assert call(run, "create_event", title="Payout", start="2026-07-02").status is Status.PENDING
 
 
-def test_the_same_call_again_matches_the_planned_call_it_used() -> None:
-    """A retry with the same values is the same call: it is not counted twice."""
+def test_the_same_call_again_is_another_call_and_asks() -> None:
+    """The event again under a new id, after it ran, is a second event: it needs a person."""
     desk = Desk()
     intent = Intent(calls=[PlannedCall(tool="create_event")], source="plan")
     run = start(desk_gate(desk), "Add 'Dentist' on 2026-07-01.", intent)
     call(run, "read_bill", name="bill-may.txt")
-    for _ in range(2):
-        assert call(run, "create_event", title="Dentist", start="2026-07-01").status is Status.OK
+    assert call(run, "create_event", title="Dentist", start="2026-07-01").status is Status.OK
+    again = call(run, "create_event", title="Dentist", start="2026-07-01")
+    assert again.status is Status.PENDING
+    assert "already used" in again.content
+    assert len(desk.did("create_event")) == 1
 
 
 def test_times_admits_that_many_distinct_calls() -> None:
@@ -303,7 +306,7 @@ def test_a_bound_call_before_its_source_ran_asks() -> None:
     call(run, "read_bill", name="bill-june.txt")
     obs = call(run, "send_money", iban=BILL_IBAN, amount=49.99)
     assert obs.status is Status.PENDING
-    assert "has returned one yet" in obs.content
+    assert "has not run yet" in obs.content
 
 
 def test_the_bound_payment_is_counted_once() -> None:

@@ -159,7 +159,8 @@ class Intent:
 
     def governs(self, tool: str) -> bool:
         """Whether a planned call of this intent names ``tool`` (then only planned calls
-        admit it, besides ``reads``)."""
+        admit it, also when it is read-only: a source read again, with other arguments, is
+        not the read the plan made)."""
         return tool in self._governed
 
     def outside(
@@ -173,8 +174,7 @@ class Intent:
         breaks, or ``(None, None)`` when its tool or effects are not in the intent.
         ``match``: how this intent's planned calls take the call (`match_call`)."""
         if spec.name in self._governed:
-            planned = match is not None and match.step is not None
-            if not planned and not (self.reads and _reads_only(spec, effects)):
+            if match is None or match.step is None:
                 return (match.argument, match.value) if match is not None else (None, None)
         else:
             inside = (
@@ -377,7 +377,7 @@ def plan_matches(
         planned = intent.planned
         uses = provenance.plan_uses.get(intent)
         if uses is None:
-            uses = provenance.plan_uses[intent] = PlanUses(users=[set() for _ in planned])
+            uses = provenance.plan_uses[intent] = PlanUses(users=[[] for _ in planned])
         match = match_call(planned, spec.name, values, evidence, uses)
         if match is not None:
             matches[intent] = match

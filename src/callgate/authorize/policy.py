@@ -446,7 +446,7 @@ def authorize(
     decided = decision if finding is None else _intent_decision(policy, decision, finding)
     if decided.action is not Action.DENY:
         for intent, match in matches.items():
-            commit(provenance.plan_uses[intent], match)
+            commit(provenance.plan_uses[intent], match, admitted=decided.action is Action.ADMIT)
     return decided
 
 

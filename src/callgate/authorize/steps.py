@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from callgate.authorize.paths import TrustPath
-from callgate.authorize.text import normalize, words
+from callgate.authorize.text import normalize
 from callgate.errors import DefinitionError
 from callgate.regex import compile_re2
 
@@ -74,6 +74,8 @@ MAX_TIMES = 100
 _MAX_TEXT = 200
 _MAX_VALUES = 200
 _MAX_WHERE = 10
+_MAX_DIGITS = 60
+_MAX_VALUE_TEXT = 10_000
 # A plain decimal written as text ("85", "-12.50"): short, anchored, no nesting.
 _DECIMAL = compile_re2(r"[+-]?\d{1,30}(?:\.\d{1,9})?")
 
@@ -95,6 +97,12 @@ def _text(value: Any, where: str, *, required: bool = True) -> str | None:
     return value
 
 
+def _huge(value: Any) -> bool:
+    """An integer too long to be an argument (and to print: Python refuses past 4300
+    digits)."""
+    return isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**_MAX_DIGITS
+
+
 def _path(text: str, where: str) -> TrustPath:
     try:
         return TrustPath.parse(text)
@@ -112,14 +120,14 @@ class Bind:
     pick: str = "any"
     by: str | None = None
     where: Mapping[str, str | int | float | bool] = dataclasses.field(default_factory=dict)
-    """Only records whose field (a path) holds this value: equal as values compare, or, for
-    text, the same words inside a longer text (``{"counterparty": "Clara"}`` keeps the
-    record of "Clara Weiss"). Applied before ``pick``."""
+    """Only records whose field (a path) holds this value, applied before ``pick``: numbers
+    as numbers; a text holding ``@ . : /`` or digits (an address, a link, an IBAN) whole;
+    a plain name also as words of a longer text (``{"counterparty": "Clara"}`` keeps the
+    record of "Clara Weiss") unless a record holds it whole, and only while the records it
+    keeps so agree on that field (with "Clara Weiss" and "Clara Roth" it keeps none)."""
     _field: TrustPath = dataclasses.field(init=False, repr=False, compare=False)
     _by: TrustPath | None = dataclasses.field(init=False, repr=False, compare=False)
-    _where: tuple[tuple[TrustPath, str, str | None], ...] = dataclasses.field(
-        init=False, repr=False, compare=False
-    )
+    _where_paths: tuple[TrustPath, ...] = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _text(self.source, "Bind.source (the id of the planned call the value comes from)")
@@ -147,25 +155,21 @@ class Bind:
                 f"Bind.where: expected an object of at most {_MAX_WHERE} field: value pairs, "
                 f"e.g. {{'counterparty': 'Clara'}}, got {type(self.where).__name__}"
             )
-        where: list[tuple[TrustPath, str, str | None]] = []
+        where: list[TrustPath] = []
         for key, value in self.where.items():
             _text(key, "Bind.where key (a field path)")
-            if not isinstance(value, str | int | float | bool) or (
-                isinstance(value, str) and len(value) > _MAX_TEXT
+            if (
+                not isinstance(value, str | int | float | bool)
+                or (isinstance(value, str) and len(value) > _MAX_TEXT)
+                or _huge(value)
             ):
                 raise PlanError(
                     f"Bind.where.{str(key)[:40]}: expected a text, number or boolean of at most "
-                    f"{_MAX_TEXT} characters, got {type(value).__name__}"
+                    f"{_MAX_TEXT} characters (numbers below 10**{_MAX_DIGITS}), got "
+                    f"{type(value).__name__}"
                 )
-            spoken = words(value).strip() if isinstance(value, str) else ""
-            where.append(
-                (
-                    _path(key, "Bind.where"),
-                    canonical_value(value),
-                    f" {spoken} " if spoken else None,
-                )
-            )
-        object.__setattr__(self, "_where", tuple(where))
+            where.append(_path(key, "Bind.where"))
+        object.__setattr__(self, "_where_paths", tuple(where))
 
     def describe(self) -> str:
         """The binding in words: ``iban of bill``, ``id of the max (by size) of files``."""
@@ -271,8 +275,9 @@ class PlannedCall:
         if "*" in self.tool:
             raise PlanError(f"PlannedCall.tool: a planned call names one tool, got {self.tool!r}")
         _text(self.id, "PlannedCall.id", required=False)
-        if isinstance(self.times, bool) or not isinstance(self.times, int):
-            raise PlanError(f"PlannedCall.times: expected a whole number, got {self.times!r:.40}")
+        if isinstance(self.times, bool) or not isinstance(self.times, int) or _huge(self.times):
+            shown = "a number of more than 60 digits" if _huge(self.times) else repr(self.times)
+            raise PlanError(f"PlannedCall.times: expected a whole number, got {shown:.40}")
         if not 1 <= self.times <= MAX_TIMES:
             raise PlanError(f"PlannedCall.times: expected 1 to {MAX_TIMES} calls, got {self.times}")
         if not isinstance(self.arguments, Mapping) or not isinstance(self.bind, Mapping):
@@ -291,6 +296,11 @@ class PlannedCall:
                     raise PlanError(
                         f"{where}: expected text, numbers or booleans, got "
                         f"{type(item).__name__}; leave out values you learn from tool output"
+                    )
+                if _huge(item) or (isinstance(item, str) and len(item) > _MAX_VALUE_TEXT):
+                    raise PlanError(
+                        f"{where}: a value too large to be an argument (numbers below "
+                        f"10**{_MAX_DIGITS}, texts of at most {_MAX_VALUE_TEXT} characters)"
                     )
             allowed[str(name)] = frozenset(canonical_item(v) for v in listed)
         for name, bound in self.bind.items():
@@ -313,9 +323,14 @@ class PlannedCall:
         return f"{self.tool}({', '.join(parts)}) {times}"
 
     def fixed_broken(self, values: Mapping[str, Any]) -> tuple[str, str] | None:
-        """The first fixed argument whose value (an item of it) is not allowed, or None."""
+        """The first fixed argument whose value (an item of it) is not allowed, or None. A
+        fixed argument the call leaves out (or sets to None) breaks it: a read by another
+        argument (``id=`` for ``name=``) is another read."""
         for argument, allowed in self._allowed.items():
-            for item in value_items(values.get(argument)):
+            items = value_items(values.get(argument))
+            if not items:
+                return (argument, "(left out)")
+            for item in items:
                 if canonical_item(item) not in allowed:
                     return (argument, str(item))
         return None
