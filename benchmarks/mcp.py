@@ -13,9 +13,11 @@ Three connections with the SDK's own client, open at once in one process:
   commits that do not wait for the disk, so the difference to ``proxy --db`` is what the
   two syncs cost on this machine.
 
-Calls are interleaved (one of each per round, in a shuffled order) so the three see
+Calls are interleaved (one of each per round, in a shuffled order) so they all see
 the same machine; each is timed alone. Reports the median and p90 in ms and the
-proxy's ratio to direct. Target (issue 30): proxy median <= 2.5x direct.
+proxy's ratio to direct. Target (issue 30): proxy median <= 2.5x direct. On Linux it
+also reports each proxy process's CPU time per call (user + system, from /proc): on a
+loaded machine wall-clock times swing by milliseconds from run to run, CPU time much less.
 
     .venv/bin/python benchmarks/mcp.py [--calls 300]
 """
@@ -71,7 +73,7 @@ def proxied(tmp: Path, *extra: str) -> StdioServerParameters:
     )
 
 
-async def measure(calls: int) -> dict[str, list[float]]:
+async def measure(calls: int) -> tuple[dict[str, list[float]], dict[str, float]]:
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         targets = {
@@ -93,6 +95,7 @@ async def measure(calls: int) -> dict[str, list[float]]:
             for client in clients.values():  # warm up: imports, first listing, pins
                 for _ in range(20):
                     await client.call_tool("echo", {"message": "warm"})
+            before = _child_cpu()
             order = list(clients)
             for i in range(calls):
                 random.shuffle(order)
@@ -102,14 +105,42 @@ async def measure(calls: int) -> dict[str, list[float]]:
                     times[name].append(time.perf_counter() - started)
                     if result.is_error:
                         raise SystemExit(f"{name}: the call failed: {result.content}")
-        return times
+            spent = {
+                label: (_child_cpu().get(label, 0.0) - seconds) / calls
+                for label, seconds in before.items()
+            }
+        return times, spent
+
+
+def _child_cpu() -> dict[str, float]:
+    """CPU seconds (user + system) of each ``callgate mcp proxy`` child process, by target
+    (Linux only: empty elsewhere)."""
+    found: dict[str, float] = {}
+    if not Path("/proc").is_dir():
+        return found
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if int(fields[1]) != os.getpid() or "callgate.cli" not in command:
+            continue
+        label = "proxy --db read" if "--tools" in command else "proxy"
+        if "--db" in command and "--tools" not in command:
+            label = "proxy --db"
+        found[label] = (int(fields[11]) + int(fields[12])) / tick
+    return found
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=300)
     args = parser.parse_args()
-    times = anyio.run(measure, args.calls)
+    times, cpu = anyio.run(measure, args.calls)
     direct = statistics.median(times["direct"])
     print(f"echo over stdio, {args.calls} interleaved calls each (ms per call)")
     for name, samples in times.items():
@@ -118,6 +149,7 @@ def main() -> None:
         print(
             f"  {name:<15} median {median * 1e3:6.2f}  p90 {p90 * 1e3:6.2f}  "
             f"x{median / direct:4.2f} direct"
+            + (f"  CPU {cpu[name] * 1e3:5.2f} ms per call" if name in cpu else "")
         )
 
 

@@ -25,23 +25,16 @@ result the server sends.
 from __future__ import annotations
 
 import collections
-import contextlib
 import getpass
 import hashlib
 import hmac
 import json
-import os
 import re
-import sys
-import threading
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-import anyio
-import anyio.from_thread
-import anyio.to_thread
 import mcp_types
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
@@ -375,12 +368,15 @@ class GateServer:
 
     async def run_stdio(self) -> None:
         """Serve one client over this process's stdin and stdout until it disconnects
-        or this is cancelled (cancelling does not wait for the client's next line)."""
+        or this is cancelled (cancelling does not wait for the client's next line); pipes
+        are read and written without worker threads (`callgate.mcp.stdio_wire`)."""
         from mcp.server.stdio import stdio_server
 
+        from callgate.mcp.stdio_wire import stdio_wire
+
         async with (
-            _stdin_lines() as lines,
-            stdio_server(stdin=lines) as (read_stream, write_stream),
+            stdio_wire() as (stdin, stdout),
+            stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream),
         ):
             await self.server.run(
                 read_stream, write_stream, self.server.create_initialization_options()
@@ -449,49 +445,6 @@ def _over_cap(
         ),
         retryable=False,
     )
-
-
-@contextlib.asynccontextmanager
-async def _stdin_lines() -> AsyncIterator[Any]:
-    """This process's stdin as lines, read by a daemon thread, so that serving can be
-    cancelled while the client sends nothing (None on Windows: the SDK reads stdin).
-
-    The SDK's `stdio_server` reads stdin in a worker thread that a cancellation has to
-    wait for: a proxy told to stop would wait for its client's next line before it could
-    end its upstream, and could not exit. As the SDK does, fd 0 points at the null device
-    while serving (handlers and their children read end of file) and is restored after.
-    """
-    if sys.platform == "win32":
-        yield None
-        return
-    wire = os.dup(0)
-    null = os.open(os.devnull, os.O_RDONLY)
-    try:
-        os.dup2(null, 0)
-    finally:
-        os.close(null)
-    send, receive = anyio.create_memory_object_stream[str](0)
-    try:
-        async with anyio.from_thread.BlockingPortal() as portal:
-
-            def pump() -> None:
-                try:
-                    with os.fdopen(wire, "rb", closefd=False) as stream:
-                        for raw in stream:
-                            portal.call(send.send, raw.decode("utf-8", "replace"))
-                    portal.call(send.aclose)
-                except (RuntimeError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-                    pass  # serving is over
-
-            threading.Thread(target=pump, name="callgate-mcp-stdin", daemon=True).start()
-            try:
-                yield receive
-            finally:
-                receive.close()
-    finally:
-        # The wire goes back on fd 0. `wire` itself stays open: the thread may still
-        # be blocked reading it, and a closed descriptor could be reused under it.
-        os.dup2(wire, 0)
 
 
 class StaticTokens:
