@@ -42,6 +42,7 @@ from typing import Any
 
 from callgate.approvals import Approvals, MemoryApprovals
 from callgate.errors import LedgerError
+from callgate.ledger.records import OutcomeStatus
 
 __all__ = [
     "GENESIS",
@@ -64,6 +65,7 @@ __all__ = [
     "claim_for_key",
     "default_worker",
     "finish_data",
+    "key_is_free",
     "may_decide",
     "may_finish",
     "settled_state",
@@ -252,16 +254,27 @@ def claim_for_key(
     second run); a finished key replays its outcome, including ``unknown``,
     which is never re-run blindly.
     """
-    if outcome is not None and outcome.status == "error":
-        return None  # the effect did not happen: the key holds nothing (Stripe's rule)
-    known = outcome is not None and outcome.status == "ok"
-    if known and expires_at <= start.started_at:
+    if outcome is not None and key_is_free(outcome.status, expires_at, start.started_at):
         return None
     if request_hash != start.request_hash:
         return Claim(kind=ClaimKind.CONFLICT, holder=holder)
     if outcome is None:
         return Claim(kind=ClaimKind.IN_PROGRESS, holder=holder)
     return Claim(kind=ClaimKind.REPLAY, outcome=outcome, holder=holder)
+
+
+def key_is_free(status: str | None, expires_at: float, now: float) -> bool:
+    """Whether an idempotency key whose attempt ended ``status`` (None: still running) may
+    be taken by a new attempt at ``now``: the rule every backend and the journal's fold
+    apply, written once.
+
+    A key whose attempt ended ``error`` holds nothing (the effect did not happen:
+    Stripe's rule); one that ended ``ok`` is free once it expired; a key whose outcome
+    is not known (running, crashed, ``unknown``) never frees, since taking it over
+    could run the effect twice."""
+    if status == OutcomeStatus.ERROR:
+        return True
+    return status == OutcomeStatus.OK and expires_at <= now
 
 
 def settled_state(claim: Claim) -> tuple[CallState, str]:

@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from callgate.ledger.base import GENESIS, AuditCheck, AuditRecord, audit_hash, audit_json
+from callgate.ledger.records import RecordKind
 
 __all__ = [
     "CHECKPOINT",
@@ -39,7 +40,7 @@ __all__ = [
 
 LEGACY_CHAIN = "@v3"
 """The chain of the records written before schema 4 (one chain for every run)."""
-CHECKPOINT = "journal.checkpoint"
+CHECKPOINT = RecordKind.CHECKPOINT.value
 """The kind of a checkpoint record: ``{"heads": [[chain, seq, hash], ...]}``."""
 CHECKPOINT_RECORDS = 256
 """Records a process writes before it writes a checkpoint binding the chains it moved."""

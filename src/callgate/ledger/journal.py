@@ -34,9 +34,11 @@ from callgate.ledger.base import (
     Outcome,
     begin_states,
     finish_data,
+    key_is_free,
     may_decide,
     may_finish,
 )
+from callgate.ledger.records import APPROVAL_CHANGES, OUTCOMES, RecordKind
 
 __all__ = [
     "FORGED",
@@ -58,28 +60,20 @@ __all__ = [
 
 UNREADABLE = (TypeError, ValueError, KeyError, AttributeError)
 """What reading a record whose data was edited (wrong types, missing fields) raises."""
-FORGED = "approval.forged"
+FORGED = RecordKind.APPROVAL_FORGED.value
 """The record of an approval row found to differ from its records (and restored)."""
 RUN_FACT = "run."
 """The prefix of a run's own records: ``run.opened`` (who owns the run id), ``run.intent``,
 ``run.trusted``, ``run.exposed`` (`callgate.ledger.base.Ledger.record_run`)."""
-MIGRATED = "ledger.migrated"
+MIGRATED = RecordKind.LEDGER_MIGRATED.value
 """The record that opens a migrated journal's state: the ``migrated.*`` records after it
 carry every row of the older ledger; state records before it are history only."""
 
 _DECISIONS = frozenset(
     {CallState.PROPOSED, CallState.REJECTED, CallState.PENDING, CallState.ADMITTED}
 )
-_OUTCOMES = frozenset({"ok", "error", "unknown"})
-_APPROVAL_CHANGES = frozenset(
-    {
-        "approval.requested",
-        "approval.approved",
-        "approval.denied",
-        "approval.used",
-        "approval.released",
-    }
-)
+_OUTCOMES = OUTCOMES
+_APPROVAL_CHANGES = APPROVAL_CHANGES
 
 
 def changes_state(kind: str) -> bool:
@@ -359,8 +353,8 @@ def _time(d: Mapping[str, Any], name: str, default: float) -> float:
 
 
 def _claimable(key: KeyRow, now: float) -> bool:
-    """Whether a new attempt may take ``key`` (`callgate.ledger.base.claim_for_key`)."""
-    return key.status == "error" or (key.status == "ok" and key.expires_at <= now)
+    """Whether a new attempt may take ``key`` (`callgate.ledger.base.key_is_free`)."""
+    return key_is_free(key.status, key.expires_at, now)
 
 
 def _finished(st: IndexState, rec: AuditRecord) -> str | None:

@@ -417,6 +417,7 @@ class Transaction:
         self, kind: str, run_id: str, call_id: str | None, data: Mapping[str, Any]
     ) -> AuditRecord:
         """Chain one record to its run's chain and apply it to the rows."""
+        kind = str(kind)  # a `RecordKind` is stored as its text
         truth = self.truth
         if truth is not None and not truth.keyed_as_head:
             row = self.x(NEWEST_RECORD).fetchone()

@@ -52,6 +52,7 @@ from callgate.ledger.journal import (
     outcome_from_record,
     started_data,
 )
+from callgate.ledger.records import RecordKind
 from callgate.ledger.sql_codecs import (
     approval_from_row,
     call_from_row,
@@ -121,6 +122,10 @@ class Consume:
     used_by: str | None
 
 
+_K = RecordKind
+"""The kinds of record written here (`callgate.ledger.records`)."""
+
+
 # -- the truth ---------------------------------------------------------------------------
 
 
@@ -139,7 +144,7 @@ def true_key(tx: Transaction, name: str) -> KeyRow | None:
     holder = truth if truth is not None else row
     assert holder is not None
     tx.append(
-        "idempotency.forged",
+        _K.KEY_FORGED,
         holder.run_id,
         holder.call_id,
         {
@@ -203,7 +208,7 @@ def _decide(tx: Transaction, r: CallRecord) -> None:
 def _begin(tx: Transaction, s: AttemptStart) -> Claim:
     """Take the key and start the attempt, or say why it may not run (the call settles)."""
     if not s.side_effecting:
-        tx.append("attempt.started", s.run_id, s.call_id, started_data(s, tx.worker))
+        tx.append(_K.ATTEMPT_STARTED, s.run_id, s.call_id, started_data(s, tx.worker))
         return RUN
     current = tx.call(s.run_id, s.call_id)
     key = true_key(tx, s.idempotency_key)  # never the row alone (`callgate.ledger.truth`)
@@ -227,14 +232,14 @@ def _begin(tx: Transaction, s: AttemptStart) -> Claim:
         extra: dict[str, float] = {}
         for rec in tx.appended:
             for key, amount in (
-                rec.data.get("budgets") or () if rec.kind == "attempt.started" else ()
+                rec.data.get("budgets") or () if rec.kind == _K.ATTEMPT_STARTED else ()
             ):
                 extra[key] = extra.get(key, 0.0) + amount
         why = tx.truth.state.budgets.refusal([BudgetCharge(*b) for b in s.budgets], extra)
         if why is not None:
             claim = Claim(kind=ClaimKind.OVER_BUDGET, holder=(s.run_id, s.call_id), reason=why)
     if claim is None:
-        tx.append("attempt.started", s.run_id, s.call_id, started_data(s, tx.worker))
+        tx.append(_K.ATTEMPT_STARTED, s.run_id, s.call_id, started_data(s, tx.worker))
         return RUN
     data: dict[str, Any] = {
         "actor": tx.worker,
@@ -317,7 +322,7 @@ def _request(tx: Transaction, request: ApprovalRequest) -> ApprovalRequest:
             )
         ):
             return found
-    tx.append("approval.requested", request.run_id, request.call_id, requested_data(request))
+    tx.append(_K.APPROVAL_REQUESTED, request.run_id, request.call_id, requested_data(request))
     stored = tx.approval(request.id)
     assert stored is not None
     return stored
@@ -389,7 +394,7 @@ def _checked(tx: Transaction, row: ApprovalRequest) -> ApprovalRequest | None:
     if problem is None:
         return truth
     tx.append(
-        "approval.forged",
+        _K.APPROVAL_FORGED,
         row.run_id,
         row.call_id,
         {"actor": tx.worker, "approval_id": row.id, "problem": problem},
@@ -426,15 +431,15 @@ def decision_problem(tx: Transaction, row: ApprovalRequest) -> str | None:
     if rec is None:
         return f"its decision record {seq} is missing"
     d: Mapping[str, Any] = rec.data
-    if rec.kind == "migrated.approval":
+    if rec.kind == _K.MIGRATED_APPROVAL:
         d = rec.data.get("row") or {}
         expected = {"approved", "used"}
         if d.get("status") not in expected:
             return f"record {seq} does not approve it"
-    elif rec.kind != "approval.approved":
+    elif rec.kind != _K.APPROVAL_APPROVED:
         return f"record {seq} is {rec.kind}, not its approval"
     fields = {
-        "approval_id" if rec.kind == "approval.approved" else "id": row.id,
+        "approval_id" if rec.kind == _K.APPROVAL_APPROVED else "id": row.id,
         "tool": row.tool,
         "arguments_hash": row.arguments_hash,
         "resource_version": row.resource_version,
@@ -475,7 +480,7 @@ def _run_open(
     if found is not None and found != owner:
         return found
     if found is None:
-        tx.append("run.opened", run_id, None, {"actor": owner})
+        tx.append(_K.RUN_OPENED, run_id, None, {"actor": owner})
     for kind, data in facts:
         tx.append(kind, run_id, None, {**data, "actor": owner})
     return None
@@ -484,7 +489,7 @@ def _run_open(
 def _owner(tx: Transaction, run_id: str) -> str | None:
     """Who owns ``run_id`` by the journal (this transaction's own records included)."""
     for rec in reversed(tx.appended):
-        if rec.run_id == run_id and rec.kind == "run.opened":
+        if rec.run_id == run_id and rec.kind == _K.RUN_OPENED:
             return str(rec.data.get("actor"))
     tx.catch_up()
     assert tx.truth is not None
@@ -508,7 +513,7 @@ def _release(tx: Transaction, payload: tuple[str, str]) -> bool:
     if row is None or row.status is not ApprovalStatus.USED or row.used_by != used_by:
         return False
     tx.append(
-        "approval.released", row.run_id, row.call_id, {"approval_id": approval_id, "by": used_by}
+        _K.APPROVAL_RELEASED, row.run_id, row.call_id, {"approval_id": approval_id, "by": used_by}
     )
     return True
 

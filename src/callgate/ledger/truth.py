@@ -29,6 +29,7 @@ from callgate.ledger.base import GENESIS, AuditRecord, CallRecord, audit_hash
 from callgate.ledger.budgets import BudgetBook
 from callgate.ledger.chains import CHECKPOINT, ROOT_CHAIN, chain_of, checkpoint_heads
 from callgate.ledger.journal import RUN_FACT, UNREADABLE, Derived, apply
+from callgate.ledger.records import DECISIONS
 
 if TYPE_CHECKING:
     from callgate.ledger.journal import KeyRow
@@ -82,7 +83,7 @@ def resolve_chain_key(
 
 _READ = ("attempt.", "approval.", "run.", "migrated.", "ledger.", "journal.")
 """The kinds of record whose data the fold reads."""
-_DECISIONS = frozenset({"proposed", "rejected", "pending", "admitted"})
+_DECISIONS = DECISIONS
 
 
 class TruthFold(Derived):
