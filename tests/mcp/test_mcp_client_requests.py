@@ -175,3 +175,19 @@ async def test_a_retry_cannot_answer_another_clients_call(log: Path) -> None:
     assert result.is_error
     assert "request_state unknown" in result.content[0].text  # type: ignore[union-attr]
     assert ledger.calls() == []
+
+
+def test_the_command_names_a_kind_it_cannot_forward(tmp_path: Path) -> None:
+    """``--forward-requests`` with a kind that cannot be forwarded is bad usage (exit 2), the
+    kinds it takes named, before any upstream starts."""
+    from typer.testing import CliRunner
+
+    from callgate.cli import app
+
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[[rule]]\nname = "all"\naction = "allow"\ntool = "*"\n', encoding="utf-8")
+    args = ["mcp", "proxy", "--policy", str(policy), "--forward-requests", "sampling,tasks"]
+    result = CliRunner().invoke(app, [*args, "--", "false"])
+    assert result.exit_code == 2
+    assert "tasks cannot be forwarded" in result.output
+    assert "sampling,elicitation,roots" in result.output
