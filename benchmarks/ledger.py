@@ -16,7 +16,8 @@ callgate rows:
 * ``ledger side x16``: the same through the execute stage's async driver;
 * ``gate ...``: the whole pipeline (``run.submit`` / ``run.asubmit``: parse,
   validate, authorize, ledger, execute), with `SQLiteLedger` and, for
-  reference, with `MemoryLedger`.
+  reference, with `MemoryLedger`; ``gate side sqlite async`` is a lone call at
+  a time through ``run.asubmit``.
 
 Syncs (``fsync`` + ``fdatasync``) are counted with ``strace -f -y`` when it
 is installed: each row runs once more in a child process, with N calls and
@@ -303,6 +304,25 @@ def gate_seq(ledger: Ledger, tool: str, n: int) -> float:
     return elapsed / max(n, 1) * 1e6
 
 
+def gate_aseq(ledger: Ledger, tool: str, n: int) -> float:
+    """`gate_seq` through ``run.asubmit``: one lone call at a time on an event loop."""
+    run = Gate(registry, ledger=ledger).run(authority=AUTHORITY)
+    calls = [
+        ToolCall(id=f"c{i}", name=tool, arguments={"operation_id": f"op{i}", "amount": 1})
+        for i in range(n)
+    ]
+
+    async def main() -> float:
+        t0 = _clock()
+        for call in calls:
+            await run.asubmit([call])
+        return _clock() - t0
+
+    elapsed = anyio.run(main)
+    ledger.close()
+    return elapsed / max(n, 1) * 1e6
+
+
 def gate_batch(ledger: Ledger, batches: int) -> float:
     run = Gate(registry, ledger=ledger).run(authority=AUTHORITY)
     groups = [
@@ -346,6 +366,7 @@ ROWS: dict[str, tuple[Row, str]] = {
     "ledger side x16": (lambda r, n: ledger_batch(_sqlite(r), n), "batch"),
     "gate side sqlite": (lambda r, n: gate_seq(_sqlite(r), "charge", n), "seq"),
     "gate read sqlite": (lambda r, n: gate_seq(_sqlite(r), "lookup", n), "seq"),
+    "gate side sqlite async": (lambda r, n: gate_aseq(_sqlite(r), "charge", n), "seq"),
     "gate side x16 sqlite": (lambda r, n: gate_batch(_sqlite(r), n), "batch"),
     "gate side memory": (lambda r, n: gate_seq(MemoryLedger(), "charge", n), "seq"),
     "gate side x16 memory": (lambda r, n: gate_batch(MemoryLedger(), n), "batch"),
