@@ -17,6 +17,7 @@ Anything else is a bug and propagates.
         ├── OutcomeUnknown         raised by a handler: the effect may have happened
         ├── ArgumentError          raised by a semantic check: names the field
         ├── ApprovalError          an approval that does not exist, expired or was used
+        ├── GateClosed             a closed gate was asked to run or submit something
         └── LedgerError            a ledger cannot do what was asked (missing call,
                                    forbidden transition, newer schema)
 """
@@ -28,6 +29,7 @@ __all__ = [
     "ArgumentError",
     "CallgateError",
     "DefinitionError",
+    "GateClosed",
     "LedgerError",
     "OutcomeUnknown",
     "ToolFailure",
@@ -85,6 +87,11 @@ class ArgumentError(CallgateError):
 
 class ApprovalError(CallgateError):
     """A person or trusted code acted on an approval that cannot take that action."""
+
+
+class GateClosed(CallgateError):
+    """A gate closed by `Gate.close` (or the end of its ``with`` block) was asked to start a
+    run or submit calls: nothing was run. The message says to make a new `Gate`."""
 
 
 class LedgerError(CallgateError):

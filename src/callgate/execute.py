@@ -221,8 +221,6 @@ def _attempt_logic(
     # the model is never kept waiting longer than the timeout it is told about.
     ends = time.monotonic() + timeout if timeout is not None and attempts_allowed > 1 else None
     budget = timeout
-    # Only a ledger that shares commits between async callers needs its writes yielded.
-    shared = type(ledger).abegin_attempt is not Ledger.abegin_attempt
     kwargs: dict[str, Any] = item.arguments.__dict__  # the call unpacks it into a new dict
     if spec.context_param is not None:
         kwargs = {**kwargs, spec.context_param: item.context}
@@ -244,10 +242,9 @@ def _attempt_logic(
             side_effecting=side,
             budgets=item.budgets,
         )
-        if shared:
-            claim: Claim = yield _Record(ledger.begin_attempt, ledger.abegin_attempt, start)
-        else:
-            claim = ledger.begin_attempt(start)
+        # Yielded, so the async driver awaits the ledger's async form (a ledger may share
+        # one commit between concurrent callers) and the sync driver calls the sync one.
+        claim: Claim = yield _Record(ledger.begin_attempt, ledger.abegin_attempt, start)
         if claim.kind is not ClaimKind.RUN:
             return _claim_observation(item, claim)
         if attempt > 1 and spec.context_param is not None:
@@ -301,10 +298,7 @@ def _attempt_logic(
             outcome=outcome,
             side_effecting=side,
         )
-        if shared:
-            yield _Record(ledger.finish_attempt, ledger.afinish_attempt, finish)
-        else:
-            ledger.finish_attempt(finish)
+        yield _Record(ledger.finish_attempt, ledger.afinish_attempt, finish)
         if (
             outcome.status == "unknown"
             and not final

@@ -177,18 +177,22 @@ def test_a_reported_downstream_transaction_id_is_stored_with_the_attempt(
 
 
 def test_a_closed_gate_runs_nothing_and_says_why(tmp_path: Path) -> None:
-    """After Gate.close, submit, asubmit and run raise LedgerError saying why; nothing runs."""
+    """After Gate.close, submit, asubmit and run raise GateClosed saying why (the gate is
+    closed, not the ledger: a ledger passed in is still open); nothing runs."""
     charges: list[str] = []
     gate = Gate(payments(charges), ledger=SQLiteLedger(tmp_path / "l.db"))
     run = gate.run(authority=AUTHORITY)
     gate.close()
-    from callgate.ledger import LedgerError
+    from callgate.errors import GateClosed, LedgerError
 
-    with pytest.raises(LedgerError, match="this gate was closed"):
+    with pytest.raises(GateClosed, match="this gate was closed"):
         run.submit([_charge("c1", "op-1")])
-    with pytest.raises(LedgerError, match="this gate was closed"):
+    with pytest.raises(GateClosed, match="this gate was closed"):
         asyncio.run(run.asubmit([_charge("c2", "op-2")]))
-    with pytest.raises(LedgerError, match="Make a new Gate"):
+    with pytest.raises(GateClosed, match="Make a new Gate"):
+        gate.run(authority=AUTHORITY)
+    assert not issubclass(GateClosed, LedgerError)
+    with pytest.raises(GateClosed, match="Make a new Gate"):
         gate.run(authority=AUTHORITY)
     assert charges == []
     gate.ledger.close()

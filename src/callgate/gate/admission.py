@@ -141,11 +141,7 @@ class Admission:
                 "call.renamed", run_id=self.run.id, call_id=name, data={"model_id": model_id}
             )
             call = dataclasses.replace(call, id=name)
-        key = (
-            f"{self.run.id}/{call.id}"
-            if spec.idempotency_key is None
-            else self._idempotency_key(call, spec, model)
-        )
+        key = self._idempotency_key(call, spec, model)
         approval_id = None
         executed = spec
         ran_as = None
@@ -175,23 +171,17 @@ class Admission:
             approval_id = approved.id
         secrets = self._secrets(spec, model.__dict__)
         stored = self._redacted_arguments(spec, model, canonical, secrets)
-        now = time.time()
-        record = CallRecord(
-            run_id=self.run.id,
-            call_id=call.id,
-            tool=call.name,
-            tool_version=spec.version,
-            principal=self.run.authority.recorded_as,
+        record = self._call_record(
+            call,
+            spec,
+            CallState.ADMITTED,
+            Stage.AUTHORIZE,
             arguments=stored,
-            state=CallState.ADMITTED,
-            stage=Stage.AUTHORIZE.value,
+            decision=decision,
             request_hash=request_hash,
             idempotency_key=key,
-            decided_by=decision.rule,
-            effects=self._effects(decision, secrets),
             approval_id=approval_id,
-            created_at=now,
-            updated_at=now,
+            secrets=secrets,
         )
         self.run.names.admitted(model_id, call.id, spec.name, request_hash)
         if self.run.budgets is None:
@@ -618,6 +608,8 @@ class Admission:
         message: str = "",
         secrets: Sequence[str] = (),
     ) -> CallRecord:
+        """The one place a call's decision record is made, admitted, pending or rejected
+        (its effects redacted here with ``secrets``, the call's `_secrets`)."""
         now = time.time()
         return CallRecord(
             run_id=self.run.id,

@@ -25,7 +25,7 @@ from callgate.authorize.intent import Intent
 from callgate.authorize.policy import Authority, Policy
 from callgate.authorize.provenance import TrustIndex
 from callgate.calls import Observation, Stage, Status, ToolCall
-from callgate.errors import DefinitionError
+from callgate.errors import DefinitionError, GateClosed
 from callgate.evidence import Evidence
 from callgate.execute import Admitted, ExecutionSettings, execute_async, execute_sync
 from callgate.gate.admission import Admission, context_secrets
@@ -194,7 +194,7 @@ class Gate:
 
     def _check_open(self) -> None:
         if self.closed:
-            raise LedgerError(
+            raise GateClosed(
                 "this gate was closed (Gate.close() or the end of its with-block); "
                 "nothing was run. Make a new Gate to submit calls"
             )
@@ -535,6 +535,13 @@ class Run:
         self.gate._check_open()
         started = time.time()
         limit = self._deadline(deadline)  # a bad deadline fails before anything is decided
+        calls = list(calls)  # any iterable of calls: a list, a tuple, a generator
+        for call in calls:
+            if not isinstance(call, ToolCall):
+                raise TypeError(
+                    f"submit() takes ToolCall objects, got {type(call).__name__}; "
+                    "use callgate.ToolCall(id=..., name=..., arguments=...)"
+                )
         lone = self._lone(calls) if limit is None else None
         if lone is not None:  # the common case: one plain call
             return _Work(
@@ -728,28 +735,21 @@ class Run:
         it = iter(results)
         return [next(it) if isinstance(s, Admitted) else s for s in staged]
 
-    def _lone(self, calls: Iterable[ToolCall]) -> Observation | Admitted | None:
+    def _lone(self, calls: list[ToolCall]) -> Observation | Admitted | None:
         """A batch of one plain call, admitted (and recorded) or rejected; None for any
         other batch, which takes the batch path."""
-        if type(calls) is not list or len(calls) != 1:
+        if len(calls) != 1:
             return None
         call = calls[0]
-        if type(call) is not ToolCall or not call.id or call.after:
+        if not call.id or call.after:
             return None
         single = self._admission.admit(call)
         if type(single) is Admitted:
             self._admission.record_admitted(single)
         return single
 
-    def _admit_batch(self, calls: Iterable[ToolCall]) -> list[Observation | Admitted]:
+    def _admit_batch(self, calls: list[ToolCall]) -> list[Observation | Admitted]:
         """Admit each call; reject duplicates, dependency cycles and failed dependencies."""
-        calls = list(calls)
-        for call in calls:
-            if not isinstance(call, ToolCall):
-                raise TypeError(
-                    f"submit() takes ToolCall objects, got {type(call).__name__}; "
-                    "use callgate.ToolCall(id=..., name=..., arguments=...)"
-                )
         refusals = batch_refusals(calls, self.gate.max_batch_calls)
         admission = self._admission
         # No new name may take one of the batch's ids (`CallNames.name_for`).
