@@ -216,7 +216,8 @@ def test_a_plan_can_bind_the_values_the_request_states() -> None:
 
 
 def test_planned_values_for_unknown_parameters_or_unlisted_tools_are_dropped() -> None:
-    """Only parameters the listed tools have are bound; anything else binds nothing."""
+    """A constraint on a parameter the tool lacks (a typo would leave the tool unconstrained)
+    drops that tool, with the reason; a constraint on an unlisted tool binds nothing."""
     from callgate.calls import ToolCall
 
     arguments = {
@@ -228,9 +229,10 @@ def test_planned_values_for_unknown_parameters_or_unlisted_tools_are_dropped() -
     }
     extraction = Extraction(items=(ToolCall(id="p", name=PLAN, arguments=arguments),))
     registry = office_registry(Office())
-    intent = read_plan(extraction, ["send_email", "delete_file"], registry).intent
-    assert intent.tools == ("send_email",)
-    assert dict(intent.arguments) == {"send_email": {"to": ["bob@acme.example"]}}
+    plan = read_plan(extraction, ["send_email", "delete_file"], registry)
+    assert plan.intent.tools == ()
+    assert dict(plan.intent.arguments) == {}
+    assert any("send_email has no parameter 'bcc'" in e for e in plan.errors)
 
 
 def test_agent_run_takes_the_applications_trusted_values() -> None:

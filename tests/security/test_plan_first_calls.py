@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -75,20 +76,79 @@ def test_a_planned_call_of_an_unknown_tool_or_orphan_binding_is_left_out_and_its
     assert any("a binding names no planned call kept" in e for e in plan.errors)
 
 
-def test_values_for_parameters_the_tool_lacks_are_left_out() -> None:
-    """A fixed value or binding of a parameter send_money does not have binds nothing."""
+@pytest.mark.parametrize(
+    "step",
+    [
+        {"tool": "send_money", "arguments": {"colour": ["red"]}},
+        {"tool": "send_money", "bind": {"ibna": {"from": "bill", "field": "iban"}}},
+    ],
+)
+def test_a_planned_call_fixing_a_parameter_the_tool_lacks_is_left_out(step: Any) -> None:
+    """a14: a misspelled fixed or bound parameter drops the planned call and its tool (named
+    in Plan.errors with the tool's parameters), never a payment to any IBAN."""
+    source = {"tool": "read_bill", "id": "bill", "arguments": {"name": ["bill-may.txt"]}}
     plan = read_plan(
-        extraction(
-            {
-                "tools": ["send_money"],
-                "calls": [{"tool": "send_money", "arguments": {"colour": ["red"]}}],
-            }
-        ),
+        extraction({"tools": ["read_bill", "send_money"], "calls": [source, step]}),
         NAMES,
         desk_registry(Desk()),
     )
-    (planned,) = plan.intent.planned
-    assert planned.arguments == {}
+    assert [c.tool for c in plan.intent.planned] == ["read_bill"]
+    assert "send_money" not in plan.intent.tools
+    assert any("has no parameter" in e and "'iban'" in e for e in plan.errors), plan.errors
+
+
+def test_a_plan_constraint_on_a_parameter_the_tool_lacks_drops_the_tool() -> None:
+    """a14: arguments={"send_money": {"ibna": [...]}} leaves send_money out, not unconstrained."""
+    plan = read_plan(
+        extraction({"tools": ["send_money"], "arguments": {"send_money": {"ibna": ["x"]}}}),
+        NAMES,
+        desk_registry(Desk()),
+    )
+    assert plan.intent.tools == ()
+    assert any("has no parameter 'ibna'" in e for e in plan.errors)
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        '{"tools": ["read_bill"], "calls": ' + "[" * 50_000 + "]" * 50_000 + "}",
+        {"tools": ["send_money"], "calls": [{"tool": "send_money", "times": 10**5000}]},
+        {
+            "tools": ["send_money"],
+            "calls": [{"tool": "send_money", "arguments": {"amount": [10**5000]}}],
+        },
+        {"tools": ["send_money"], "arguments": {"send_money": {"amount": [10**5000]}}},
+        {
+            "tools": ["read_bill", "send_money"],
+            "calls": [
+                {"tool": "read_bill", "id": "bill"},
+                {
+                    "tool": "send_money",
+                    "bind": {"iban": {"from": "bill", "field": "iban", "where": {"n": 10**5000}}},
+                },
+            ],
+        },
+    ],
+    ids=["deep-json", "huge-times", "huge-fixed", "huge-constraint", "huge-where"],
+)
+def test_plans_too_deep_or_with_huge_numbers_are_read_without_raising(arguments: Any) -> None:
+    """a7/a8: nesting past the recursion limit and 5000-digit numbers give a plan (the
+    hostile part left out), never RecursionError or ValueError."""
+    plan = read_plan(extraction(arguments), NAMES, desk_registry(Desk()))
+    assert all(c.tool in NAMES for c in plan.intent.planned)
+    assert not any(c.times > 100 for c in plan.intent.planned)
+
+
+def test_an_agent_with_a_too_deep_plan_runs_on_the_empty_plan() -> None:
+    """a8: Agent(plan_first=True) given a plan nested 50 000 deep answers, it does not raise."""
+    deep = '{"tools": ["read_bill"], "calls": ' + "[" * 50_000 + "]" * 50_000 + "}"
+    agent = Agent(
+        ScriptedModel([calls((PLAN, deep, "p1")), answer("done")]),
+        Gate(desk_registry(Desk()), policy=Policy([allow("*")]), ledger=MemoryLedger()),
+        plan_first=True,
+    )
+    result = agent.run("Read bill-may.txt", authority=Authority(principal=ME, grants=GRANTS))
+    assert result is not None
 
 
 def test_the_planning_tool_schema_and_grammar_cover_calls_and_bindings() -> None:
@@ -153,7 +213,12 @@ def test_an_agent_plan_with_calls_stops_the_second_event_and_pays_the_bound_iban
 # -- hostile plans ---------------------------------------------------------------------------
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.sampled_from([10**70, -(10**4000)])
+    | st.floats()
+    | st.text(max_size=12),
     lambda inner: (
         st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
     ),
@@ -200,7 +265,11 @@ def test_read_plan_never_raises_on_hostile_plans(arguments: Any) -> None:
     """Any JSON as plan arguments, as an object or as text: a plan, never an exception; its
     planned calls name only tools of the run and bind only planned calls it kept."""
     registry = desk_registry(Desk())
-    for given_as in (arguments, json.dumps(arguments)):
+    try:
+        text = json.dumps(arguments)
+    except ValueError:  # a number too long to print: a provider SDK decoded it from text
+        text = "{}"
+    for given_as in (arguments, text):
         plan = read_plan(extraction(given_as), NAMES, registry)
         ids = {c.id for c in plan.intent.planned}
         for planned in plan.intent.planned:

@@ -20,8 +20,9 @@ visible in the transcript as ``agent.plan``).
 
 The plan may also bind argument values the user's message itself states
 (``arguments={"transfer_money": {"amount": [85]}}``): the tool is then
-inside the intent only with those values (`Intent.arguments`). Values for
-parameters the tool does not have are left out.
+inside the intent only with those values (`Intent.arguments`). A value for a
+parameter the tool does not have leaves that tool out of the plan, with the
+reason in `Plan.errors` (a misspelled constraint never widens the plan).
 
 And it may list *calls* (`callgate.authorize.steps`): ``{"tool": "create_event"}``
 admits one ``create_event``, a second asks; ``{"tool": "send_money", "bind":
@@ -31,8 +32,10 @@ that the planned call with the id ``bill`` (``{"tool": "read_bill", "id":
 tool's JSON schema holds these fields, so the grammar export
 (`callgate.grammar.tool_grammar`) keeps a small model's plan well-formed. A
 planned call that cannot be read (unknown tool, a binding to no planned call,
-a count out of range) is left out with its reason in `Plan.errors`, and its
-tool is dropped from the plan too: after untrusted content it asks.
+a count out of range, a fixed value or binding of a parameter its tool does not
+have) is left out with its reason in `Plan.errors`, and its tool is dropped
+from the plan too: after untrusted content it asks. Plan text too deep or with
+numbers too long to read gives the empty plan, never an exception.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from typing_extensions import TypedDict
 
 from callgate.authorize.intent import Intent
 from callgate.authorize.steps import MAX_TIMES, PlanError, PlannedCall, parse_call
+from callgate.errors import DefinitionError
 from callgate.providers.base import Extraction
 from callgate.tools import Registry, ToolSpec, make_spec
 
@@ -199,19 +203,39 @@ def read_plan(
     for call in extraction.calls:
         if call.name != PLAN:
             continue
-        decoded = _decoded(call.arguments)
-        listed = _listed(decoded)
-        if listed is None:
-            continue
-        kept = tuple(dict.fromkeys(n for n in listed if n in known))
-        ignored = tuple(dict.fromkeys(n for n in listed if n not in known))
-        bound = _bound(decoded, kept, registry) if registry is not None else {}
-        planned, dropped, errors = _planned_calls(decoded, known, registry)
-        kept = tuple(n for n in kept if n not in dropped)
-        bound = {t: c for t, c in bound.items() if t not in dropped}
-        intent = Intent(tools=kept, arguments=bound, calls=planned, source="plan")
-        return Plan(intent=intent, ignored=ignored[:_MAX_LISTED], errors=errors)
+        try:
+            plan = _plan_of(call.arguments, known, registry)
+        except (RecursionError, ValueError, DefinitionError) as exc:
+            # Nesting past the interpreter's depth, a number too long to print: no plan.
+            reason = f"the plan could not be read ({type(exc).__name__}); nothing is planned"
+            return Plan(intent=Intent(tools=(), source="plan"), errors=(reason,))
+        if plan is not None:
+            return plan
     return Plan(intent=Intent(tools=(), source="plan"), read=False)
+
+
+def _plan_of(
+    arguments: str | Mapping[str, Any], known: set[str], registry: Registry | None
+) -> Plan | None:
+    decoded = _decoded(arguments)
+    listed = _listed(decoded)
+    if listed is None:
+        return None
+    kept = tuple(dict.fromkeys(n for n in listed if n in known))
+    ignored = tuple(dict.fromkeys(n for n in listed if n not in known))
+    bound: dict[str, dict[str, list[PlannedValue]]] = {}
+    unbound: set[str] = set()
+    errors: list[str] = []
+    if registry is not None:
+        bound, unbound, errors = _bound(decoded, kept, registry)
+    planned, dropped, call_errors = _planned_calls(decoded, known, registry)
+    dropped = dropped | unbound
+    kept = tuple(n for n in kept if n not in dropped)
+    bound = {t: c for t, c in bound.items() if t not in dropped}
+    planned = tuple(c for c in planned if c.tool not in dropped)
+    intent = Intent(tools=kept, arguments=bound, calls=planned, source="plan")
+    every = tuple([*errors, *call_errors][:_MAX_LISTED])
+    return Plan(intent=intent, ignored=ignored[:_MAX_LISTED], errors=every)
 
 
 def _planned_calls(
@@ -235,6 +259,8 @@ def _planned_calls(
             one = parse_call(item, where)
             if one.tool not in known:
                 raise PlanError(f"{where}.tool: the run has no tool {one.tool[:_MAX_LINE]!r}")
+            if registry is not None:
+                _check_parameters(one, registry, where)
             if one.id is not None and one.id in ids:
                 raise PlanError(f"{where}.id: {one.id[:_MAX_LINE]!r} names two planned calls")
         except PlanError as exc:
@@ -245,7 +271,7 @@ def _planned_calls(
             continue
         if one.id is not None:
             ids.add(one.id)
-        readable.append(_fitted(one, registry) if registry is not None else one)
+        readable.append(one)
     while True:  # a binding needs its source among the planned calls kept
         kept_ids = {c.id for c in readable if c.id is not None and c.tool not in dropped}
         orphan = next(
@@ -265,24 +291,27 @@ def _planned_calls(
     return planned, frozenset(dropped), tuple(errors[:_MAX_LISTED])
 
 
-def _fitted(one: PlannedCall, registry: Registry) -> PlannedCall:
-    """``one`` with the fixed values and bindings of parameters its tool lacks left out."""
+def _check_parameters(one: PlannedCall, registry: Registry, where: str) -> None:
+    """`PlanError` when ``one`` fixes or binds a parameter its tool does not have (left
+    out, it would admit any value there: a typo must narrow, never widen)."""
     spec = registry.get(one.tool)
     if spec is None:
-        return one
+        return
     fields = spec.arguments_model.model_fields
-    arguments = {a: v for a, v in one.arguments.items() if a in fields}
-    bind = {a: b for a, b in one.bind.items() if a in fields}
-    if len(arguments) == len(one.arguments) and len(bind) == len(one.bind):
-        return one
-    return PlannedCall(tool=one.tool, id=one.id, arguments=arguments, bind=bind, times=one.times)
+    for kind, names in (("arguments", one.arguments), ("bind", one.bind)):
+        for name in names:
+            if name not in fields:
+                raise PlanError(
+                    f"{where}.{kind}.{name[:40]}: {one.tool} has no parameter {name[:40]!r}; "
+                    f"its parameters: {sorted(fields)[:20]}"
+                )
 
 
 def _decoded(arguments: str | Mapping[str, Any]) -> Mapping[str, Any] | None:
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
     return arguments if isinstance(arguments, Mapping) else None
 
@@ -299,13 +328,16 @@ def _listed(arguments: Mapping[str, Any] | None) -> list[str] | None:
 
 def _bound(
     arguments: Mapping[str, Any] | None, kept: Sequence[str], registry: Registry
-) -> dict[str, dict[str, list[PlannedValue]]]:
-    """The planned argument values of kept tools, for parameters they have; values that are
-    not text, numbers or booleans, and empty lists, are left out (no constraint)."""
+) -> tuple[dict[str, dict[str, list[PlannedValue]]], set[str], list[str]]:
+    """The planned argument values of kept tools; the tools left out because a constraint
+    names a parameter they do not have, and why. Values that are not text, numbers (below
+    10**60) or booleans, and empty lists, are left out (no constraint)."""
     raw = arguments.get("arguments") if arguments is not None else None
     if not isinstance(raw, Mapping):
-        return {}
+        return {}, set(), []
     bound: dict[str, dict[str, list[PlannedValue]]] = {}
+    unbound: set[str] = set()
+    errors: list[str] = []
     for tool in kept:
         spec = registry.get(tool)
         constraints = raw.get(tool)
@@ -314,13 +346,19 @@ def _bound(
         fields = spec.arguments_model.model_fields
         for argument, values in constraints.items():
             if argument not in fields:
+                unbound.add(tool)
+                errors.append(
+                    f"arguments.{tool}.{str(argument)[:40]}: {tool} has no parameter "
+                    f"{str(argument)[:40]!r}; its parameters: {sorted(fields)[:20]}"
+                )
                 continue
             listed = values if isinstance(values, list) else [values]
             plain = [
                 v if not isinstance(v, str) else v[:_MAX_LINE]
                 for v in listed[:_MAX_LISTED]
                 if isinstance(v, str | int | float | bool)
+                and not (isinstance(v, int) and abs(v) >= 10**60)
             ]
             if plain:
                 bound.setdefault(tool, {})[argument] = plain
-    return bound
+    return bound, unbound, errors
