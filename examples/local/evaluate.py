@@ -50,6 +50,12 @@ def main(argv: list[str] | None = None) -> int:
     for mode in args.modes.split(","):
         model = LocalModel(args.model, constrain=mode, answer=False, max_tokens=args.max_tokens)  # type: ignore[arg-type]
         agent = Agent(model, gate, budgets=Budgets(steps=args.steps), system=SYSTEM, paging=False)
+        tools = len({t.tool for t in tasks})
+        print(
+            f"{model.name}: {len(tasks)} tasks over {tools} tools, decoding {mode}; the first "
+            "task waits longest (llama.cpp reads the system prompt and the tools' definitions)",
+            flush=True,
+        )
         ok = 0
         started = time.perf_counter()
         for task in tasks:

@@ -120,3 +120,29 @@ def test_the_build_shows_one_short_line_per_step_and_keeps_the_whole_log(
     assert "the build failed (exit 3)" in out
     assert "compiler said: fatal error here" in out.split("the build failed")[1]
     assert str(log) in out
+
+
+def test_evaluate_announces_each_mode_and_runs_ten_tools_for_ten_tasks(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """examples/local/evaluate.py --tasks 10 with a scripted stand-in for the model: before
+    the first (slowest) task it names the model, the ten tasks over ten tools and the
+    decoding, then prints one line per task, each of a different tool's task."""
+    from local import evaluate
+
+    from callgate.llms import ScriptedModel, answer
+
+    def stand_in(path: object, *, constrain: str, **_: object) -> ScriptedModel:
+        model = ScriptedModel([answer("I cannot help.")] * 20)
+        model.name = "stand-in"
+        model.decodes = []  # type: ignore[attr-defined]
+        return model
+
+    monkeypatch.setattr(evaluate, "LocalModel", stand_in)
+    db = tmp_path / "eval.db"
+    assert evaluate.main(["--db", str(db), "--tasks", "10", "--modes", "none"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("stand-in: 10 tasks over 10 tools, decoding none; the first")
+    tasks = [line.split()[1] for line in lines[1:11]]
+    assert len({t.rsplit("-", 1)[0] for t in tasks}) == 10
+    assert lines[11].startswith("stand-in: 0/10 tasks succeeded")
