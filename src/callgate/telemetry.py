@@ -54,15 +54,12 @@ import contextlib
 import contextvars
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from callgate.calls import Observation, Stage, Status
+from callgate.calls import Observation, Stage, Status, ToolCall
 from callgate.errors import DefinitionError
 from callgate.redact import Redactor
 from callgate.render import bounded
-
-if TYPE_CHECKING:  # pragma: no cover - types only
-    from callgate.execute import Admitted
 
 try:  # the otel extra; without it every span is skipped
     from opentelemetry import context as _otel_context
@@ -84,7 +81,46 @@ _log = logging.getLogger("callgate")
 
 _R = TypeVar("_R")
 
+
 # GenAI semantic conventions (opentelemetry-semantic-conventions, gen_ai_attributes).
+class _TracedSpec(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def version(self) -> str: ...
+
+
+class _TracedRecord(Protocol):
+    @property
+    def arguments(self) -> str: ...
+    @property
+    def effects(self) -> tuple[str, ...]: ...
+    @property
+    def approval_id(self) -> str | None: ...
+    @property
+    def decided_by(self) -> str | None: ...
+
+
+class TracedCall(Protocol):
+    """What a span reads of an admitted call about to execute (`callgate.execute.Admitted`
+    is one): named here, in the data model, so that telemetry imports no stage."""
+
+    @property
+    def call(self) -> ToolCall: ...
+    @property
+    def spec(self) -> _TracedSpec: ...
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def secrets(self) -> tuple[str, ...]: ...
+    @property
+    def answer_id(self) -> str | None: ...
+    @property
+    def record(self) -> _TracedRecord | None: ...
+
+
 OPERATION = "gen_ai.operation.name"
 TOOL_NAME = "gen_ai.tool.name"
 TOOL_CALL_ID = "gen_ai.tool.call.id"
@@ -247,7 +283,7 @@ class Telemetry:
 
     # -- tool calls ------------------------------------------------------------------
 
-    def tool(self, item: Admitted) -> ToolSpan | None:
+    def tool(self, item: TracedCall) -> ToolSpan | None:
         """Start the span of an admitted call about to execute, and make it the current
         span (the handler's own spans become its children); None when tracing is off."""
         if self.tracer is None:
@@ -368,7 +404,7 @@ class ToolSpan:
     __slots__ = ("item", "owned", "span", "telemetry", "token")
 
     def __init__(
-        self, telemetry: Telemetry, span: Any, token: Any, item: Admitted, *, owned: bool = True
+        self, telemetry: Telemetry, span: Any, token: Any, item: TracedCall, *, owned: bool = True
     ) -> None:
         self.telemetry = telemetry
         self.span = span
@@ -420,7 +456,7 @@ class ToolSpan:
 
 
 def _hostile_attributes(
-    item: Admitted, redactor: Redactor, telemetry: Telemetry, secrets: Iterable[str] = ()
+    item: TracedCall, redactor: Redactor, telemetry: Telemetry, secrets: Iterable[str] = ()
 ) -> dict[str, Any]:
     """The attributes of a running call written from the model's text: its ids (the model
     chose them) and, with ``capture_content``, its arguments and effects (written from

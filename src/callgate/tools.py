@@ -41,8 +41,13 @@ from callgate.schema import (
 )
 
 if TYPE_CHECKING:
-    from callgate.authorize.provenance import OutputTrust
     from callgate.evidence import Evidence
+
+OutputTrust = Any
+"""How a tool labels its output (``True``, ``{path: kind}``, a function of one record,
+`Owned`/`Designated`). Its exact type is `callgate.authorize.provenance.OutputTrust`, made
+of the authorize stage's classes (``Readers``, ``RecordTrust``); the data model stores the
+value as given and names no stage, so it is ``Any`` here."""
 
 __all__ = [
     "CallContext",

@@ -427,7 +427,10 @@ class Admission:
 
     def _output_trust(self, tool: str) -> OutputTrust | None:
         spec = self.gate.registry.get(tool)
-        return spec.output_trust if spec is not None else None
+        if spec is None or spec.output_trust is None:
+            return None
+        trust: OutputTrust = spec.output_trust  # the data model keeps it untyped (tools.py)
+        return trust
 
     def _idempotency_key(self, call: ToolCall, spec: ToolSpec, model: BaseModel) -> str:
         """The tool's business key (scoped to the principal, the trusted scope and the tool),
