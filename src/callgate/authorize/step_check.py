@@ -438,6 +438,36 @@ def _number_key(value: Any) -> str | None:
 
 def _at(record: Mapping[str, Any], path: TrustPath) -> Iterator[Any]:
     """The scalar values of one record at ``path`` (lists transparent)."""
+    if not path.keys:
+        yield from _below(record, path.segments, 0)
+        return
     for where, value, is_key in leaves(record):
-        if is_key == path.keys and path.matches(where) and value is not None:
+        if is_key and path.matches(where) and value is not None:
             yield value
+
+
+_DEPTH = 32
+
+
+def _below(value: Any, segments: tuple[str | None, ...], depth: int) -> Iterator[Any]:
+    """The scalars at ``segments`` under ``value``: one step per segment, lists transparent
+    (as `leaves` walks them, without walking the rest of the record)."""
+    if depth > _DEPTH:
+        return
+    if isinstance(value, list | tuple):
+        for item in value:
+            yield from _below(item, segments, depth + 1)
+        return
+    if not segments:
+        if value is not None and not isinstance(value, Mapping):
+            yield value
+        return
+    if not isinstance(value, Mapping):
+        return
+    head, rest = segments[0], segments[1:]
+    if head is None:
+        for key, inner in value.items():
+            if isinstance(key, str):
+                yield from _below(inner, rest, depth + 1)
+    elif head in value:
+        yield from _below(value[head], rest, depth + 1)
