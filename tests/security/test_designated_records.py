@@ -50,6 +50,9 @@ FILES = {
         "notes": {"owner": ME},  # an owner key inside free-form data the sharer wrote
     },
     "f-4": {"id": "f-4", "owner": [EVE, ME], "name": "joint.txt"},
+    "f-5": {"id": "f-5", "owner": [ME] * 64 + [EVE], "name": "crowded.txt"},
+    "f-6": {"id": "f-6", "owner": "ｍａｙａ@ｎｏｒｔｈｗｉｎｄ.example", "name": "wide.txt"},
+    "f-7": {"id": "f-7", "owner": ME.upper(), "name": "upper.txt"},
 }
 BILLS = {
     "bill-may.txt": {
@@ -166,6 +169,23 @@ def test_a_record_owned_jointly_with_a_stranger_is_not_the_users() -> None:
     run, _ = start("Clean up my files.")
     call(run, "get_file", file_id="f-4")
     assert call(run, "delete_file", file_id="f-4").status is Status.PENDING
+
+
+def test_a_stranger_after_64_copies_of_the_user_is_still_a_stranger() -> None:
+    """a5: the owner list is read whole; past the cap of values read, the record is not owned."""
+    run, _ = start("Clean up my files.")
+    call(run, "get_file", file_id="f-5")
+    assert call(run, "delete_file", file_id="f-5").status is Status.PENDING
+
+
+def test_a_full_width_look_alike_of_the_users_address_is_another_owner() -> None:
+    """a5: full-width 'ｍａｙａ@ｎｏｒｔｈｗｉｎｄ.example' is another account, not the user;
+    the user's own address in capitals is the user."""
+    run, _ = start("Clean up my files.")
+    call(run, "get_file", file_id="f-6")
+    assert call(run, "delete_file", file_id="f-6").status is Status.PENDING
+    call(run, "get_file", file_id="f-7")
+    assert call(run, "delete_file", file_id="f-7").status is Status.OK
 
 
 def test_the_owned_records_free_text_stays_untrusted() -> None:

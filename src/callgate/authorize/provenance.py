@@ -53,6 +53,7 @@ What the matcher detects, and what it does not:
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -188,6 +189,8 @@ class _Index:
     indexed: int = 0
     restrictions: Restrictions = field(default_factory=Restrictions)
     plans: dict[Any, Any] = field(default_factory=dict)
+    owners: set[str] = field(default_factory=set)
+    """The user's identities as an owner field must hold them (`owner_key`)."""
 
 
 class _Deep:
@@ -241,6 +244,7 @@ class TrustIndex:
         """Declare one identity of the run's user (an address, an account): a recipient
         with it may read values whose `Readers` name ``"user"``."""
         self._index.restrictions.users.add(normalize(identity))
+        self._index.owners.add(owner_key(identity))
 
     def add_trusted_record(
         self, record: Mapping[str, Any], kinds: Mapping[str, str | Readers] | None = None
@@ -282,9 +286,9 @@ class TrustIndex:
         """``trust.fields`` for a record the user owns or the request designates, else
         ``trust.others`` (`callgate.authorize.records`)."""
         if trust.owner_path is not None:
-            owners = [normalize(v) for v in _values_at(record, trust.owner_path)]
-            users = self._index.restrictions.users
-            if owners and all(o in users for o in owners):
+            found = _values_at(record, trust.owner_path, _RECORD_VALUES + 1)
+            users = self._index.owners
+            if found and len(found) <= _RECORD_VALUES and all(owner_key(v) in users for v in found):
                 return trust.fields
         if trust.by_path is not None:
             by_path = trust.by_path
@@ -524,15 +528,27 @@ def _links_of(text: str) -> list[str]:
     return list(dict.fromkeys(links(text)))
 
 
-def _values_at(record: Mapping[str, Any], path: TrustPath) -> list[Any]:
-    """The scalars of one record at ``path`` (keys with ``keys(...)``), at most a few dozen."""
+def _values_at(
+    record: Mapping[str, Any], path: TrustPath, limit: int = _RECORD_VALUES
+) -> list[Any]:
+    """The scalars of one record at ``path`` (keys with ``keys(...)``), at most ``limit``."""
     found: list[Any] = []
     for where, value, is_key in _walk(record, (), 0):
         if value is not _DEEP and is_key == path.keys and path.matches(where):
             found.append(value)
-            if len(found) >= _RECORD_VALUES:
+            if len(found) >= limit:
                 break
     return found
+
+
+def owner_key(value: Any) -> str:
+    """The form in which an owner field is compared with the user's identities: ASCII text
+    lower-cased and trimmed; any other text exact (NFC only). Not NFKC, not case folding: a
+    full-width or look-alike address is another account a stranger can hold."""
+    text = str(value).strip()
+    if text.isascii():
+        return text.lower()
+    return unicodedata.normalize("NFC", text)
 
 
 def _strings(value: Any, depth: int = 0) -> Iterator[str]:
