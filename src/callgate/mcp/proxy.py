@@ -13,6 +13,11 @@ upstream's whole process group is ended when the proxy closes.
 Pins are checked whenever the client lists tools and when the upstream
 announces that its tool list changed: a tool whose definition changed is
 hidden from listings and its calls are rejected until a person approves it.
+
+The upstream is declared sampling, elicitation and roots, and each such request it
+makes goes to the client whose call is in flight (`callgate.mcp.forward`); sampling
+and elicitation are written to the audit trail. Resources and prompts are not
+forwarded (docs/mcp.md says why).
 """
 
 from __future__ import annotations
