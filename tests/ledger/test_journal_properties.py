@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from callgate import ApprovalError, ApprovalRequest
@@ -581,7 +581,7 @@ def _remove_run(execute: Callable[[str], None], run_id: str, tables: set[str]) -
     for table in _RUN_TABLES:
         execute(f"DELETE FROM {table} WHERE run_id = '{run_id}'")
     if "chains" in tables:
-        execute(f"DELETE FROM chains WHERE chain = '{run_id}'")
+        execute(f"DELETE FROM chains WHERE chain = 'r:{run_id}'")
 
 
 def _sqlite_tables(path: Path) -> set[str]:
@@ -592,8 +592,21 @@ def _sqlite_tables(path: Path) -> set[str]:
         conn.close()
 
 
+INDEPENDENT_RUNS: list[Op] = [
+    ("gate", "r1", "c1", True, "own", "h1", "ok", LONG),
+    ("gate", "r2", "c1", True, "own", "h1", "ok", LONG),
+    ("event", "r2", None),
+    ("gate", "r2", "c2", False, "own", "h1", "ok", LONG),
+    ("event", "r1", None),
+]
+"""Two runs that share nothing (own keys, no approvals): nothing in one run's records or
+rows points at the other, so only a checkpoint can tell that the other was there."""
+
+
 @settings(PROPERTY_SETTINGS, max_examples=60)
 @given(ops=st.lists(ledger_ops, min_size=4, max_size=25), victim=st.sampled_from(RUNS))
+@example(ops=INDEPENDENT_RUNS, victim="r2")
+@example(ops=INDEPENDENT_RUNS, victim="r1")
 def test_a_whole_run_removed_from_sqlite_is_reported(ops: list[Op], victim: str) -> None:
     """Any ledger whose run has records: deleting all of that run's records and rows (the
     journal's, the calls', keys', approvals' and orphans' rows) is reported by verify."""
@@ -623,6 +636,7 @@ def test_a_whole_run_removed_from_sqlite_is_reported(ops: list[Op], victim: str)
 
 @settings(PROPERTY_SETTINGS, max_examples=15)
 @given(ops=st.lists(ledger_ops, min_size=4, max_size=20), victim=st.sampled_from(RUNS))
+@example(ops=INDEPENDENT_RUNS, victim="r2")
 def test_a_whole_run_removed_from_postgres_is_reported(
     pg_cluster: Any, ops: list[Op], victim: str
 ) -> None:
