@@ -512,3 +512,45 @@ def test_a_large_source_is_read_once_per_binding(monkeypatch: Any) -> None:
     ]
     assert {o.status for o in run.submit(batch)} == {Status.PENDING}
     assert len(walked) == 1
+
+
+# -- 11: typos in a plan narrow, never widen ---------------------------------------------------
+
+
+def test_a_planned_call_binding_a_parameter_the_tool_lacks_admits_nothing() -> None:
+    """a14: bind={"ibna": ...} (a typo for iban) no longer admits a payment to any IBAN: the
+    payment asks, and the reason names the parameter and the tool's parameters."""
+    bank = Bank()
+    plan = Intent(
+        calls=[
+            PlannedCall(tool="read_bill", id="bill", arguments={"name": "bill-may.txt"}),
+            PlannedCall(tool="send_money", bind={"ibna": Bind(source="bill", field="iban")}),
+        ]
+    )
+    run = start(bank, "Pay the bill bill-may.txt", plan)
+    call(run, "read_bill", name="bill-may.txt")
+    obs = call(run, "send_money", iban=EVIL, amount=5)
+    assert obs.status is Status.PENDING
+    assert "binds 'ibna', which send_money does not have" in obs.content
+    assert "amount, iban" in obs.content
+
+
+def test_intent_check_names_the_misspelled_tool_or_parameter() -> None:
+    """a14: Intent.check(registry) raises DefinitionError naming the typo and the choices."""
+    import pytest
+
+    from callgate.errors import DefinitionError
+
+    tools = list(Bank().registry())
+    cases = [
+        (PlannedCall(tool="send_mony"), "names no tool of the run"),
+        (PlannedCall(tool="read_bill", arguments={"nme": "bill-may.txt"}), "fixes 'nme'"),
+        (PlannedCall(tool="send_money", bind={"ibna": Bind(source="b", field="iban")}), "binds"),
+    ]
+    source = PlannedCall(tool="read_bill", id="b", arguments={"name": "bill-may.txt"})
+    for planned, says in cases:
+        with pytest.raises(DefinitionError, match=says):
+            Intent(calls=[source, planned]).check(tools)
+    with pytest.raises(DefinitionError, match="has no parameter 'to'"):
+        Intent(arguments={"send_money": {"to": ["x"]}}).check(tools)
+    Intent(calls=BILL_PLAN).check(tools)

@@ -157,6 +157,37 @@ class Intent:
                 parts.append(f"{tool}.{argument} in {shown!r}")
         return "; ".join(parts) if parts else "nothing"
 
+    def check(self, tools: Iterable[ToolSpec]) -> None:
+        """`DefinitionError` naming the first planned call or argument constraint that names
+        a tool the run does not have, or a parameter its tool does not have, with the
+        choices. Call it where the intent is written: a typo there never widens the run
+        (the policy check also treats such a planned call as matching nothing)."""
+        specs = {spec.name: spec for spec in tools}
+        for planned in self.planned:
+            spec = specs.get(planned.tool)
+            if spec is None:
+                raise DefinitionError(
+                    f"Intent: the planned call {planned.describe()} names no tool of the run; "
+                    f"its tools: {sorted(specs)[:30]}"
+                )
+            missing = unknown_parameters(planned, spec)
+            if missing:
+                raise DefinitionError(f"Intent: {missing}; fix the planned call's names")
+        for tool, constraints in self.arguments.items():
+            spec = specs.get(tool)
+            if spec is None:
+                raise DefinitionError(
+                    f"Intent arguments: {tool!r} is no tool of the run; its tools: "
+                    f"{sorted(specs)[:30]}"
+                )
+            fields = spec.arguments_model.model_fields
+            for argument in constraints:
+                if argument not in fields:
+                    raise DefinitionError(
+                        f"Intent arguments: {tool} has no parameter {argument!r}; its "
+                        f"parameters: {sorted(fields)[:30]}"
+                    )
+
     def governs(self, tool: str) -> bool:
         """Whether a planned call of this intent names ``tool`` (then only planned calls
         admit it, also when it is read-only: a source read again, with other arguments, is
@@ -195,6 +226,19 @@ class Intent:
                 if canonical_value(item) not in allowed:
                     return (argument, str(item))
         return None
+
+
+def unknown_parameters(planned: PlannedCall, spec: ToolSpec) -> str:
+    """What a planned call fixes or binds that its tool has no parameter for ("": none)."""
+    fields = spec.arguments_model.model_fields
+    for kind, names in (("fixes", planned.arguments), ("binds", planned.bind)):
+        for name in names:
+            if name not in fields:
+                return (
+                    f"the plan's {planned.describe()} {kind} {name!r}, which {spec.name} does "
+                    f"not have (its parameters: {', '.join(sorted(fields)[:30])})"
+                )
+    return ""
 
 
 def _reads_only(spec: ToolSpec, effects: Sequence[Effect]) -> bool:
@@ -378,7 +422,9 @@ def plan_matches(
         uses = provenance.plan_uses.get(intent)
         if uses is None:
             uses = provenance.plan_uses[intent] = PlanUses(users=[[] for _ in planned])
-        match = match_call(planned, spec.name, values, evidence, uses)
+        match = match_call(
+            planned, spec.name, values, evidence, uses, lambda p: unknown_parameters(p, spec)
+        )
         if match is not None:
             matches[intent] = match
     return matches

@@ -18,7 +18,7 @@ bindings against the results before each, as they stood.
 from __future__ import annotations
 
 import decimal
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,12 +117,15 @@ def match_call(
     values: Mapping[str, Any],
     evidence: Evidence,
     uses: PlanUses,
+    unfit: Callable[[PlannedCall], str] | None = None,
 ) -> PlanMatch | None:
-    """The planned call that admits this call (None: no planned call names its tool)."""
+    """The planned call that admits this call (None: no planned call names its tool).
+    ``unfit``: why a planned call cannot fit the tool ("" when it can), e.g. it fixes a
+    parameter the tool lacks; such a planned call admits nothing."""
     if not any(planned.tool == tool for planned in calls):
         return None
     _attribute(calls, evidence, uses)
-    return _match(calls, tool, values, call_digest(tool, values), uses)
+    return _match(calls, tool, values, call_digest(tool, values), uses, unfit)
 
 
 def _match(
@@ -131,8 +134,19 @@ def _match(
     values: Mapping[str, Any],
     digest: str,
     uses: PlanUses,
+    unfit: Callable[[PlannedCall], str] | None = None,
 ) -> PlanMatch:
     steps = [n for n, planned in enumerate(calls) if planned.tool == tool]
+    why = ""
+    if unfit is not None:
+        fitting = []
+        for number in steps:
+            reason = unfit(calls[number])
+            if reason:
+                why = why or reason
+            else:
+                fitting.append(number)
+        steps = fitting
     for number in steps:
         for index, use in enumerate(uses.users[number]):
             if use.waiting and use.item is None and use.digest == digest:
@@ -140,7 +154,6 @@ def _match(
                 if broken is None:
                     bound = frozenset(calls[number].bind)
                     return PlanMatch(step=number, digest=digest, bound=bound, reuse=index)
-    why = ""
     first: tuple[str, str] | None = None
     for number in steps:
         planned = calls[number]
