@@ -39,6 +39,7 @@ PUBLIC_NAMES = [
     "PostgresLedger",
     "Provenance",
     "RawCall",
+    "Readers",
     "Registry",
     "Risk",
     "Rule",

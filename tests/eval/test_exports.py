@@ -5,7 +5,7 @@ from __future__ import annotations
 import callgate.eval
 
 EXPECTED = [
-    "ETA_CAVEATS", "ETA_ESTIMATOR", "GRANTS", "LAB_SYSTEM", "POLICIES", "Analysis",
+    "ETA_CAVEATS", "ETA_ESTIMATOR", "GRADE_EVENT", "GRANTS", "LAB_SYSTEM", "POLICIES", "Analysis",
     "CallCheck", "CallView", "Estimate", "ExpectedCall", "Funnel", "FunnelRow", "LabRun",
     "Operation", "Policy", "PolicyModel", "Prereg", "RegexTokenizer", "RunTokens", "RunView",
     "Surface", "Task", "Tokenizer", "Verdict", "analyse", "bootstrap", "check_calls",
