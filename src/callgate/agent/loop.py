@@ -350,6 +350,8 @@ class Agent:
                 "tools": list(plan.intent.tools),
                 "arguments": {t: dict(c) for t, c in plan.intent.arguments.items()},
                 "ignored": list(plan.ignored),
+                "calls": [c.as_record() for c in plan.intent.planned],
+                "errors": list(plan.errors),
                 "read": plan.read,
                 "text": extraction.text,
             },
