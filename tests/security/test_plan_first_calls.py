@@ -315,3 +315,28 @@ def test_binding_checks_never_raise_on_hostile_source_output(
     accepted = accepted_values(result, bind)
     if match.step is not None and value is not None and not isinstance(value, list | dict):
         assert holds(accepted, value)
+
+
+def test_the_agent_records_the_planned_calls_and_why_others_were_left_out() -> None:
+    """agent.plan holds the planned calls kept and Plan.errors (a typo the deployer can see)."""
+    from callgate.agent import replay
+
+    plan = {
+        "tools": ["read_bill", "send_money"],
+        "calls": [
+            {"tool": "read_bill", "id": "bill", "arguments": {"name": ["bill-may.txt"]}},
+            {"tool": "send_money", "bind": {"ibna": {"from": "bill", "field": "iban"}}},
+        ],
+    }
+    gate = Gate(desk_registry(Desk()), policy=Policy([allow("*")]), ledger=MemoryLedger())
+    agent = Agent(
+        ScriptedModel([calls((PLAN, json.dumps(plan), "p1")), answer("done")]),
+        gate,
+        plan_first=True,
+    )
+    result = agent.run("Pay bill-may.txt", authority=Authority(principal=ME, grants=GRANTS))
+    (entry,) = replay(gate.ledger, result.run_id).of_kind("agent.plan")
+    assert entry.data["calls"] == [
+        {"tool": "read_bill", "id": "bill", "arguments": {"name": ["bill-may.txt"]}}
+    ]
+    assert any("has no parameter 'ibna'" in e for e in entry.data["errors"])
