@@ -157,3 +157,39 @@ async def test_filesystem_takes_its_folder_from_the_clients_roots(
     assert texts(listed) == (False, ["[FILE] note.txt"])
     assert texts(read) == (False, ["hello\n"])
     assert client_side.asked == ["roots"]
+
+
+async def test_a_clients_new_roots_reach_the_filesystem_server(tmp_path: Path) -> None:
+    """A 2025-era client whose roots change says so (``notifications/roots/list_changed``):
+    the proxy tells the upstream, which asks again through the proxy, and the new folder is
+    the one allowed; the old one no longer is."""
+    import warnings
+
+    from mcp.shared.exceptions import MCPDeprecationWarning
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    for folder in (first, second):
+        folder.mkdir()
+        (folder / "note.txt").write_text(folder.name, encoding="utf-8")
+    client_side = Client_(first.resolve())
+    params = StdioServerParameters(command=str(FILESYSTEM))
+    async with (
+        proxy(params, server_name="files", ledger=MemoryLedger(), policy=Policy([allow()])) as gate,
+        Client(gate.server, mode="legacy", **client_side.options()) as client,
+    ):
+        with anyio.fail_after(60):
+            before = await client.call_tool("list_directory", {"path": str(second)})
+            client_side.root = second.resolve()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                await client.session.send_roots_list_changed()
+            while True:
+                after = await client.call_tool("list_directory", {"path": str(second)})
+                if not after.is_error:
+                    break
+                await anyio.sleep(0.2)
+            old = await client.call_tool("list_directory", {"path": str(first)})
+    assert before.is_error
+    assert texts(after) == (False, ["[FILE] note.txt"])
+    assert old.is_error
+    assert client_side.asked == ["roots", "roots"]

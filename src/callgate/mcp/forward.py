@@ -251,6 +251,8 @@ class ClientRequests:
         self.record = record
         self.tasks: anyio.abc.TaskGroup | None = None
         """Where the calls of 2026-07-28 clients run (set by the proxy)."""
+        self.notify_roots_changed: Callable[[], Awaitable[object]] | None = None
+        """Tells the upstream that the client's roots changed (set by the proxy)."""
         self._flights: list[_Flight] = []
         self._exchanges: dict[str, Exchange] = {}
         self._waiting: list[_Ask] = []
@@ -390,6 +392,16 @@ class ClientRequests:
             logger.warning("MCP %s request not recorded: %s", kind, type(exc).__name__)
 
     # -- the client side: calls in flight ------------------------------------------
+
+    async def roots_changed(self) -> None:
+        """The client says its roots changed: the upstream is told, and asks again (the
+        client is asked through the proxy, as the first time)."""
+        if "roots" not in self.forward or self.notify_roots_changed is None:
+            return
+        try:
+            await self.notify_roots_changed()
+        except Exception as exc:  # the upstream is down: it asks when it is back
+            logger.debug("roots change not forwarded: %s", type(exc).__name__)
 
     def client_seen(self, session: Any) -> None:
         """A client with a back-channel made a request: requests waiting for a client go

@@ -240,6 +240,7 @@ async def proxy(
             stack.callback(tasks.cancel_scope.cancel)
             await tasks.start(supervised.run)
             connection = supervised
+            requests.notify_roots_changed = supervised.roots_changed
         toolset = RemoteToolset(
             upstream=connection,
             server_name=server_name,

@@ -31,6 +31,7 @@ import hmac
 import json
 import re
 import uuid
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, cast
@@ -38,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import mcp_types
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
+from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.shared.subscriptions import ToolsListChanged
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -211,14 +213,19 @@ class GateServer:
                 reverse=True,
             )
         )
-        self.server: Server[Any] = _Server(
-            NotificationOptions(tools_changed=list_changed),
-            name,
-            instructions=instructions,
-            on_list_tools=self._on_list_tools,
-            on_call_tool=self._on_call_tool,
-            on_subscriptions_listen=ListenHandler(self._bus) if list_changed else None,
-        )
+        with warnings.catch_warnings():
+            # Roots are deprecated by the 2026-07-28 protocol; 2025-era clients still send
+            # their changes, which a proxy passes on.
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            self.server: Server[Any] = _Server(
+                NotificationOptions(tools_changed=list_changed),
+                name,
+                instructions=instructions,
+                on_list_tools=self._on_list_tools,
+                on_call_tool=self._on_call_tool,
+                on_subscriptions_listen=ListenHandler(self._bus) if list_changed else None,
+                on_roots_list_changed=self._on_roots_list_changed if client_requests else None,
+            )
 
     # -- telling clients the tool list changed -------------------------------------
 
@@ -244,6 +251,14 @@ class GateServer:
                 await session.send_tool_list_changed()
             except Exception:  # that client is gone
                 self._sessions.pop(key, None)
+
+    async def _on_roots_list_changed(
+        self, ctx: ServerRequestContext[Any, Any], params: mcp_types.NotificationParams | None
+    ) -> None:
+        """A client's roots changed: the upstream is told (it asks for them again)."""
+        if self.client_requests is not None:
+            self.client_requests.client_seen(ctx.session)
+            await self.client_requests.roots_changed()
 
     # -- the gate side ---------------------------------------------------------
 

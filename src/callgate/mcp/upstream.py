@@ -264,6 +264,16 @@ class SupervisedUpstream:
         finally:
             self._in_flight.remove(request)
 
+    async def roots_changed(self) -> None:
+        """Tell the upstream that its client's roots changed (it then asks for them)."""
+        client = self.client
+        if self.state != "up" or client is None:
+            return
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            sending = client.session.send_roots_list_changed()
+        await sending
+
     async def _forward_log(self, params: mcp_types.LoggingMessageNotificationParams) -> None:
         """Pass an upstream log message to the client whose call is in flight.
 
