@@ -12,7 +12,7 @@ import dataclasses
 import logging
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -32,14 +32,22 @@ from callgate.approve import (
 from callgate.authorize.policy import Action, Decision, authorize
 from callgate.authorize.provenance import OutputTrust, TrustIndex
 from callgate.calls import Observation, Stage, Status, ToolCall
-from callgate.canonical import canonical_arguments, canonical_json, digest
+from callgate.canonical import canonical_arguments, digest
 from callgate.execute import Admitted
 from callgate.gate.run_state import GateParts, RunState
 from callgate.ledger.base import CallRecord, CallState
 from callgate.ledger.budgets import BudgetCharge, budget_grants, charges_for
 from callgate.parse import ParsedArguments, may_be_deep, parse_arguments, screen_call
-from callgate.redact import context_secrets, hide_secret_problems
-from callgate.render import Problem, Rejection, bounded
+from callgate.redact import context_secrets
+from callgate.redact.calls import (
+    call_secrets,
+    scrubbed_arguments,
+    scrubbed_effects,
+    scrubbed_findings,
+    scrubbed_raw_arguments,
+    scrubbed_rejection,
+)
+from callgate.render import Problem, Rejection
 from callgate.schedule import BatchRefusal
 from callgate.tools import ToolSpec
 from callgate.validate import run_checks, unknown_tool, validate_arguments, validate_text_fast
@@ -399,25 +407,19 @@ class Admission:
         return self.gate.redactor.error(exc, self._secrets(spec, model.__dict__))
 
     def _secrets(self, spec: ToolSpec | None, values: Any) -> tuple[str, ...]:
-        """Every value scrubbed from what is recorded or shown of one call: its secret
-        fields' values (``values``: the arguments as far as they were read) and the run's
-        trusted-context secrets. The redactor looks for each in all its forms."""
+        """The values scrubbed from what is recorded or shown of one call (`call_secrets`)."""
         fields = spec.secret_fields if spec is not None else ()
-        if not fields or not isinstance(values, Mapping):
-            return self.run.context_secrets
-        found = self.gate.redactor.secret_values(values, fields)
-        return (*found, *self.run.context_secrets)
+        return call_secrets(self.gate.redactor, fields, values, self.run.context_secrets)
 
     def _effects(self, decision: Decision | None, secrets: Sequence[str]) -> tuple[str, ...]:
-        """A decision's effect names as records hold them: an effect templated on a secret
-        field (``spend:card:{card_number}``) or on a context value is redacted there."""
+        """A decision's effect names as records hold them (`scrubbed_effects`)."""
         if decision is None:
             return ()
-        return tuple(self.gate.redactor.text(e, secrets) for e in decision.effect_names)
+        return scrubbed_effects(self.gate.redactor, decision.effect_names, secrets)
 
     def _findings(self, decision: Decision, secrets: Sequence[str]) -> tuple[Any, ...]:
-        """A decision's findings (`findings_of`), redacted like everything else recorded."""
-        return tuple(self.gate.redactor.value(f, secrets) for f in findings_of(decision))
+        """A decision's findings (`findings_of`), redacted (`scrubbed_findings`)."""
+        return scrubbed_findings(self.gate.redactor, findings_of(decision), secrets)
 
     def absorb(self) -> TrustIndex:
         """The run's trust index, with every observation recorded so far indexed."""
@@ -447,14 +449,14 @@ class Admission:
         canonical: str | None = None,
         secrets: Sequence[str] = (),
     ) -> str:
-        """Canonical arguments as the ledger may hold them: secret fields replaced, and
-        secret values (``secrets``, the run's context secrets) and credentials scrubbed."""
-        if spec.secret_fields:
-            values = self.gate.redactor.arguments(model.model_dump(mode="json"), spec.secret_fields)
-            canonical = canonical_json(values)
-        elif canonical is None:
-            canonical = self._canonical(spec, model)
-        return self.gate.redactor.text(canonical, secrets or self._secrets(spec, model.__dict__))
+        """Canonical arguments as the ledger may hold them (`scrubbed_arguments`)."""
+        return scrubbed_arguments(
+            self.gate.redactor,
+            model,
+            spec.secret_fields,
+            (lambda: canonical) if canonical is not None else lambda: self._canonical(spec, model),
+            secrets or self._secrets(spec, model.__dict__),
+        )
 
     def _rejected(
         self,
@@ -467,8 +469,6 @@ class Admission:
         decision: Decision | None = None,
         record: bool = True,
     ) -> Observation:
-        message = rejection.message
-        details: tuple[Mapping[str, Any], ...] = tuple(p.as_dict() for p in rejection.problems)
         redactor = self.gate.redactor
         values = (
             model.__dict__
@@ -480,29 +480,22 @@ class Admission:
         secrets = self._secrets(spec, values)
         if decision is not None:
             self._record_findings(call.id, decision, secrets)
-        secret = spec is not None and bool(spec.secret_fields)
-        if secret:
-            # A secret field's value never reaches the model or the ledger, not even
-            # quoted back in a rejection of the call that sent it.
-            assert spec is not None
-            rejection = hide_secret_problems(rejection, spec.secret_fields)
-            message = rejection.message
-            details = tuple(p.as_dict() for p in rejection.problems)
-            message, details = redactor.withheld_rejection(
-                message, details, values, spec.secret_fields, secrets
-            )
-        else:
-            message = redactor.text(message, secrets)  # a credential the model put anywhere
-            details = tuple(redactor.value(d, secrets) for d in details)
+        fields = spec.secret_fields if spec is not None else frozenset()
+        message, details = scrubbed_rejection(redactor, rejection, fields, values, secrets)
         if decision is not None:
             details = (*details, *self._findings(decision, secrets))
         if record:
             if model is not None and spec is not None:
                 arguments = self._redacted_arguments(spec, model, secrets=secrets)
-            elif spec is not None and secret:
-                arguments = redactor.withheld_arguments(values, spec.secret_fields, secrets)
+            elif fields:
+                arguments = redactor.withheld_arguments(values, fields, secrets)
             else:
-                arguments = self._raw_arguments(call, raw)
+                arguments = scrubbed_raw_arguments(
+                    redactor,
+                    call.arguments,
+                    raw.value if raw is not None else None,
+                    self.run.context_secrets,
+                )
             self.record(
                 call,
                 spec,
@@ -546,18 +539,6 @@ class Admission:
                 call_id=call_id,
                 data=redactor.value(decision.intent.as_dict(), secrets),
             )
-
-    def _raw_arguments(self, call: ToolCall, raw: ParsedArguments | None) -> str:
-        if raw is not None:
-            text = canonical_json(raw.value)
-        elif isinstance(call.arguments, str):
-            text = call.arguments
-        else:
-            try:
-                text = canonical_json(dict(call.arguments))
-            except (TypeError, ValueError, RecursionError):  # beyond the parse stage's bounds
-                text = '"(arguments not recorded: they cannot be written as JSON)"'
-        return self.gate.redactor.text(bounded(text, 4000), self.run.context_secrets)
 
     def record_admitted(self, item: Admitted) -> None:
         if item.record is not None:
