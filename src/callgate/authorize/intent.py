@@ -27,14 +27,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from callgate.authorize.provenance import TrustIndex
-from callgate.authorize.step_check import PlanMatch, PlanUses, match_call
+from callgate.authorize.step_check import PlanMatch, PlanUses, Use, match_call
 from callgate.authorize.steps import PlannedCall, canonical_value, parse_calls
 from callgate.effects import Effect, Grant, Grants, star_match
 from callgate.errors import DefinitionError
 from callgate.evidence import Evidence
 from callgate.tools import ToolSpec
 
-__all__ = ["Intent", "IntentFinding", "canonical_value", "check_intent", "plan_matches"]
+__all__ = [
+    "Intent",
+    "IntentFinding",
+    "batch_contention",
+    "canonical_value",
+    "check_intent",
+    "plan_matches",
+]
 
 _SHOWN = 200
 
@@ -428,3 +435,58 @@ def plan_matches(
         if match is not None:
             matches[intent] = match
     return matches
+
+
+def batch_contention(
+    batch: Sequence[tuple[ToolSpec, Mapping[str, Any]]],
+    intents: Sequence[Intent],
+    evidence: Evidence,
+    provenance: TrustIndex,
+) -> dict[int, str]:
+    """The calls of one batch that compete for a planned call, by their index in ``batch``,
+    with why: more calls of the batch fit it than it has uses left, so whichever the
+    policy checked first would take it (an injected call proposed before the user's own).
+    Each of them should ask. Nothing is committed: the run's uses are not changed.
+
+    For the gate's batch admission to call once per batch, before it decides the calls
+    one by one, and to send each call it names to a person (`authorize`'s ``contended``).
+    """
+    found: dict[int, str] = {}
+    for intent in intents:
+        planned = intent.planned
+        if not planned:
+            continue
+        held = provenance.plan_uses.get(intent)
+        copied = (
+            [[Use(u.digest, u.waiting, u.item) for u in step] for step in held.users]
+            if held
+            else None
+        )
+        uses = PlanUses(users=copied if copied is not None else [[] for _ in planned])
+        if held is not None:
+            uses.seen = held.seen
+        fits: dict[int, list[int]] = {}
+        for index, (spec, values) in enumerate(batch):
+            if not intent.governs(spec.name):
+                continue
+            match = match_call(
+                planned,
+                spec.name,
+                values,
+                evidence,
+                uses,
+                lambda p, spec=spec: unknown_parameters(p, spec),  # type: ignore[misc]
+            )
+            if match is not None and match.step is not None and match.reuse is None:
+                fits.setdefault(match.step, []).append(index)
+        for step, indexes in fits.items():
+            left = planned[step].times - len(uses.users[step])
+            if len(indexes) > left:
+                why = (
+                    f"{len(indexes)} calls of this batch fit the plan's "
+                    f"{planned[step].describe()}, which has {left} use(s) left; none is "
+                    "taken without a person"
+                )
+                for index in indexes:
+                    found.setdefault(index, why)
+    return found

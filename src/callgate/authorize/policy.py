@@ -415,10 +415,15 @@ def authorize(
     provenance: TrustIndex | None = None,
     cache: dict[Any, Decision] | None = None,
     intents: Sequence[Intent] = (),
+    contended: str = "",
 ) -> Decision:
     """Decide one validated call: effects, rules, precondition, provenance of sinks, then
     the run's intent and integrity-sensitive effects (once ``provenance`` shows the run
     has read untrusted content).
+
+    ``contended``: why this call competes with another of its batch for a planned call
+    (`callgate.authorize.intent.batch_contention`); after untrusted content it is then
+    outside the intent, whatever planned call it fits.
 
     ``cache``: decisions remembered for one authority (a run). Only a decision that
     depends on nothing but the tool, its contract and the expanded effects is
@@ -443,6 +448,15 @@ def authorize(
         named_targets=policy.named_grants,
         matches=matches,
     )
+    if finding is None and contended and provenance.exposed_by:
+        finding = IntentFinding(
+            rule="outside_intent",
+            tool=spec.name,
+            intent=intents[0].source if intents else None,
+            intended=intents[0].describe() if intents else None,
+            exposed_by=tuple(provenance.exposed_by),
+            detail=contended,
+        )
     decided = decision if finding is None else _intent_decision(policy, decision, finding)
     if decided.action is not Action.DENY:
         for intent, match in matches.items():
