@@ -69,7 +69,7 @@ FOOTPRINT = SCRIPT.with_name("ledger_footprint.py")
 
 
 def test_footprint_benchmark_reports_every_figure_of_the_capacity_model(tmp_path: Path) -> None:
-    """A tiny benchmarks/ledger_footprint.py run gives commits, WAL, syncs, rows and CPU per call."""
+    """A tiny ledger_footprint.py run gives commits, WAL, syncs, rows and CPU per call."""
     reason = _pg_missing()
     if reason is not None:
         if os.environ.get("CI", "").lower() == "true":
