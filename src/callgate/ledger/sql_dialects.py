@@ -55,7 +55,7 @@ class Dialect:
     def open(
         self,
         cur: Cursor,
-        prelude: Sequence[str],
+        prelude: Sequence[tuple[str, Sequence[Any]]],
         names: Sequence[str],
         chains: Sequence[str],
         *,
@@ -64,13 +64,13 @@ class Dialect:
         keys: Sequence[str],
         since: int | None,
     ) -> Opened:
-        """Run ``prelude`` (statements ready to send), lock ``names`` and ``chains``; a
-        dialect may also draw ``numbers`` record numbers and read the ``calls``' and
-        ``keys``' rows and the journal since mark ``since`` (-1: not wanted; None: all of
-        it, after the chains' head rows) in the same round trip. SQLite reads nothing
+        """Run ``prelude`` (statements and their parameters, ready to send), lock ``names``
+        and ``chains``; a dialect may also draw ``numbers`` record numbers and read the
+        ``calls``' and ``keys``' rows and the journal since mark ``since`` (-1: not wanted;
+        None: all of it, after the chains' head rows) in the same round trip. SQLite reads nothing
         ahead: its reads cost no round trip."""
-        for text in prelude:
-            cur.execute(text)
+        for text, params in prelude:
+            cur.execute(text, params)
         self.lock(cur, names)
         return Opened(self.lock_chains(cur, chains))
 
@@ -133,7 +133,7 @@ class PostgresDialect(Dialect):
     def open(
         self,
         cur: Cursor,
-        prelude: Sequence[str],
+        prelude: Sequence[tuple[str, Sequence[Any]]],
         names: Sequence[str],
         chains: Sequence[str],
         *,
@@ -147,7 +147,7 @@ class PostgresDialect(Dialect):
         # after the locks are granted.
         mogrify = getattr(cur, "mogrify", None)
         parts: list[tuple[str | None, str, Sequence[Any] | None]] = [
-            (None, text, None) for text in prelude
+            (None, text, params) for text, params in prelude
         ]
         if names:
             parts.append((None, _LOCK, (sorted({_lock_id(n) for n in names}),)))
@@ -170,7 +170,9 @@ class PostgresDialect(Dialect):
                 if label is not None:
                     got[label] = list(cur.fetchall())
         elif parts:
-            cur.execute("; ".join(text if p is None else mogrify(text, p) for _, text, p in parts))
+            template = "; ".join(text for _, text, _ in parts)
+            values = [v for _, _, p in parts for v in (p or ())]
+            cur.execute(mogrify(template, values) if values else template)
             for i, (label, _, _) in enumerate(parts):
                 if i:
                     cur.nextset()  # type: ignore[attr-defined]

@@ -83,6 +83,38 @@ def upsert_chains(rows: int) -> str:
     )
 
 
+@functools.cache
+def json_rows(statement: str) -> tuple[str, tuple[str, ...]]:
+    """A multi-row ``INSERT … VALUES (?, …), …`` as one that takes all its rows as one JSON
+    parameter (PostgreSQL: ``json_populate_recordset``), and its column names: one
+    parameter to bind instead of one per value."""
+    head, _, rest = statement.partition(" VALUES ")
+    table = head.split()[2]
+    columns = head[head.index("(") + 1 : head.rindex(")")]
+    tail = rest[rest.index(" ON CONFLICT") :] if " ON CONFLICT" in rest else ""
+    names = tuple(c.strip() for c in columns.split(","))
+    return (
+        f"{head} SELECT {columns} FROM json_populate_recordset(NULL::{table}, ?::json){tail}",
+        names,
+    )
+
+
+JSON_UPDATE_CALL_STATUS = (
+    "UPDATE calls AS c SET state = v.state, stage = v.stage, attempts = v.attempts, "
+    "reconciled = v.reconciled, updated_at = v.updated_at, records = v.records "
+    "FROM json_populate_recordset(NULL::calls, ?::json) AS v "
+    "WHERE c.run_id = v.run_id AND c.call_id = v.call_id"
+)
+STATUS_COLUMNS = (
+    "state",
+    "stage",
+    "attempts",
+    "reconciled",
+    "updated_at",
+    "records",
+    "run_id",
+    "call_id",
+)
 UPDATE_CALL_STATUS = (
     "UPDATE calls SET state = ?, stage = ?, attempts = ?, reconciled = ?, updated_at = ?, "
     "records = ? WHERE run_id = ? AND call_id = ?"

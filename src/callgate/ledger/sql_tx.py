@@ -42,6 +42,7 @@ from callgate.ledger.sql_statements import (
     CHAIN_HEADS,
     CHUNK,
     HEAD,
+    JSON_UPDATE_CALL_STATUS,
     NEWEST_RECORD,
     RESET_INDEXES,
     SELECT_APPROVAL,
@@ -50,10 +51,12 @@ from callgate.ledger.sql_statements import (
     SELECT_LEGACY_RECORD,
     SELECT_RECORD,
     SET_HEAD,
+    STATUS_COLUMNS,
     UPDATE_CALL_STATUS,
     insert_journal,
     insert_legacy_journal,
     insert_orphans,
+    json_rows,
     upsert_approvals,
     upsert_calls,
     upsert_chains,
@@ -137,7 +140,7 @@ class Transaction:
         prelude: Sequence[str] = (),
     ) -> None:
         self.cur = cur
-        self._pending: list[str] = list(prelude)
+        self._pending: list[tuple[str, Sequence[Any]]] = [(text, ()) for text in prelude]
         """Statements to send with the next one (a dialect that batches: PostgreSQL)."""
         self._batches = sql.batches and hasattr(cur, "mogrify")
         self.truth = truth
@@ -192,10 +195,10 @@ class Transaction:
         if not self._pending:
             self.cur.execute(self.sql(statement), params)
             return self.cur
-        texts = [*self._pending, _mogrify(self.cur, self.sql(statement), params)]
-        self._pending = []
-        self.cur.execute("; ".join(texts))
-        for _ in range(len(texts) - 1):
+        count = len(self._pending)
+        self._pending.append((self.sql(statement), params))
+        self.cur.execute(self._text())
+        for _ in range(count):
             self.cur.nextset()  # type: ignore[attr-defined]
         return self.cur
 
@@ -203,20 +206,24 @@ class Transaction:
         """A statement whose result is not read: batched with the next one where the dialect
         batches (one round trip for a transaction's writes and its commit)."""
         if self._batches:
-            self._pending.append(_mogrify(self.cur, self.sql(statement), params))
+            self._pending.append((self.sql(statement), params))
         else:
             self.cur.execute(self.sql(statement), params)
 
     def flush(self) -> None:
         """Send the batched statements now (before a dialect's own statement)."""
         if self._pending:
-            texts, self._pending = self._pending, []
-            self.cur.execute("; ".join(texts))
+            self.cur.execute(self._text())
 
     def finish(self, last: str) -> None:
         """Send the batched statements and ``last`` (``COMMIT``) in one round trip."""
-        texts, self._pending = [*self._pending, last], []
-        self.cur.execute("; ".join(texts))
+        self._pending.append((last, ()))
+        self.cur.execute(self._text())
+
+    def _text(self) -> str:
+        """The batched statements as one text, their parameters bound in one pass."""
+        pending, self._pending = self._pending, []
+        return batch_text(self.cur, pending)
 
     # -- locks and numbers -------------------------------------------------------------
 
@@ -245,7 +252,7 @@ class Transaction:
             # held it first: draw again after it.
             self._numbers.clear()
         mark = self.truth.mark if truth and self.truth is not None and not self._caught_up else -1
-        prelude, self._pending = self._pending, []
+        prelude, self._pending = self._pending, []  # sent with the locks
         opened = self.sql.open(
             self.cur,
             prelude,
@@ -483,9 +490,10 @@ class Transaction:
                 )
                 for c in self._status_calls.values()
             ]
-            if len(rows) == 1 or self._batches:
-                for row in rows:
-                    self.emit(UPDATE_CALL_STATUS, row)
+            if self._batches:
+                self.emit(JSON_UPDATE_CALL_STATUS, (_json(STATUS_COLUMNS, rows),))
+            elif len(rows) == 1:
+                self.x(UPDATE_CALL_STATUS, rows[0])
             else:
                 self.cur.executemany(self.sql(UPDATE_CALL_STATUS), rows)
         if self._orphans:
@@ -513,6 +521,10 @@ class Transaction:
             self._rows(statement(len(chunk)), chunk)
 
     def _rows(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+        if self._batches:  # one JSON parameter, not one per value (bound client-side)
+            text, names = json_rows(statement)
+            self.emit(text, (_json(names, rows),))
+            return
         params: Sequence[Any] = rows[0] if len(rows) == 1 else [v for r in rows for v in r]
         self.emit(statement, params)
 
@@ -548,10 +560,19 @@ class Transaction:
         return len(self._records)
 
 
-def _mogrify(cur: Cursor, statement: str, params: Sequence[Any]) -> str:
-    """The statement with its parameters bound, as the server will run it (a client-side
-    binding cursor: `psycopg.ClientCursor`)."""
-    text: str = cur.mogrify(statement, params)  # type: ignore[attr-defined]
+def _json(names: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """Rows as a JSON array of objects keyed by column name (`json_rows`)."""
+    return dumps([dict(zip(names, row, strict=True)) for row in rows])
+
+
+def batch_text(cur: Cursor, statements: Sequence[tuple[str, Sequence[Any]]]) -> str:
+    """``statements`` as one text, their parameters bound client-side in one pass (a
+    client-side binding cursor: `psycopg.ClientCursor`)."""
+    template = "; ".join(text for text, _ in statements)
+    params = [value for _, values in statements for value in values]
+    if not params:
+        return template
+    text: str = cur.mogrify(template, params)  # type: ignore[attr-defined]
     return text
 
 
