@@ -135,8 +135,84 @@ def test_one_retry_turn_gives_not_enough_data_and_the_runs_still_needed() -> Non
     (decision,) = decide(records)
     assert decision.c_r is not None
     assert math.isclose(decision.c_r.value, 9.69)
+    assert math.isnan(decision.c_r.low)  # not [9.69, 9.69]
+    assert math.isnan(decision.c_r.high)
+    assert str(decision.c_r) == "9.69 (no interval)"
     assert decision.units["c_r"] == 1
     assert decision.verdict == "not enough data"
     assert f"fewer than {MIN_TASKS} tasks" in decision.reason
     assert "c_r has 1 task(s) with a parse or schema rejection: 4 more" in decision.reason
     assert "about 32 more free run(s)" in decision.reason
+
+
+def test_a_free_lab_run_that_never_calls_fails_p_f_for_its_task() -> None:
+    """A lab's task always needs calls (its reference solution edits the repository): five
+    free lab runs that answered in prose give p_f = 5/5 over tasks, first turns without a
+    well-formed call, where counting calls gave 0/0 and "cannot compute p_f" (SmolLM2's
+    free lab on repo:2 did exactly this)."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Rec:
+        kind: str
+        run_id: str
+        at: float
+        data: dict[str, Any]
+
+    records = []
+    for n in range(5):
+        rid = f"free/{n}"
+        records += [
+            Rec("eval.run", rid, 0.0, {"task": f"task{n}", "lab": "free"}),
+            Rec("agent.started", rid, 0.0, {"model": "m", "tools": ["t"], "user": "u"}),
+            Rec("agent.model", rid, 1.0, {"step": 1, "calls": [], "text": "In prose."}),
+            Rec("agent.stopped", rid, 2.0, {}),
+            Rec("eval.verdict", rid, 3.0, {"passed": False}),
+        ]
+    (decision,) = decide(records)
+    assert (decision.proposed, decision.shape_failures) == (5, 5)
+    assert decision.p_f.value == 1.0
+    assert decision.units["p_f"] == 5
+    assert decision.p_f_unit.startswith("first turns of tasks that expected a call")
+
+
+def test_a_tax_below_zero_decides_whatever_p_f_and_c_r_are() -> None:
+    """Constrained, five lab tasks pass; free, none do (q = -1 × 60 s) and one retry turn is
+    on record (c_r from 1 task). p_f·c_r is never negative and c_g + q lies below 0, so the
+    verdict is "constrain" whatever more runs would show of c_r: not "not enough data"
+    (SmolLM2's shop tasks: q = -36 [-54, -18] s, c_r from 1 task)."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Rec:
+        kind: str
+        run_id: str
+        at: float
+        data: dict[str, Any]
+
+    records = []
+    for mode in ("m", "m+llguidance"):
+        for n in range(5):
+            rid = f"{mode}/{n}"
+            free = mode == "m"
+            broken = free and n == 0
+            records += [
+                Rec("eval.run", rid, 0.0, {"task": f"task{n}", "lab": mode}),
+                Rec("agent.started", rid, 0.0, {"model": mode, "tools": ["t"], "user": "u"}),
+                Rec("agent.model", rid, 1.0, {"step": 1, "calls": [{"tool": "t"}]}),
+                Rec("agent.observations", rid, 1.5, {"step": 1, "results": [
+                    {"status": "rejected", "stage": "parse"} if broken else {"status": "ok"}]}),
+            ]  # fmt: skip
+            if broken:
+                records.append(Rec("agent.model", rid, 11.5, {"step": 2, "calls": []}))
+            if not free:
+                decode = {"constraint": "llguidance", "grammar": "g", "output_tokens": 10,
+                          "decode_seconds": 1.0}  # fmt: skip
+                records.append(Rec("model.decode", rid, 2.0, decode))
+            records += [
+                Rec("agent.stopped", rid, 12.0, {}),
+                Rec("eval.verdict", rid, 13.0, {"passed": not free}),
+            ]
+    (decision,) = decide(records)
+    assert decision.units["c_r"] == 1
+    assert decision.verdict == "constrain"
+    assert "whatever p_f and c_r are" in decision.reason
+    assert "c_r has 1 task(s)" in decision.reason

@@ -47,7 +47,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, overload
 
 from callgate.eval import stats
 from callgate.eval.intervals import Interval, clustered, wilson
@@ -106,6 +106,8 @@ class _Run:
     ok_calls: int = 0
     graded: bool | None = None
     expected: str | None = None
+    """The tool a graded task expected, ``""`` for a lab task (it needs calls, of any tool),
+    None where no call was expected of the run."""
     ended: bool = False
     first_calls: int | None = None
     failures_by_step: dict[int, int] = field(default_factory=dict)
@@ -237,6 +239,7 @@ def _runs(records: Iterable[_Record]) -> list[_Run]:
             )
             if record.run_id in labbed:
                 runs[record.run_id].task, runs[record.run_id].lab = labbed[record.run_id]
+                runs[record.run_id].expected = ""  # a lab task needs calls, of any tool
             last[record.run_id] = (record.at, False)
             continue
         if run is None:
@@ -335,7 +338,9 @@ def _decide(
     constrained_mode = constrained_modes[0] if constrained_modes else ""
     constrained = by_mode.get(constrained_mode, [])
     failure_rates = {
-        mode: clustered([(_task(r), r.shape_failures, r.proposed) for r in rs], seed, rate=True)[0]
+        mode: _bare(
+            *clustered([(_task(r), r.shape_failures, r.proposed) for r in rs], seed, rate=True)
+        )
         for mode, rs in sorted(by_mode.items())
     }
     proposed = sum(r.proposed for r in free)
@@ -346,7 +351,7 @@ def _decide(
     p_f_unit = (
         "calls rejected at parse or schema over calls proposed (interval: bootstrap over tasks)"
     )
-    if free and all(r.expected for r in free):
+    if free and all(r.expected is not None for r in free):
         # Every task expected a call: a first turn without a well-formed call is the
         # failure a retry pays for, whether the call was broken or never written.
         last = {_task(r): r for r in free}
@@ -403,7 +408,29 @@ def _decide(
     short = _shortfall(
         units, retry_share, q_rate is not None, c_r_is_retry="stands in" not in source
     )
-    if short and verdict == "undecided" and reason.startswith("cannot compute"):
+    # c_g + q below 0 decides for constraining whatever p_f and c_r are (p_f·c_r >= 0), so
+    # a shortfall in those two alone leaves the verdict standing
+    below_zero = None
+    if short and c_g is not None and all(t.startswith(("p_f", "c_r")) for t in short):
+        rhs = c_g + (q_rate.scaled(success_value) if q_rate is not None else Interval(0, 0, 0))
+        below_zero = rhs if rhs.high < 0 else None
+    # no interval from fewer than MIN_TASKS tasks: the estimate alone is shown
+    p_f, c_r, c_r_tokens, c_g, q_rate = (
+        _bare(p_f, units["p_f"]),
+        _bare(c_r, units["c_r"]),
+        _bare(c_r_tokens, units["c_r"]),
+        _bare(c_g, units["c_g"]),
+        _bare(q_rate, units["q"]),
+    )
+    if below_zero is not None:
+        verdict, reason, break_even = (
+            "constrain",
+            f"c_g + q = {below_zero} s lies below 0 and p_f·c_r is never negative: "
+            "constraining pays whatever p_f and c_r are (fewer than "
+            f"{MIN_TASKS} tasks behind them: " + "; ".join(short) + ")",
+            None,
+        )
+    elif short and verdict == "undecided" and reason.startswith("cannot compute"):
         reason += f"; and fewer than {MIN_TASKS} tasks behind: " + "; ".join(short)
     elif short:
         verdict, reason, break_even = (
@@ -436,6 +463,17 @@ def _decide(
         break_even=break_even,
         units=units,
     )
+
+
+@overload
+def _bare(x: Interval, tasks: int) -> Interval: ...
+@overload
+def _bare(x: None, tasks: int) -> None: ...
+def _bare(x: Interval | None, tasks: int) -> Interval | None:
+    """``x`` without its interval when fewer than `MIN_TASKS` tasks are behind it."""
+    if x is None or tasks >= MIN_TASKS:
+        return x
+    return Interval(x.value, math.nan, math.nan)
 
 
 def _task(run: _Run) -> str:

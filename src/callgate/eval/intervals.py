@@ -27,6 +27,8 @@ class Interval:
     high: float
 
     def __str__(self) -> str:
+        if math.isnan(self.low) and math.isnan(self.high) and not math.isnan(self.value):
+            return f"{_fmt(self.value)} (no interval)"
         return f"{_fmt(self.value)} [{_fmt(self.low)}, {_fmt(self.high)}]"
 
     def __add__(self, other: Interval) -> Interval:
