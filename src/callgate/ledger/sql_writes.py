@@ -569,6 +569,7 @@ def items_locks(tx: Transaction, items: Sequence[Item]) -> Plan:
             plan.truth = True
         elif kind == CHECKPOINT_ITEM:
             runs.add("")
+            plan.truth = True
     for approval_id in approvals:  # an approval's run, from its row (the truth checks it)
         row = tx.x("SELECT run_id FROM approvals WHERE id = ?", (approval_id,)).fetchone()
         if row is not None:
@@ -577,14 +578,26 @@ def items_locks(tx: Transaction, items: Sequence[Item]) -> Plan:
 
 
 def _checkpoint(tx: Transaction, actor: str) -> int:
-    """Bind the chain heads no checkpoint binds yet into one record of the root chain."""
-    tx.flush()
-    heads = tx.sql.unbound(tx.cur, ROOT_CHAIN)
+    """Bind the chain heads no checkpoint binds yet into one record of the root chain.
+
+    Which heads are unbound comes from the journal itself (`JournalTruth.unbound`: the
+    chains whose records the hashed checkpoints do not bind yet), not from a row flag; and
+    a checkpoint binds only heads numbered below its own, so that reading the journal by
+    number always meets a bound record before the checkpoint that binds it."""
+    truth = tx.truth
+    if truth is None:  # a migration: nobody else writes, the head rows are the journal's
+        tx.flush()
+        heads = tx.sql.unbound(tx.cur, ROOT_CHAIN)
+    else:
+        tx.catch_up()
+        drawn = tx._numbers  # the numbers drawn with the locks, if any
+        heads = truth.unbound(below=drawn[0] if drawn else None)
     if not heads:
         return 0
     tx.append(CHECKPOINT, "", None, heads_data(heads, actor))
-    for chain, seq, _ in heads:
-        tx.emit(BIND_CHAIN, (chain, seq))
+    if truth is None:
+        for chain, seq, _ in heads:
+            tx.emit(BIND_CHAIN, (chain, seq))
     return len(heads)
 
 

@@ -127,7 +127,17 @@ class JournalTruth:
     when it was read. ``mark`` is where the next read starts (a backend's own measure:
     the last number read on SQLite, the oldest transaction still running on PostgreSQL)."""
 
-    __slots__ = ("_seen", "chain_key", "heads", "keyed_as_head", "mark", "state")
+    __slots__ = (
+        "_later",
+        "_seen",
+        "bound",
+        "chain_key",
+        "heads",
+        "keyed_as_head",
+        "mark",
+        "moved",
+        "state",
+    )
 
     def __init__(self, chain_key: bytes | None = None) -> None:
         self.chain_key = chain_key
@@ -138,6 +148,15 @@ class JournalTruth:
         self.keyed_as_head = False
         """Whether the journal's last record was found hashed with this key (`check_key`)."""
         self._seen: dict[int, tuple[str, str]] | None = None
+        self.bound: dict[str, int] = {}
+        """Each chain's highest record a checkpoint folded binds."""
+        self.moved: set[str] = set()
+        """The chains (not the root) with a record folded past what any checkpoint binds:
+        what the next checkpoint binds (`unbound`). Derived from the hashed checkpoints,
+        never from a row a writer could flip."""
+        self._later: list[tuple[int, str, int, str]] = []
+        """Bindings of checkpoints folded before the record they bind (checkpoint, chain,
+        seq, hash): checked once the read that brought the checkpoint is folded."""
 
     @property
     def seq(self) -> int:
@@ -172,6 +191,16 @@ class JournalTruth:
                 )
         self.keyed_as_head = True
 
+    def unbound(self, below: int | None = None) -> list[tuple[str, int, str]]:
+        """The heads (chain, seq, hash) of the chains that moved past their last binding,
+        those numbered below ``below`` (a checkpoint's own number) only."""
+        found = []
+        for chain in sorted(self.moved):
+            seq, h = self.heads[chain]
+            if below is None or seq < below:
+                found.append((chain, seq, h))
+        return found
+
     def reads(self, kind: str, run_id: str) -> bool:
         """Whether folding a record of ``kind`` reads its data (the others are only checked
         against their hash): keys, approvals, budgets, runs, migrations, checkpoints, and a
@@ -204,14 +233,19 @@ class JournalTruth:
         rows = chain_rows() if first else ()
         if first:
             self._seen = {}
+        self._later = []
         try:
             records, mark = read(self.mark)
             for rec in records:
                 self.fold(rec)
+            later, self._later = self._later, []
+            for checkpoint, chain, seq, h in later:
+                self._check_bound(checkpoint, chain, seq, h)
             if first:
                 self._check_rows(rows)
         finally:
             self._seen = None
+            self._later = []
         if mark is not None:
             self.mark = mark
         elif first:
@@ -278,22 +312,35 @@ class JournalTruth:
         self.trusted(rec)
 
     def _check_checkpoint(self, rec: AuditRecord) -> None:
+        """Check the heads a checkpoint binds. On PostgreSQL a checkpoint may bind a record
+        numbered after it (committed before it by a writer that drew its number first):
+        the fold, reading by number, has not met that record yet, so its check waits for
+        the end of the read (which has it: it committed before the checkpoint)."""
         try:
             bound = checkpoint_heads(rec)
         except (TypeError, ValueError):
             self._broken(rec.seq, "an unreadable checkpoint")
         for chain, seq, h in bound:
-            if self._seen is not None and seq in self._seen:
-                ok = self._seen[seq] == (chain, h)
+            have = self.heads.get(chain)
+            if seq > rec.seq and (have is None or have[0] < seq):
+                self._later.append((rec.seq, chain, seq, h))
             else:
-                have = self.heads.get(chain)
-                ok = have is not None and (have[0] > seq or have == (seq, h))
-            if not ok:
-                self._broken(
-                    seq,
-                    f"checkpoint {rec.seq} binds it to chain {chain!r}, but the journal does "
-                    "not have it there: the record (or its whole run) was deleted or rewritten",
-                )
+                self._check_bound(rec.seq, chain, seq, h)
+
+    def _check_bound(self, checkpoint: int, chain: str, seq: int, h: str) -> None:
+        """Checkpoint ``checkpoint`` binds record ``seq`` (hash ``h``) to ``chain``: the fold
+        must have that record there (or, past a first read, a later one of the chain)."""
+        if self._seen is not None and seq in self._seen:
+            ok = self._seen[seq] == (chain, h)
+        else:
+            have = self.heads.get(chain)
+            ok = have is not None and (have[0] > seq or have == (seq, h))
+        if not ok:
+            self._broken(
+                seq,
+                f"checkpoint {checkpoint} binds it to chain {chain!r}, but the journal does "
+                "not have it there: the record (or its whole run) was deleted or rewritten",
+            )
 
     def trusted(self, rec: AuditRecord) -> None:
         """Fold a record this process wrote itself (its hash is its own)."""
@@ -314,12 +361,25 @@ class JournalTruth:
                     self.state.budgets.charge(rec.run_id, rec.call_id, charges)
         elif rec.kind == "attempt.error" and rec.call_id is not None:
             self.state.budgets.give_back(rec.run_id, rec.call_id)
-        self.heads[chain_of(rec)] = (rec.seq, rec.hash)
+        chain = chain_of(rec)
+        self.heads[chain] = (rec.seq, rec.hash)
+        if chain != ROOT_CHAIN:
+            if rec.seq > self.bound.get(chain, 0):
+                self.moved.add(chain)
+        elif kind == CHECKPOINT:
+            with contextlib.suppress(TypeError, ValueError):
+                for bound_chain, seq, _ in checkpoint_heads(rec):
+                    if seq > self.bound.get(bound_chain, 0):
+                        self.bound[bound_chain] = seq
+                    head = self.heads.get(bound_chain)
+                    if head is not None and head[0] <= seq:
+                        self.moved.discard(bound_chain)
 
     def _broken(self, seq: int, problem: str) -> Any:
         # Start over next time: what was folded on the way here was not proven by the head,
         # and nothing this process writes may be folded onto it unchecked.
         self.heads, self.mark, self.state = {}, None, TruthFold()
+        self.bound, self.moved = {}, set()
         keyed = " (a keyed journal: is this the ledger's chain key?)" if self.chain_key else ""
         raise LedgerError(
             f"the journal does not verify at record {seq}: {problem}{keyed}. A row alone never "

@@ -1,0 +1,209 @@
+"""Checkpoints written while other writers commit (issue 31, review finding C1).
+
+On PostgreSQL a checkpoint may see a head committed by a writer whose record number is
+above its own (numbers are drawn before the writer commits). The journal's fold reads
+records by number, so it meets such a checkpoint before the record it binds: it must
+check that binding when it has the record, not refuse the journal; and a checkpoint
+binds only heads numbered below its own, so new checkpoints never need that.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from callgate.errors import LedgerError
+from callgate.ledger.base import GENESIS, AuditRecord, audit_hash, audit_json
+from callgate.ledger.chains import CHECKPOINT, ROOT_CHAIN
+from callgate.ledger.truth import JournalTruth
+
+
+def record(seq: int, kind: str, run_id: str, data: dict[str, Any], prev: str) -> AuditRecord:
+    """A record hashed as a writer hashes it."""
+    text = audit_json(data)
+    h = audit_hash(prev, seq, 1.0, kind, run_id, None, text, None)
+    return AuditRecord(
+        seq=seq,
+        at=1.0,
+        kind=kind,
+        run_id=run_id,
+        call_id=None,
+        data=data,
+        prev_hash=prev,
+        hash=h,
+        data_json=text,
+    )
+
+
+def fold(records: list[AuditRecord], rows: list[tuple[str, int, str]]) -> JournalTruth:
+    """A fresh truth that reads ``records`` (by number) and the head rows ``rows``."""
+    truth = JournalTruth()
+    ordered = sorted(records, key=lambda r: r.seq)
+    truth.catch_up(lambda _mark: (ordered, ordered[-1].seq), lambda: rows)
+    return truth
+
+
+def test_a_checkpoint_binding_a_record_numbered_after_it_folds() -> None:
+    """A checkpoint numbered 3 binding run x's record 5 (committed first) verifies."""
+    rec = record(5, "note.x", "x", {"n": 1}, GENESIS)
+    cp = record(3, CHECKPOINT, "", {"actor": "w", "heads": [["r:x", 5, rec.hash]]}, GENESIS)
+    truth = fold([cp, rec], [("r:x", 5, rec.hash), (ROOT_CHAIN, 3, cp.hash)])
+    assert truth.heads["r:x"] == (5, rec.hash)
+
+
+def test_a_checkpoint_binding_a_missing_later_record_is_refused() -> None:
+    """Deferred, the binding is still checked: record 5 deleted, the fold refuses."""
+    rec = record(5, "note.x", "x", {"n": 1}, GENESIS)
+    cp = record(3, CHECKPOINT, "", {"actor": "w", "heads": [["r:x", 5, rec.hash]]}, GENESIS)
+    with pytest.raises(LedgerError, match="checkpoint 3 binds it"):
+        fold([cp], [(ROOT_CHAIN, 3, cp.hash)])
+
+
+def test_a_checkpoint_binding_a_later_record_that_differs_is_refused() -> None:
+    """Deferred, the bound hash is still compared: record 5 rehashed, the fold refuses."""
+    rec = record(5, "note.x", "x", {"n": 1}, GENESIS)
+    cp = record(3, CHECKPOINT, "", {"actor": "w", "heads": [["r:x", 5, "f" * 64]]}, GENESIS)
+    with pytest.raises(LedgerError, match="checkpoint 3 binds it"):
+        fold([cp, rec], [("r:x", 5, rec.hash), (ROOT_CHAIN, 3, cp.hash)])
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys, time
+    import callgate.ledger.sql as sql
+    sql.CHECKPOINT_RECORDS = 2  # a checkpoint every other record: many races
+    from callgate import Authority, Gate, Policy, Registry, ToolCall, allow
+    from callgate.ledger import PostgresLedger
+
+    dsn, me, start = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    registry = Registry()
+
+    @registry.tool(effects="spend:USD={amount}", idempotency_key="{op}")
+    def charge(op: str, amount: int) -> dict:
+        \"\"\"Charge.\"\"\"
+        return {"charged": amount}
+
+    who = Authority(principal="alice", grants=["spend:USD<=100000"])
+    ledger = PostgresLedger(dsn, worker=me)
+    gate = Gate(registry, policy=Policy([allow("charge")]), ledger=ledger)
+    time.sleep(max(0.0, start - time.time()))
+    for r in range(int(sys.argv[4])):
+        run = gate.run(authority=who, run_id=f"{me}-{r}")
+        call = ToolCall(id="c", name="charge", arguments={"op": f"{me}-{r}", "amount": 1})
+        [obs] = run.submit([call])
+        assert obs.status.value == "ok", obs
+    ledger.close()
+    """
+)
+
+
+def test_concurrent_postgres_writers_leave_a_ledger_a_new_process_acts_on(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    """Six processes write and checkpoint at once; a fresh process's side effect then runs."""
+    import time
+
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    start = time.time() + 3
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), pg_dsn, f"w{i}", str(start), "25"],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(6)
+    ]
+    errors = [p.communicate(timeout=300)[1] for p in procs]
+    assert all(p.returncode == 0 for p in procs), errors
+    from callgate import Authority, Gate, Policy, Registry, Status, ToolCall, allow
+    from callgate.ledger import PostgresLedger
+
+    registry = Registry()
+    done: list[int] = []
+
+    @registry.tool(effects="spend:USD={amount}", idempotency_key="{op}")
+    def charge(op: str, amount: int) -> dict[str, int]:
+        """Charge."""
+        done.append(amount)
+        return {"charged": amount}
+
+    ledger = PostgresLedger(pg_dsn, worker="late")
+    try:
+        assert ledger.verify().ok
+        gate = Gate(registry, policy=Policy([allow("charge")]), ledger=ledger)
+        run = gate.run(authority=Authority(principal="alice", grants=["spend:USD<=10"]))
+        [obs] = run.submit([ToolCall(id="c", name="charge", arguments={"op": "late", "amount": 1})])
+        assert obs.status is Status.OK, obs.content
+        assert done == [1]
+    finally:
+        ledger.close()
+
+
+def _tamper(backend: str, target: str, *statements: str) -> None:
+    """Run statements straight on the database (no ledger involved)."""
+    if backend == "postgres":
+        import psycopg
+
+        with psycopg.connect(target, autocommit=True) as conn:
+            for statement in statements:
+                conn.execute(statement)
+    else:
+        import sqlite3
+
+        lite = sqlite3.connect(target)
+        try:
+            for statement in statements:
+                lite.execute(statement)
+            lite.commit()
+        finally:
+            lite.close()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
+    """(backend, where) of an empty ledger."""
+    if request.param == "postgres":
+        return "postgres", str(request.getfixturevalue("pg_dsn"))
+    return "sqlite", str(tmp_path / "callgate.db")
+
+
+def _open(where: tuple[str, str], **options: Any) -> Any:
+    from callgate.ledger import PostgresLedger, SQLiteLedger
+
+    backend, target = where
+    if backend == "postgres":
+        return PostgresLedger(target, **options)
+    return SQLiteLedger(target, **options)
+
+
+def test_a_flipped_bound_flag_does_not_keep_a_run_out_of_checkpoints(
+    target: tuple[str, str],
+) -> None:
+    """``UPDATE chains SET bound = 1`` on run E: the next checkpoint still binds E, and E
+    deleted later is reported."""
+    ledger = _open(target, worker="w")
+    ledger.record_event("note.e", run_id="E", call_id=None, data={"n": 1})
+    _tamper(*target, "UPDATE chains SET bound = 1")
+    ledger.record_event("note.f", run_id="F", call_id=None, data={"n": 2})
+    ledger.close()  # writes a checkpoint
+    _tamper(
+        *target,
+        "DELETE FROM journal WHERE run_id = 'E'",
+        "DELETE FROM chains WHERE chain = 'r:E'",
+    )
+    reader = _open(target, read_only=True)
+    try:
+        check = reader.verify()
+    finally:
+        reader.close()
+    assert not check.ok
+    assert any("run 'E'" in p for p in check.problems), check.problems
