@@ -13,24 +13,26 @@ field, optionally narrowed by a named reducer::
                 bind={"file_id": Bind(source="files", field="id", pick="max", by="size")})
 
 Checked when the call comes, on the run's recorded evidence (its ``ok``
-observations): the bound argument's value must equal (as provenance compares
-values) a value that a call of the source's tool, with the source's fixed
-arguments, produced in this run at ``field`` (a `TrustPath` into each record
-of its result), of the record the reducer picks when one is named:
-``max``/``min`` by the number at ``by``, ``first``/``last`` record, or
-``any`` (the default: any record). A source that has not run yet binds
-nothing: the call is outside the plan. A bound value the check accepted is
-vouched for as a sink (the user designated where it comes from), and is
-named by the request for `Policy(named_targets=...)`.
+observations): the bound argument's value must equal a value that a call
+*which used the source's planned call* returned in this run at ``field`` (a
+`TrustPath` into each record of its result, or into each record of the list
+the path goes through when the result wraps one), of the record the reducer
+picks when one is named: ``max``/``min`` by the number at ``by``,
+``first``/``last`` record, or ``any`` (the default: any record). Values
+compare as text, and as numbers only when the argument is a number or the
+source gave a JSON number. A source that has not run yet binds nothing: the
+call is outside the plan. A bound value the check accepted is vouched for as
+a sink (the user designated where it comes from), and is named by the
+request for `Policy(named_targets=...)`.
 
-Counting: each planned call admits ``times`` distinct calls (default 1),
-counted from the run's start whatever the run has read, by the call's tool
-and argument values; the same call again (a re-check after approval, a retry
-after an error) matches the planned call it used. A call that a planned call
-matched and the policy did not deny uses it, also when it then waits for a
-person who denies it. A tool that one of an intent's planned calls names is
-governed by its planned calls alone: naming it in ``tools`` too admits no
-more calls. Read-only tools stay inside with ``Intent(reads=True)``.
+Counting: each planned call admits ``times`` calls (default 1), counted from
+the run's start whatever the run has read. A call the policy admits spends a
+use; a call waiting for a person holds one, and the same call checked again
+(released by the approval) takes it; the same tool and values again after
+that is another call. A fixed argument the call leaves out breaks the match.
+A tool that one of an intent's planned calls names is governed by its
+planned calls alone, read-only or not: naming it in ``tools`` too admits no
+more calls (`callgate.authorize.step_check`).
 
 What it does not do: a binding checks equality with a value the source
 produced, not that the source is honest. A source the attacker can write
