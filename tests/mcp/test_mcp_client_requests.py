@@ -191,3 +191,35 @@ def test_the_command_names_a_kind_it_cannot_forward(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "tasks cannot be forwarded" in result.output
     assert "sampling,elicitation,roots" in result.output
+
+
+async def test_a_request_that_races_the_calls_result_is_not_lost() -> None:
+    """An upstream's request that reaches a call as its result arrives: if the client was
+    already sent it, its retry still answers it and then gets the result; if not, the request
+    is handed back (for the client's next call), never refused or dropped."""
+    from callgate.mcp.forward import Exchange, _Ask
+
+    roots = mcp_types.ListRootsRequest()
+    answer = mcp_types.ListRootsResult(roots=[mcp_types.Root(uri="file:///srv")])
+    result = mcp_types.CallToolResult(content=[mcp_types.TextContent(text="done")])
+
+    sent = _Ask(roots)
+    exchange = Exchange(owner=("me", None))
+    assert exchange.ask(sent)
+    required = await exchange.next()
+    assert isinstance(required, mcp_types.InputRequiredResult)
+    assert required.input_requests is not None
+    [key] = required.input_requests
+    assert exchange.finish(result) == []
+    assert not sent.done.is_set()
+    exchange.deliver({key: answer})
+    assert sent.answer == answer
+    assert await exchange.next() is result
+
+    unsent = _Ask(roots)
+    late = Exchange(owner=("me", None))
+    assert late.ask(unsent)
+    assert late.finish(result) == [unsent]
+    assert not unsent.done.is_set()
+    assert await late.next() is result
+    assert not late.ask(_Ask(roots))

@@ -170,13 +170,19 @@ class Exchange:
         self._unsent: list[str] = []
         self._wake = anyio.Event()
         self._counter = 0
+        self.rounds = 0
+        """Input-required answers given: the client comes back with a retry."""
 
-    def ask(self, ask: _Ask) -> None:
+    def ask(self, ask: _Ask) -> bool:
+        """Carry ``ask`` to the client with the call's next answer; False once it is over."""
+        if self.finished:
+            return False
         self._counter += 1
         key = f"{_kind(ask.request)}-{self._counter}"
         self._asked[key] = ask
         self._unsent.append(key)
         self._wake.set()
+        return True
 
     def deliver(self, responses: Mapping[str, Any] | None) -> None:
         for key, response in (responses or {}).items():
@@ -187,13 +193,21 @@ class Exchange:
         for key in [k for k in self._asked if k not in self._unsent]:
             self._asked.pop(key).settle(_error("the client sent no answer to this request"))
 
-    def finish(self, result: Any) -> None:
+    def finish(self, result: Any) -> list[_Ask]:
+        """The call is over. Requests never sent to the client (asked as the call's result
+        arrived) are returned, for another call to carry; those the client was sent stay
+        until its retry answers them (and then gets the result) or they time out."""
         self.result = result
-        for ask in self._asked.values():
-            ask.settle(_error("the call ended before the client answered"))
-        self._asked.clear()
+        unsent = [self._asked.pop(key) for key in self._unsent if key in self._asked]
+        self._unsent.clear()
         self.finished = True
         self._wake.set()
+        return unsent
+
+    @property
+    def awaiting_answers(self) -> bool:
+        """Whether the client was sent requests it has not answered yet."""
+        return any(not ask.done.is_set() for ask in self._asked.values())
 
     async def next(self) -> Any:
         """The call's result, or the requests the client must answer first."""
@@ -201,6 +215,7 @@ class Exchange:
             if self._unsent:
                 requests = {key: self._asked[key].request for key in self._unsent}
                 self._unsent.clear()
+                self.rounds += 1
                 return mcp_types.InputRequiredResult(
                     input_requests=requests,
                     request_state=self.token,
@@ -315,7 +330,8 @@ class ClientRequests:
                 session, request, ServerMessageMetadata(related_request_id=flight.ctx.request_id)
             )
         ask = _Ask(request)
-        flight.exchange.ask(ask)
+        if not flight.exchange.ask(ask):
+            return await self._without_call(request)
         return await ask.wait(ANSWER_TIMEOUT)
 
     async def _send(self, session: Any, request: BaseModel, metadata: Any) -> Any:
@@ -419,6 +435,7 @@ class ClientRequests:
 
     def _answerable(self, session: Any) -> list[_Ask]:
         """The requests waiting for a client that this client declared it answers."""
+        self._waiting = [a for a in self._waiting if not a.done.is_set()]
         capabilities = session.client_capabilities
         return [a for a in self._waiting if _declared(capabilities, a.request) is None]
 
@@ -520,8 +537,11 @@ class ClientRequests:
                         content=[mcp_types.TextContent(text="the call was cancelled")],
                         is_error=True,
                     )
-                exchange.finish(result)
-                self._exchanges.pop(exchange.token, None)
+                # A request asked as the result arrived belongs to no call of this one:
+                # it waits for the client's next call, as one asked between calls does.
+                self._waiting.extend(exchange.finish(result))
+                if exchange.rounds and self.tasks is not None:
+                    self.tasks.start_soon(self._forget, exchange)
 
         assert self.tasks is not None
         self.tasks.start_soon(body)
@@ -529,8 +549,21 @@ class ClientRequests:
 
     async def _next(self, exchange: Exchange) -> Any:
         try:
-            return await exchange.next()
+            answer = await exchange.next()
         except anyio.get_cancelled_exc_class():
             # The client gave up on its call: the call is cancelled, upstream too.
             exchange.scope.cancel()
+            self._exchanges.pop(exchange.token, None)
             raise
+        if not isinstance(answer, mcp_types.InputRequiredResult):
+            self._exchanges.pop(exchange.token, None)
+        return answer
+
+    async def _forget(self, exchange: Exchange) -> None:
+        """Drop a finished call whose client never came back for its result."""
+        with anyio.move_on_after(ANSWER_TIMEOUT):
+            while exchange.awaiting_answers:
+                await anyio.sleep(1.0)
+        for ask in list(exchange._asked.values()):
+            ask.settle(_error("the client did not answer"))
+        self._exchanges.pop(exchange.token, None)
