@@ -159,12 +159,12 @@ def _psql_understands_restrict(psql: str) -> bool:
     )
 
 
-def load_dump(cluster: Any, dsn: str, tmp_path: Path) -> None:
-    """Load ledger_v2.pg.sql into the empty database ``dsn`` with psql."""
+def load_dump(cluster: Any, dsn: str, tmp_path: Path, name: str = "ledger_v2.pg.sql") -> None:
+    """Load a dump of tests/ledger/data (``name``) into the empty database ``dsn`` with psql."""
     psql = shutil.which("psql") or str(Path(cluster.bindir) / "psql")
-    dump = DATA / "ledger_v2.pg.sql"
+    dump = DATA / name
     if not _psql_understands_restrict(psql):
-        stripped = tmp_path / "ledger_v2.pg.sql"
+        stripped = tmp_path / name
         lines = dump.read_text(encoding="utf-8").splitlines(keepends=True)
         stripped.write_text(
             "".join(x for x in lines if not x.startswith(("\\restrict", "\\unrestrict"))),
@@ -605,3 +605,135 @@ def test_the_json_report_names_an_approved_row_without_its_decision(old: OldLedg
     report = json.loads(out)
     assert report["approved_without_decision"] == [approval_id]
     assert report["verified"] is True
+
+
+# -- schema 3 (one chain, table journal) to schema 4 (a chain per run) -------------------------
+# ledger_v3.sqlite and ledger_v3.pg.sql were written by the code of e4c926e^
+# (tests/ledger/data/make_v3_ledger.py).
+
+V3_EDIT = (
+    "UPDATE journal SET data = replace(data, 'op-b', 'op-x') WHERE seq = "
+    "(SELECT min(seq) FROM journal WHERE run_id = 'run-v3-b' AND kind = 'call.admitted')"
+)
+
+
+@dataclass
+class V3Ledger:
+    """A fresh copy of the schema-3 ledger in one backend, and how to reach it."""
+
+    backend: str
+    target: str
+    query: Callable[[str], list[tuple[Any, ...]]]
+    execute: Callable[[str], None]
+
+    @property
+    def where(self) -> list[str]:
+        return ["--dsn", self.target] if self.backend == "postgres" else ["--db", self.target]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def v3(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[V3Ledger]:
+    """A fresh copy of a schema-3 ledger, not yet migrated."""
+    if request.param == "sqlite":
+        path = tmp_path / "ledger_v3.sqlite"
+        shutil.copyfile(DATA / "ledger_v3.sqlite", path)
+
+        def query(statement: str) -> list[tuple[Any, ...]]:
+            conn = sqlite3.connect(path)
+            try:
+                return [tuple(r) for r in conn.execute(statement).fetchall()]
+            finally:
+                conn.close()
+
+        def execute(statement: str) -> None:
+            conn = sqlite3.connect(path)
+            try:
+                conn.execute(statement)
+                conn.commit()
+            finally:
+                conn.close()
+
+        yield V3Ledger("sqlite", str(path), query, execute)
+        return
+    import psycopg
+
+    dsn: str = request.getfixturevalue("pg_dsn")
+    load_dump(request.getfixturevalue("pg_cluster"), dsn, tmp_path, "ledger_v3.pg.sql")
+
+    def pg_query(statement: str) -> list[tuple[Any, ...]]:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            return [tuple(r) for r in conn.execute(statement).fetchall()]
+
+    def pg_execute(statement: str) -> None:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(statement)
+
+    yield V3Ledger("postgres", dsn, pg_query, pg_execute)
+
+
+def open_v3(v3: V3Ledger) -> Ledger:
+    """Open the ledger for writing, as a process starting a gate does."""
+    if v3.backend == "postgres":
+        return PostgresLedger(v3.target, worker="w")
+    return SQLiteLedger(v3.target, worker="w")
+
+
+def test_the_v3_fixture_is_a_schema_3_ledger(v3: V3Ledger) -> None:
+    """The fixture is at schema 3, with its records in the table journal."""
+    assert v3.query("SELECT max(version) FROM schema_version") == [(3,)]
+    assert v3.query("SELECT count(*) FROM journal")[0][0] > 20
+
+
+def test_a_schema_3_ledger_migrates_with_the_cli(v3: V3Ledger) -> None:
+    """``callgate ledger migrate`` brings a schema-3 ledger to 4, and it verifies."""
+    code, out, err = cli("ledger", "migrate", *v3.where)
+    assert code == 0, out + err
+    assert "3" in out
+    code, out, err = cli("ledger", "verify", *v3.where)
+    assert code == 0, out + err
+
+
+def test_a_migrated_schema_3_ledger_replays_its_charge(v3: V3Ledger) -> None:
+    """After the migration a charge sent again under its key replays, the handler never runs."""
+    from callgate import Authority, Policy, Registry, allow
+
+    done: list[str] = []
+    registry = Registry()
+
+    @registry.tool(effects="spend:USD={amount}", idempotency_key="{op}")
+    def charge(op: str, amount: int) -> dict[str, Any]:
+        """Charge."""
+        done.append(op)
+        return {"charged": amount, "op": op}
+
+    ledger = open_v3(v3)
+    try:
+        gate = Gate(registry, policy=Policy([allow("charge")]), ledger=ledger)
+        run = gate.run(authority=Authority(principal="alice", grants=["spend:USD<=1000"]))
+        [obs] = run.submit(
+            [ToolCall(id="c", name="charge", arguments={"op": "op-a", "amount": 10})]
+        )
+        assert obs.status is Status.OK, obs.content
+        assert done == []
+        assert ledger.verify().ok
+    finally:
+        ledger.close()
+
+
+def test_an_edited_schema_3_ledger_is_refused_by_the_cli(v3: V3Ledger) -> None:
+    """A schema-3 record edited without its hash: migrate refuses and changes nothing."""
+    v3.execute(V3_EDIT)
+    code, out, err = cli("ledger", "migrate", *v3.where)
+    assert code != 0, out + err
+    assert "does not verify" in out + err
+    assert v3.query("SELECT max(version) FROM schema_version") == [(3,)]
+
+
+def test_an_edited_schema_3_ledger_is_refused_when_opened_for_writing(v3: V3Ledger) -> None:
+    """Opening it for writing runs the same check: the migration refuses, nothing changes."""
+    from callgate.errors import LedgerError
+
+    v3.execute(V3_EDIT)
+    with pytest.raises(LedgerError, match="does not verify"):
+        open_v3(v3).close()
+    assert v3.query("SELECT max(version) FROM schema_version") == [(3,)]

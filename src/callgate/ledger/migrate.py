@@ -25,7 +25,15 @@ from collections.abc import Callable
 from typing import Any
 
 from callgate.approvals import ApprovalStatus
-from callgate.ledger.base import AttemptRecord, Outcome
+from callgate.errors import LedgerError
+from callgate.ledger.base import (
+    AttemptRecord,
+    AuditCheck,
+    AuditRecord,
+    Outcome,
+    audit_hash,
+    verify_chain,
+)
 from callgate.ledger.chains import LEGACY_CHAIN
 from callgate.ledger.journal import MIGRATED, migrated_call_data
 from callgate.ledger.sql_dialects import dialect_for
@@ -38,8 +46,82 @@ from callgate.ledger.sql_writes import (
     call_from_row,
     run_items,
 )
+from callgate.ledger.truth import resolve_chain_key
 
-__all__ = ["MIGRATION_HOOKS", "journal_from_v2"]
+__all__ = ["MIGRATION_HOOKS", "check_old_chain", "journal_from_v2", "old_chain_query"]
+
+
+def old_chain_query(version: int) -> str:
+    """The records of a schema-``version`` ledger's single chain, head row included: the
+    table ``audit`` up to schema 2, ``journal`` in schema 3 (migration 3 renamed it)."""
+    table = "audit" if version <= 2 else "journal"
+    return f"SELECT seq, at, kind, run_id, call_id, data, prev_hash, hash FROM {table} ORDER BY seq"
+
+
+def old_chain_check(rows: list[Any], key: bytes | None) -> AuditCheck:
+    """``verify`` of an old ledger's single chain (rows of `old_chain_query`). A chain whose
+    first record does not hash with ``key`` was keyed with a key not given here: its links,
+    numbers and head are still checked, its hashes by ``verify`` once it is opened with it."""
+    records = [
+        AuditRecord(
+            seq=int(r[0]),
+            at=r[1],
+            kind=r[2],
+            run_id=r[3],
+            call_id=r[4],
+            prev_hash=r[6],
+            hash=r[7],
+            data_json=r[5],
+        )
+        for r in rows
+        if int(r[0]) != HEAD_SEQ
+    ]
+    head = next(((int(r[5]), str(r[7])) for r in rows if int(r[0]) == HEAD_SEQ), None)
+    check = verify_chain(records, head, key)
+    first = records[0] if records else None
+    if check.ok or first is None:
+        return check
+    hashes = audit_hash(
+        first.prev_hash,
+        first.seq,
+        first.at,
+        first.kind,
+        first.run_id,
+        first.call_id,
+        first.data_json,
+        key,
+    )
+    if hashes == first.hash:
+        return check
+    kept = tuple(p for p in check.problems if "does not match its hash" not in p)
+    return AuditCheck(
+        ok=not kept,
+        records=check.records,
+        head=check.head,
+        problems=kept,
+        first_bad_seq=check.first_bad_seq if kept else None,
+    )
+
+
+def check_old_chain(rows: list[Any], where: str, key: bytes | None) -> None:
+    """Refuse to migrate a ledger whose old chain is already broken: the migration would
+    carry edited rows into the journal as if they were true (raises `LedgerError`)."""
+    check = old_chain_check(rows, key)
+    if not check.ok:
+        raise LedgerError(
+            f"{where}'s audit trail does not verify ({check.problems[0]}), so its rows "
+            "cannot be trusted into the journal; nothing was changed. Restore it from a "
+            "backup, or inspect it with 'callgate ledger verify' under the callgate that "
+            "wrote it"
+        )
+
+
+def _check_before_moving(cur: Cursor, sql: Callable[[str], str], version: int) -> None:
+    """The check `callgate ledger migrate` makes, made by every migration that moves data
+    (a ledger opened for writing migrates itself): the old chain must verify first."""
+    cur.execute(sql(old_chain_query(version)))
+    check_old_chain(list(cur.fetchall()), "the ledger", resolve_chain_key(None))
+
 
 _V2_APPROVAL_COLUMNS = (
     "id, run_id, call_id, principal, tool, arguments_json, arguments_hash, resource_version, "
@@ -56,6 +138,7 @@ _V2_CALL_COLUMNS = (
 def journal_from_v2(cur: Cursor, sql: Callable[[str], str]) -> None:
     """The data step of migration 3: the old rows become journal records; ``attempts``
     is dropped. Runs inside the migration's transaction."""
+    _check_before_moving(cur, sql, 3)  # the audit table is named journal by now
     calls = [
         call_from_row(r)
         for r in _all(cur, sql, f"SELECT {_V2_CALL_COLUMNS} FROM calls ORDER BY created_at")
@@ -244,6 +327,7 @@ def chains_from_v3(cur: Cursor, sql: Callable[[str], str]) -> None:
     """The data step of migration 4: the journal's single chain becomes `LEGACY_CHAIN`
     (its head row moves into ``chains``, and a first checkpoint binds it), and new
     records are numbered after its last."""
+    _check_before_moving(cur, sql, 3)
     dialect = dialect_for(sql)
     cur.execute(sql(HEAD))
     row = cur.fetchone()

@@ -11,13 +11,14 @@ import os
 import sqlite3
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import Any
 
-from callgate.ledger.base import AuditCheck, AuditRecord, Ledger, LedgerError, verify_chain
+from callgate.ledger.base import AuditCheck, Ledger, LedgerError
 from callgate.ledger.journal import MIGRATED
+from callgate.ledger.migrate import check_old_chain, old_chain_query
 from callgate.ledger.postgres import PostgresLedger
-from callgate.ledger.sql_schema import HEAD_SEQ, SCHEMA_VERSION
+from callgate.ledger.sql_schema import SCHEMA_VERSION
 from callgate.ledger.sqlite import SQLiteLedger
+from callgate.ledger.truth import resolve_chain_key
 
 __all__ = ["Migration", "migrate_postgres", "migrate_sqlite"]
 
@@ -38,8 +39,10 @@ class Migration:
     """``verify`` of the migrated ledger."""
 
 
-def migrate_sqlite(path: str | os.PathLike[str]) -> Migration:
-    """Migrate the SQLite ledger at ``path`` in place (one transaction) and verify it."""
+def migrate_sqlite(path: str | os.PathLike[str], chain_key: bytes | str | None = None) -> Migration:
+    """Migrate the SQLite ledger at ``path`` in place (one transaction) and verify it
+    (``chain_key``: a keyed ledger's key, else from the environment)."""
+    key = resolve_chain_key(chain_key)
     where = os.fspath(path)
     if not os.path.isfile(where):
         raise LedgerError(f"no ledger at {where}; pass the path of an existing callgate.db")
@@ -59,7 +62,8 @@ def migrate_sqlite(path: str | os.PathLike[str]) -> Migration:
             row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
             before = int(row[0]) if row and row[0] is not None else 0
             if 0 < before < SCHEMA_VERSION:
-                _check_old_chain(conn.execute(_OLD_CHAIN).fetchall(), where)
+                rows = conn.execute(old_chain_query(before)).fetchall()
+                check_old_chain(rows, where, key)
         finally:
             conn.close()
     except sqlite3.Error as exc:
@@ -67,14 +71,16 @@ def migrate_sqlite(path: str | os.PathLike[str]) -> Migration:
             f"{where} is not a callgate ledger (no schema version could be read: {exc}); "
             "nothing was changed"
         ) from None
-    with SQLiteLedger(where, worker="callgate-migrate") as ledger:
+    with SQLiteLedger(where, worker="callgate-migrate", chain_key=key) as ledger:
         return _report(ledger, before)
 
 
-def migrate_postgres(dsn: str) -> Migration:
-    """Migrate the PostgreSQL ledger at ``dsn`` (one transaction, under the migration lock)."""
+def migrate_postgres(dsn: str, chain_key: bytes | str | None = None) -> Migration:
+    """Migrate the PostgreSQL ledger at ``dsn`` (one transaction, under the migration lock)
+    and verify it (``chain_key``: a keyed ledger's key, else from the environment)."""
     import psycopg
 
+    key = resolve_chain_key(chain_key)
     try:
         conn = psycopg.connect(dsn, autocommit=True)
     except psycopg.Error as exc:
@@ -89,8 +95,9 @@ def migrate_postgres(dsn: str) -> Migration:
             ) from None
         before = int(row[0]) if row and row[0] is not None else 0
         if 0 < before < SCHEMA_VERSION:
-            _check_old_chain(conn.execute(_OLD_CHAIN).fetchall(), "the PostgreSQL ledger")
-    ledger = PostgresLedger(dsn, worker="callgate-migrate")
+            rows = conn.execute(old_chain_query(before)).fetchall()
+            check_old_chain(rows, "the PostgreSQL ledger", key)
+    ledger = PostgresLedger(dsn, worker="callgate-migrate", chain_key=key)
     try:
         return _report(ledger, before)
     finally:
@@ -98,35 +105,6 @@ def migrate_postgres(dsn: str) -> Migration:
 
 
 _LEDGER_TABLES = {"schema_version", "calls", "idempotency_keys", "approvals"}
-_OLD_CHAIN = "SELECT seq, at, kind, run_id, call_id, data, prev_hash, hash FROM audit ORDER BY seq"
-
-
-def _check_old_chain(rows: list[Any], where: str) -> None:
-    """Refuse to migrate a ledger whose old audit chain is already broken: the migration
-    would carry edited rows into the journal as if they were true."""
-    records = [
-        AuditRecord(
-            seq=r[0],
-            at=r[1],
-            kind=r[2],
-            run_id=r[3],
-            call_id=r[4],
-            prev_hash=r[6],
-            hash=r[7],
-            data_json=r[5],
-        )
-        for r in rows
-        if r[0] != HEAD_SEQ
-    ]
-    head = next(((int(r[5]), r[7]) for r in rows if r[0] == HEAD_SEQ), None)
-    check = verify_chain(records, head)
-    if not check.ok:
-        raise LedgerError(
-            f"{where}'s audit trail does not verify ({check.problems[0]}), so its rows "
-            "cannot be trusted into the journal; nothing was changed. Restore it from a "
-            "backup, or inspect it with 'callgate ledger verify' under the callgate that "
-            "wrote it"
-        )
 
 
 def _report(ledger: Ledger, before: int) -> Migration:
