@@ -16,6 +16,7 @@ from jsonschema import Draft202012Validator
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from callgate.calls import Stage
+from callgate.definitions.explain import schema_error_problem
 from callgate.render import (
     MAX_MESSAGE_CHARS,
     Problem,
@@ -24,7 +25,7 @@ from callgate.render import (
     describe_value,
     render_json,
 )
-from callgate.validate.explain import schema_error_problem, schema_problems
+from callgate.validate.explain import schema_problems
 
 # -- bounded ---------------------------------------------------------------------------------
 

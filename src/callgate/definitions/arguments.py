@@ -50,6 +50,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from callgate.definitions.explain import schema_error_problem
 from callgate.definitions.formats import FormatCheck, checks_for, unknown_formats
 from callgate.definitions.metaschema import check_schema
 from callgate.errors import DefinitionError
@@ -675,17 +676,8 @@ def _first_error(validator: Validator, value: Any, schema: Any) -> Any:
 
 
 def _rejection(error: Any, prefix: Sequence[int | str]) -> PydanticCustomError:
-    """A ``jsonschema`` error as Pydantic's: the error itself travels in the context, and
-    the validate stage says it in words (`callgate.validate.explain.schema_problems`)."""
-    return PydanticCustomError(
-        "json_schema",
-        "{message}",
-        {
-            "message": f"the value breaks the schema's {str(error.validator)[:40]!r} rule",
-            "error": error,
-            "prefix": tuple(prefix),
-        },
-    )
+    problem = schema_error_problem(error, prefix)
+    return PydanticCustomError("json_schema", "{message}", problem.as_dict())
 
 
 def _property_check(
