@@ -207,3 +207,78 @@ def test_a_flipped_bound_flag_does_not_keep_a_run_out_of_checkpoints(
         reader.close()
     assert not check.ok
     assert any("run 'E'" in p for p in check.problems), check.problems
+
+
+def _excise_run_c(path: str) -> None:
+    """Delete run C's records, rows and head row, every checkpoint from the first that binds
+    it, and move the root chain's head row back to the checkpoint before: deletions only."""
+    import json
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    try:
+        cps = conn.execute(
+            "SELECT seq, hash, data FROM journal WHERE kind = ? ORDER BY seq", (CHECKPOINT,)
+        ).fetchall()
+        first = min(s for s, _, d in cps if any(e[0] == "r:C" for e in json.loads(d)["heads"]))
+        keep = [(s, h) for s, h, _ in cps if s < first]
+        conn.execute("DELETE FROM journal WHERE run_id = 'C'")
+        for table in ("calls", "idempotency_keys", "approvals", "journal_orphans"):
+            conn.execute(f"DELETE FROM {table} WHERE run_id = 'C'")
+        conn.execute("DELETE FROM chains WHERE chain = 'r:C'")
+        conn.execute("DELETE FROM journal WHERE kind = ? AND seq >= ?", (CHECKPOINT, first))
+        conn.execute(
+            "DELETE FROM journal_orphans WHERE run_id = '' AND seq NOT IN (SELECT seq FROM journal)"
+        )
+        if keep:
+            conn.execute("UPDATE chains SET seq = ?, hash = ? WHERE chain = 'r:'", keep[-1])
+        else:
+            conn.execute("DELETE FROM chains WHERE chain = 'r:'")
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def _charge_again(gate: Any, who: Any) -> None:
+    """Run C's charge sent again by a new run (it must never run again)."""
+    from callgate import ToolCall
+
+    run = gate.run(authority=who, run_id="C2")
+    run.submit([ToolCall(id="c", name="charge", arguments={"op": "C", "amount": 1})])
+
+
+def test_a_run_and_the_checkpoints_after_it_deleted_from_sqlite_are_reported(
+    tmp_path: Path,
+) -> None:
+    """SQLite numbers records without gaps: deleting run C and every later checkpoint (and
+    rewinding the root head) leaves a gap that verify and the next side effect report."""
+    from callgate import Authority, Gate, Policy, Registry, ToolCall, allow
+    from callgate.ledger import SQLiteLedger
+
+    done: list[str] = []
+    registry = Registry()
+
+    @registry.tool(effects="spend:USD={amount}", idempotency_key="{op}")
+    def charge(op: str, amount: int) -> dict[str, Any]:
+        """Charge."""
+        done.append(op)
+        return {"charged": amount}
+
+    who = Authority(principal="alice", grants=["spend:USD<=100"])
+    path = str(tmp_path / "callgate.db")
+    for run_id in "ABCD":
+        with SQLiteLedger(path, worker="w") as ledger:  # a checkpoint at each close
+            gate = Gate(registry, policy=Policy([allow("charge")]), ledger=ledger)
+            run = gate.run(authority=who, run_id=run_id)
+            run.submit([ToolCall(id="c", name="charge", arguments={"op": run_id, "amount": 1})])
+    assert done == ["A", "B", "C", "D"]
+    _excise_run_c(path)
+    with SQLiteLedger(path, read_only=True) as reader:
+        check = reader.verify()
+    assert not check.ok
+    assert any("missing" in p for p in check.problems), check.problems
+    with SQLiteLedger(path, worker="w2") as ledger:
+        gate = Gate(registry, policy=Policy([allow("charge")]), ledger=ledger)
+        with pytest.raises(LedgerError, match="does not verify"):
+            _charge_again(gate, who)
+    assert done == ["A", "B", "C", "D"]

@@ -673,3 +673,64 @@ def test_a_whole_run_removed_from_postgres_is_reported(
         assert not check.ok, f"run {victim} removed ({len(had)} records) and verify passed"
     finally:
         pg_cluster.drop_database(dsn)
+
+
+def _remove_run_and_checkpoints(conn: sqlite3.Connection, run_id: str) -> tuple[int, int]:
+    """`_remove_run`, plus every checkpoint written after the run's first record, with the
+    root chain's head row moved back to the checkpoint before (or deleted); the lowest
+    number deleted and the highest kept."""
+    first = conn.execute("SELECT min(seq) FROM journal WHERE run_id = ?", (run_id,)).fetchone()[0]
+    _remove_run(conn.execute, run_id, _RUN_TABLES_AND_CHAINS)  # type: ignore[arg-type]
+    conn.execute("DELETE FROM journal WHERE kind = 'journal.checkpoint' AND seq > ?", (int(first),))
+    conn.execute(
+        "DELETE FROM journal_orphans WHERE run_id = '' AND seq NOT IN (SELECT seq FROM journal)"
+    )
+    root = conn.execute(
+        "SELECT seq, hash FROM journal WHERE run_id = '' ORDER BY seq DESC LIMIT 1"
+    ).fetchone()
+    if root is None:
+        conn.execute("DELETE FROM chains WHERE chain = 'r:'")
+    else:
+        conn.execute("UPDATE chains SET seq = ?, hash = ? WHERE chain = 'r:'", tuple(root))
+    kept = conn.execute("SELECT max(seq) FROM journal").fetchone()[0]
+    return int(first), int(kept or 0)
+
+
+_RUN_TABLES_AND_CHAINS = {"chains"}
+
+
+@settings(PROPERTY_SETTINGS, max_examples=40)
+@given(ops=st.lists(ledger_ops, min_size=4, max_size=25), victim=st.sampled_from(RUNS))
+@example(ops=INDEPENDENT_RUNS, victim="r2")
+@example(ops=INDEPENDENT_RUNS, victim="r1")
+def test_a_run_removed_with_the_checkpoints_after_it_from_sqlite_is_reported(
+    ops: list[Op], victim: str
+) -> None:
+    """A run's records, rows and head row deleted with every later checkpoint (root head
+    moved back): reported by verify, unless everything after some record was deleted (a
+    pure tail, found only by --expect-head)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "callgate.db"
+        ledger = SQLiteLedger(path, worker="w")
+        try:
+            player = Player(time.time())
+            for i, op in enumerate(ops):
+                player.play(ledger, op)
+                if i % 3 == 2:
+                    ledger.checkpoint()
+            had = [r.seq for r in ledger.audit() if r.run_id == victim]
+        finally:
+            ledger.close()
+        if not had:
+            return
+        conn = sqlite3.connect(path)
+        try:
+            lowest, kept = _remove_run_and_checkpoints(conn, victim)
+            conn.commit()
+        finally:
+            conn.close()
+        with SQLiteLedger(path, read_only=True) as reader:
+            check = reader.verify()
+        if kept < lowest:
+            return  # a pure tail deletion
+        assert not check.ok, f"run {victim} and later checkpoints removed and verify passed"

@@ -83,6 +83,8 @@ def verify_chains(
     records: Sequence[AuditRecord],
     heads: Mapping[str, tuple[int, str]],
     key: bytes | None = None,
+    *,
+    dense: bool = False,
 ) -> AuditCheck:
     """Check every record's hash and its link to the record before it in its chain, that
     each chain ends at its head row (``heads``: chain → seq, hash), and that every head a
@@ -90,18 +92,27 @@ def verify_chains(
 
     An edited record breaks its own hash; a deleted record breaks the next record's link
     in its chain; a deleted end no longer matches the head row; a whole run removed
-    (records and head row) is missing from the checkpoint that bound it.
+    (records and head row) is missing from the checkpoint that bound it. ``dense`` (SQLite:
+    one writer at a time numbers records without gaps): a gap in the numbers is a deleted
+    record, even a whole run deleted with the checkpoints after it. A deleted tail (every
+    record after some point, head rows moved back) is found only by ``--expect-head``.
     """
     problems: list[str] = []
     bad: list[int] = []
     last: dict[str, tuple[int, str]] = {}
     by_seq: dict[int, tuple[str, str]] = {}
-    legacy_next = 1
+    legacy_next = next_seq = 1
     for r in records:
         chain = chain_of(r)
         seq_before, prev = last.get(chain, (0, GENESIS))
         found: list[str] = []
-        if chain == LEGACY_CHAIN and r.seq != legacy_next:
+        if dense and r.seq != next_seq:
+            found.append(
+                f"record {r.seq}: expected record number {next_seq}; {r.seq - next_seq} "
+                "record(s) before it are missing (this ledger numbers records without gaps: "
+                "they were deleted)"
+            )
+        elif chain == LEGACY_CHAIN and r.seq != legacy_next:
             found.append(
                 f"record {r.seq}: expected sequence number {legacy_next}; "
                 f"{r.seq - legacy_next} record(s) before it are missing"
@@ -119,6 +130,7 @@ def verify_chains(
             bad.append(r.seq)
         last[chain] = (r.seq, r.hash)
         by_seq[r.seq] = (chain, r.hash)
+        next_seq = r.seq + 1
         if chain == LEGACY_CHAIN:
             legacy_next = r.seq + 1
     for chain in sorted(set(last) | set(heads)):

@@ -514,7 +514,7 @@ class SqlLedger(Ledger):
             heads = self.chain_heads()
         except (TypeError, ValueError):
             heads = {}
-        checked = verify_chains(records, heads, self.chain_key)
+        checked = verify_chains(records, heads, self.chain_key, dense=self._truth.dense)
         unreadable: list[str] = []
         problems = compare_rows(
             records,

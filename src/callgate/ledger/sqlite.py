@@ -104,6 +104,7 @@ class SQLiteLedger(SqlLedger):
         chain_key: bytes | str | None = None,
     ) -> None:
         super().__init__(worker=worker, chain_key=chain_key)
+        self._truth.dense = True  # one writer at a time numbers records without gaps
         self.path = os.fspath(path)
         self.read_only = read_only
         if read_only:

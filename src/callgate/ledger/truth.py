@@ -132,11 +132,13 @@ class JournalTruth:
         "_seen",
         "bound",
         "chain_key",
+        "dense",
         "heads",
         "keyed_as_head",
         "mark",
         "moved",
         "state",
+        "top",
     )
 
     def __init__(self, chain_key: bytes | None = None) -> None:
@@ -148,6 +150,11 @@ class JournalTruth:
         self.keyed_as_head = False
         """Whether the journal's last record was found hashed with this key (`check_key`)."""
         self._seen: dict[int, tuple[str, str]] | None = None
+        self.dense = False
+        """Whether records are numbered without gaps (SQLite: one writer at a time, each
+        drawing the number after the last): a gap is then a deleted record."""
+        self.top = 0
+        """The highest record number folded."""
         self.bound: dict[str, int] = {}
         """Each chain's highest record a checkpoint folded binds."""
         self.moved: set[str] = set()
@@ -161,7 +168,7 @@ class JournalTruth:
     @property
     def seq(self) -> int:
         """The highest record number folded."""
-        return max((s for s, _ in self.heads.values()), default=0)
+        return self.top
 
     def check_key(self, last: AuditRecord | None) -> None:
         """Before this process appends anything: the journal's last record must hash with
@@ -293,6 +300,13 @@ class JournalTruth:
         before = self.heads.get(chain, (0, GENESIS))
         if rec.seq <= before[0]:
             return
+        if self.dense and rec.seq != self.top + 1:
+            self._broken(
+                self.top + 1,
+                f"the next record is numbered {rec.seq}: {rec.seq - self.top - 1} record(s) "
+                "before it are missing (this backend numbers records without gaps, so they "
+                "were deleted)",
+            )
         if rec.prev_hash != before[1]:
             self._broken(
                 rec.seq,
@@ -363,6 +377,8 @@ class JournalTruth:
             self.state.budgets.give_back(rec.run_id, rec.call_id)
         chain = chain_of(rec)
         self.heads[chain] = (rec.seq, rec.hash)
+        if rec.seq > self.top:
+            self.top = rec.seq
         if chain != ROOT_CHAIN:
             if rec.seq > self.bound.get(chain, 0):
                 self.moved.add(chain)
@@ -379,7 +395,7 @@ class JournalTruth:
         # Start over next time: what was folded on the way here was not proven by the head,
         # and nothing this process writes may be folded onto it unchecked.
         self.heads, self.mark, self.state = {}, None, TruthFold()
-        self.bound, self.moved = {}, set()
+        self.bound, self.moved, self.top = {}, set(), 0
         keyed = " (a keyed journal: is this the ledger's chain key?)" if self.chain_key else ""
         raise LedgerError(
             f"the journal does not verify at record {seq}: {problem}{keyed}. A row alone never "
