@@ -164,7 +164,7 @@ def test_the_same_payment_again_under_a_new_id_asks() -> None:
 
 
 def test_identical_payments_in_one_batch_use_the_plan_once() -> None:
-    """a15: three identical payments in one batch: the first runs, the others ask."""
+    """a15: three identical payments in one batch compete for the once-plan: all ask."""
     bank = Bank()
     run = start(bank, "Pay the bill bill-may.txt, 49.99 EUR", Intent(calls=BILL_PLAN))
     call(run, "read_bill", name="bill-may.txt")
@@ -173,8 +173,8 @@ def test_identical_payments_in_one_batch_use_the_plan_once() -> None:
         for n in range(3)
     ]
     statuses = [o.status for o in run.submit(batch)]
-    assert statuses == [Status.OK, Status.PENDING, Status.PENDING]
-    assert bank.paid == [(BILL, 49.99)]
+    assert statuses == [Status.PENDING, Status.PENDING, Status.PENDING]
+    assert bank.paid == []
 
 
 def test_the_same_call_id_again_runs_nothing_twice() -> None:
@@ -468,8 +468,8 @@ def test_pick_applies_to_the_list_a_wrapped_listing_holds() -> None:
 
 
 def test_a_large_source_is_read_once_per_binding(monkeypatch: Any) -> None:
-    """a17: twenty bound calls against one 10 000-record listing walk it once, not twenty
-    times (the accepted values are kept per source run and binding)."""
+    """a17: twenty bound calls against one 10 000-record listing walk it twice (the batch's
+    contention check, then the decisions), not twenty times (kept per run and binding)."""
     from callgate.authorize import step_check
 
     walked: list[int] = []
@@ -511,7 +511,7 @@ def test_a_large_source_is_read_once_per_binding(monkeypatch: Any) -> None:
         ToolCall(id=f"d{i}", name="delete_file", arguments={"file_id": f"f-{i}"}) for i in range(20)
     ]
     assert {o.status for o in run.submit(batch)} == {Status.PENDING}
-    assert len(walked) == 1
+    assert len(walked) == 2
 
 
 # -- 11: typos in a plan narrow, never widen ---------------------------------------------------

@@ -13,7 +13,7 @@ import logging
 import os
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel
 
@@ -29,6 +29,7 @@ from callgate.approve import (
     used_rejection,
     withheld_rejection,
 )
+from callgate.authorize.intent import batch_contention
 from callgate.authorize.policy import Action, Decision, authorize
 from callgate.authorize.provenance import OutputTrust, TrustIndex
 from callgate.calls import Observation, Stage, Status, ToolCall
@@ -52,12 +53,21 @@ from callgate.schedule import BatchRefusal
 from callgate.tools import ToolSpec
 from callgate.validate import run_checks, unknown_tool, validate_arguments, validate_text_fast
 
-__all__ = ["Admission", "context_secrets", "raised_by_callgate"]
+__all__ = ["Admission", "Validated", "context_secrets", "raised_by_callgate"]
 
 _log = logging.getLogger("callgate")
 
 # The callgate package (this module is in callgate/gate/).
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+class Validated(NamedTuple):
+    """A call its parse and validate stages took: the call (marked if repaired), its tool
+    and its typed arguments (`Admission.validate`)."""
+
+    call: ToolCall
+    spec: ToolSpec
+    model: BaseModel
 
 
 class Admission:
@@ -92,8 +102,28 @@ class Admission:
         with, even when the run records it under a new one (`callgate.gate.call_names`). A
         failure of callgate's own code is logged and answered as such, never blamed on the
         call."""
+        return self.decide(call, self.validate(call))
+
+    def validate(self, call: ToolCall) -> Validated | Observation:
+        """Stages parse and validate of one call: its typed arguments, or the observation
+        of its rejection (recorded). A batch validates all its calls first, to find the
+        calls that compete for a planned call (`contention`)."""
         try:
-            decided = self._decide(call)
+            validated = self._validate(call)
+        except Exception as exc:
+            return self._internal_error(call, exc)
+        if type(validated) is Observation:
+            validated.call_id = call.id
+        return validated
+
+    def decide(self, call: ToolCall, validated: Validated | Observation) -> Observation | Admitted:
+        """Stages authorize and approve of a call `validate` took (an observation is
+        already its answer); the batch's contention is read from the run
+        (`RunState.contended`)."""
+        if isinstance(validated, Observation):
+            return validated
+        try:
+            decided = self._decide(validated)
         except Exception as exc:
             return self._internal_error(call, exc)
         if type(decided) is Observation:
@@ -102,18 +132,36 @@ class Admission:
             decided.answer_id = call.id
         return decided
 
-    def _decide(self, call: ToolCall) -> Observation | Admitted:
-        gate = self.gate
+    def contention(self, validated: Sequence[Validated | Observation]) -> dict[str, str]:
+        """The calls of one batch (by the model's id) that compete for a planned call of
+        the run's intents, with why (`callgate.authorize.intent.batch_contention`); empty
+        when fewer than two calls were validated or no intent plans calls."""
+        typed = [item for item in validated if isinstance(item, Validated)]
+        if len(typed) < 2 or not any(intent.planned for intent in self.run.intents):
+            return {}
+        found = batch_contention(
+            [(item.spec, item.model.__dict__) for item in typed],
+            self.run.intents,
+            self.run.evidence,
+            self.absorb(),
+        )
+        return {typed[index].call.id: why for index, why in found.items()}
+
+    def _validate(self, call: ToolCall) -> Validated | Observation:
         screened = screen_call(call.id, call.name, call.arguments)
         if screened is not None:
             return self._rejected(call, None, screened)
-        spec = gate.registry.get(call.name)
+        spec = self.gate.registry.get(call.name)
         if spec is None:
-            return self._rejected(call, None, unknown_tool(call.name, gate.registry))
+            return self._rejected(call, None, unknown_tool(call.name, self.gate.registry))
         validated = self._validated(call, spec)
         if isinstance(validated, Observation):
             return validated
-        call, model = validated
+        return Validated(validated[0], spec, validated[1])
+
+    def _decide(self, validated: Validated) -> Observation | Admitted:
+        gate = self.gate
+        call, spec, model = validated
         provenance = None
         if spec.sinks or self.run.intents or gate.policy.integrity_grants is not None:
             provenance = self.absorb()
@@ -127,6 +175,7 @@ class Admission:
                 provenance,
                 cache=self.run.decisions,
                 intents=self.run.intents,
+                contended=self.run.contended.get(call.id, ""),
             )
         except Exception as exc:  # a precondition or rule predicate failed on these values
             if raised_by_callgate(exc):

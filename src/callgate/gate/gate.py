@@ -754,11 +754,20 @@ class Run:
         admission = self._admission
         # No new name may take one of the batch's ids (`CallNames.name_for`).
         self.state.batch_ids = tuple(dict.fromkeys(call.id for call in calls))
-        staged = [
-            admission.admit(call) if refusal is None else admission.refused(call, refusal)
+        # Every call is validated before any is decided, so that two calls competing for
+        # one planned call are both seen (`Admission.contention`): neither takes it.
+        validated = [
+            admission.validate(call) if refusal is None else admission.refused(call, refusal)
             for call, refusal in zip(calls, refusals, strict=True)
         ]
-        self.state.batch_ids = ()
+        self.state.contended = admission.contention(validated)
+        try:
+            staged = [
+                admission.decide(call, item) for call, item in zip(calls, validated, strict=True)
+            ]
+        finally:
+            self.state.batch_ids = ()
+            self.state.contended = {}
         if any(c.after for c in calls):
             reject_dependents(staged, self._dependency_failed)
             follow_renames(staged)

@@ -67,6 +67,9 @@ class RunState:
     """The authority's budget grants (``spend:USD<=50/run``), found at the first call."""
     batch_ids: tuple[str, ...] = ()
     """The model's ids in the batch being admitted: no new name may take one."""
+    contended: dict[str, str] = field(default_factory=dict)
+    """The model's ids of the batch being admitted that compete for a planned call, with
+    why (`Admission.contention`): each asks after untrusted content. Reset per batch."""
 
     def __post_init__(self) -> None:
         # The principal is who the run acts for: an identity of its user, so a reader
