@@ -239,10 +239,18 @@ class StdioTransport:
         """The upstream's pid (and process group id) once connected."""
         self._manager: Any = None
         self._process: Any = None
+        self.reader_ended = anyio.Event()
+        """Set when the upstream's output stream ends (its reader stopped, the process may
+        still run): the connection is then down."""
 
     async def __aenter__(self) -> TransportStreams:
-        self._manager = stdio_client(self.params)
-        streams: TransportStreams = await self._manager.__aenter__()
+        # A byte that is not UTF-8 is replaced, never fatal: with the SDK's default
+        # ("strict") one bad byte ends its reader and every later call goes unanswered.
+        params = self.params.model_copy(update={"encoding_error_handler": "replace"})
+        self.reader_ended = anyio.Event()
+        self._manager = stdio_client(params)
+        read, write = await self._manager.__aenter__()
+        streams: TransportStreams = (_WatchedStream(read, self.reader_ended), write)
         self._process = _spawned_process(self._manager)
         self.pid = getattr(self._process, "pid", None)
         if self._process is None:
@@ -264,6 +272,50 @@ class StdioTransport:
             with anyio.CancelScope(shield=True):
                 await _end_process_group(self._process, self.grace)
         return closed
+
+
+class _WatchedStream:
+    """The SDK's read stream of a stdio upstream, which sets ``ended`` when it ends."""
+
+    def __init__(self, stream: Any, ended: anyio.Event) -> None:
+        self._stream = stream
+        self._ended = ended
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+    async def __aenter__(self) -> _WatchedStream:
+        await self._stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        self._ended.set()
+        return await self._stream.__aexit__(*exc)
+
+    def __aiter__(self) -> _WatchedStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self._stream.__anext__()
+        except (StopAsyncIteration, anyio.ClosedResourceError, anyio.EndOfStream):
+            self._ended.set()
+            raise
+
+    async def receive(self) -> Any:
+        try:
+            return await self._stream.receive()
+        except (anyio.ClosedResourceError, anyio.EndOfStream):
+            self._ended.set()
+            raise
+
+    def close(self) -> None:
+        self._ended.set()
+        self._stream.close()
+
+    async def aclose(self) -> None:
+        self._ended.set()
+        await self._stream.aclose()
 
 
 def _spawned_process(manager: Any) -> Any:

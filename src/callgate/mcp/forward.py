@@ -14,10 +14,13 @@ to the client whose call is in flight (`ClientRequests`):
 
 Which client: the one whose call is in flight. A request made while calls of two
 different clients are in flight cannot be attributed (the protocol does not say which
-call it serves) and is refused. A request made while no call is in flight (a
-filesystem server asks for the roots when it starts) waits for a client: it is sent
-to the next client seen with a back-channel, or put before the next call of a
-2026-07-28 client.
+call it serves) and is refused. A sampling or elicitation request made while no call is
+in flight is refused: it serves no client's call, and whichever client answered it would
+pay for (or be asked about) another's business. A roots request made while no call is in
+flight (a filesystem server asks for the roots when it starts) waits for a client, but
+only while a single principal is known to the proxy: it is sent to the next client seen
+with a back-channel, or put before the next call of a 2026-07-28 client. With clients of
+two principals it is refused (one principal's folders would be given for another's).
 
 Gating: a request kind not in ``forward`` is refused; a kind the client did not declare
 is refused, as the server would be refused by that client directly. A sampling request
@@ -70,6 +73,14 @@ _FLIGHT: contextvars.ContextVar[_Flight | None] = contextvars.ContextVar(
 )
 """The call a request belongs to, when the upstream's request reaches the proxy inside that
 call's own task (a 2026-07-28 upstream answers the call with an input-required result)."""
+
+
+def _principal(client: Hashable) -> Hashable:
+    """The principal of a client key ``(principal, session)`` (or of an owner
+    ``((principal, session), connection)``)."""
+    while isinstance(client, tuple) and client:
+        client = client[0]
+    return client
 
 
 def _kind(request: BaseModel) -> str:
@@ -271,7 +282,8 @@ class ClientRequests:
         self._flights: list[_Flight] = []
         self._exchanges: dict[str, Exchange] = {}
         self._waiting: list[_Ask] = []
-        self._sessions: list[Any] = []
+        self._sessions: dict[Any, Hashable] = {}
+        """Clients with a back-channel seen lately, with their principal."""
 
     # -- the upstream side: the callbacks its client connection is given -----------
 
@@ -296,6 +308,10 @@ class ClientRequests:
     async def _on_roots(self, context: Any) -> Any:
         return await self.ask(mcp_types.ListRootsRequest())
 
+    def principals(self) -> set[Hashable]:
+        """The principals known to the proxy: clients seen lately and calls in flight."""
+        return set(self._sessions.values()) | {_principal(f.owner) for f in self._flights}
+
     async def ask(self, request: BaseModel) -> Any:
         """Forward one request of the upstream to the right client; its answer, or an error."""
         kind = _kind(request)
@@ -319,6 +335,24 @@ class ClientRequests:
             answer = await self._to_flight(flight, request)
         self._audit(request, answer, flight)
         return answer
+
+    def _unattributable(self, request: BaseModel) -> mcp_types.ErrorData | None:
+        """Why a request made while no call is in flight is refused, or None (it may wait
+        for a client)."""
+        kind = _kind(request)
+        if kind != "roots":
+            return _error(
+                f"callgate refuses this {kind} request from the MCP server "
+                f"'{self.server_name}': no call is in flight, so it serves no client's call "
+                f"(a server may make {kind} requests only while it serves a call)"
+            )
+        if len(self.principals()) > 1:
+            return _error(
+                f"callgate refuses this roots request from the MCP server '{self.server_name}': "
+                "no call is in flight and clients of several principals are connected, so "
+                "it cannot tell whose folders to give; ask during a call"
+            )
+        return None
 
     async def _to_flight(self, flight: _Flight, request: BaseModel) -> Any:
         session = flight.ctx.session
@@ -351,9 +385,13 @@ class ClientRequests:
             return _error(f"the client could not be asked ({type(exc).__name__})")
 
     async def _without_call(self, request: BaseModel) -> Any:
-        """A request made while no call is in flight: to a known client with a back-channel,
-        else held for the next client seen."""
-        for session in reversed(self._sessions):
+        """A request made while no call is in flight: refused unless it is a roots request
+        and a single principal is known; then to a known client with a back-channel, else
+        held for the next client seen."""
+        refused = self._unattributable(request)
+        if refused is not None:
+            return refused
+        for session in reversed(list(self._sessions)):
             if session.can_send_request and _declared(session.client_capabilities, request) is None:
                 return await self._send(session, request, None)
         ask = _Ask(request)
@@ -419,22 +457,45 @@ class ClientRequests:
         except Exception as exc:  # the upstream is down: it asks when it is back
             logger.debug("roots change not forwarded: %s", type(exc).__name__)
 
-    def client_seen(self, session: Any) -> None:
-        """A client with a back-channel made a request: requests waiting for a client go
-        to it."""
+    def client_seen(self, session: Any, principal: Hashable = None) -> None:
+        """A client (of ``principal``) with a back-channel made a request: requests waiting
+        for a client go to it, while it is the only principal known."""
         if not session.can_send_request:
             return
-        if session not in self._sessions:
-            self._sessions.append(session)
-            del self._sessions[:-8]
+        self._sessions.pop(session, None)
+        self._sessions[session] = principal
+        while len(self._sessions) > 8:
+            del self._sessions[next(iter(self._sessions))]
+        self._refuse_held()
         if self.tasks is not None:
             for ask in self._answerable(session):
                 if not ask.sending:
                     ask.sending = True
                     self.tasks.start_soon(self._answer_from, session, ask)
 
+    def _refuse_held(self) -> None:
+        """Requests held for a client are refused once clients of two principals are known."""
+        if len(self.principals()) <= 1:
+            return
+        for ask in self._waiting:
+            if not ask.sending:
+                refused = self._unattributable(ask.request)
+                if refused is not None:
+                    ask.settle(refused)
+
+    def _hold(self, asks: list[_Ask]) -> None:
+        """Keep ``asks`` (handed back by a call that ended) for the next client, if they may
+        wait; the others are refused."""
+        for ask in asks:
+            refused = self._unattributable(ask.request)
+            if refused is not None:
+                ask.settle(refused)
+            else:
+                self._waiting.append(ask)
+
     def _answerable(self, session: Any) -> list[_Ask]:
         """The requests waiting for a client that this client declared it answers."""
+        self._refuse_held()
         self._waiting = [a for a in self._waiting if not a.done.is_set()]
         capabilities = session.client_capabilities
         return [a for a in self._waiting if _declared(capabilities, a.request) is None]
@@ -461,6 +522,7 @@ class ClientRequests:
         with a handshake-era connection, the connection itself tells clients apart too.
         """
         modern = ctx.session.protocol_version in MODERN_PROTOCOL_VERSIONS
+        principal = _principal(client)
         owner: Hashable = (
             client if modern else (client, id(getattr(ctx.session, "_connection", ctx.session)))
         )
@@ -490,7 +552,7 @@ class ClientRequests:
                     await self._answer_from(ctx.session, ask)
             if waiting:
                 await anyio.sleep(_SETTLE)
-            self.client_seen(ctx.session)
+            self.client_seen(ctx.session, principal)
             flight = _Flight(ctx=ctx, owner=owner)
             self._flights.append(flight)
             token = _FLIGHT.set(flight)
@@ -501,6 +563,11 @@ class ClientRequests:
                 self._flights.remove(flight)
         exchange = Exchange(owner)
         flight = _Flight(ctx=ctx, owner=owner, exchange=exchange)
+        self._flights.append(flight)  # counted among the principals while held asks are taken
+        try:
+            self._refuse_held()
+        finally:
+            self._flights.remove(flight)
         waiting = [a for a in self._answerable(ctx.session) if not a.sending]
         for ask in waiting:
             self._waiting.remove(ask)
@@ -539,7 +606,7 @@ class ClientRequests:
                     )
                 # A request asked as the result arrived belongs to no call of this one:
                 # it waits for the client's next call, as one asked between calls does.
-                self._waiting.extend(exchange.finish(result))
+                self._hold(exchange.finish(result))
                 if exchange.rounds and self.tasks is not None:
                     self.tasks.start_soon(self._forget, exchange)
 

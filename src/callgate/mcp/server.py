@@ -232,7 +232,7 @@ class GateServer:
     def _remember(self, ctx: ServerRequestContext[Any, Any]) -> None:
         """Keep a handshake-era connection's session, to notify it of list changes later."""
         if self.client_requests is not None:
-            self.client_requests.client_seen(ctx.session)
+            self.client_requests.client_seen(ctx.session, self.identity(ctx).principal)
         if not self.list_changed or ctx.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return
         key = id(getattr(ctx.session, "_connection", ctx.session))
@@ -257,7 +257,7 @@ class GateServer:
     ) -> None:
         """A client's roots changed: the upstream is told (it asks for them again)."""
         if self.client_requests is not None:
-            self.client_requests.client_seen(ctx.session)
+            self.client_requests.client_seen(ctx.session, self.identity(ctx).principal)
             await self.client_requests.roots_changed()
 
     # -- the gate side ---------------------------------------------------------

@@ -304,12 +304,30 @@ class SupervisedUpstream:
             self.on_event(state, {"server": self.server_name, "state": state, **data})
 
     async def _watch(self, transport: Any) -> str:
-        """Wait until the upstream process exits; why it did."""
+        """Wait until the upstream process exits or its output can no longer be read; why."""
         process: Any = getattr(transport, "_process", None)
-        if not isinstance(transport, StdioTransport) or process is None:
+        if not isinstance(transport, StdioTransport):
             await anyio.sleep_forever()
-        returncode = await process.wait()
-        return _reason(returncode if isinstance(returncode, int) else None)
+        reason = "its output could not be read any more (the reader ended)"
+        async with anyio.create_task_group() as watchers:
+
+            async def exited() -> None:
+                nonlocal reason
+                if process is None:
+                    await anyio.sleep_forever()
+                returncode = await process.wait()
+                reason = _reason(returncode if isinstance(returncode, int) else None)
+                watchers.cancel_scope.cancel()
+
+            async def unread() -> None:
+                await transport.reader_ended.wait()
+                # The process may be exiting too: its exit status is the better reason.
+                await anyio.sleep(0.2)
+                watchers.cancel_scope.cancel()
+
+            watchers.start_soon(exited)
+            watchers.start_soon(unread)
+        return reason
 
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
