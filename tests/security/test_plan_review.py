@@ -518,8 +518,8 @@ def test_a_large_source_is_read_once_per_binding(monkeypatch: Any) -> None:
 
 
 def test_a_planned_call_binding_a_parameter_the_tool_lacks_admits_nothing() -> None:
-    """a14: bind={"ibna": ...} (a typo for iban) no longer admits a payment to any IBAN: the
-    payment asks, and the reason names the parameter and the tool's parameters."""
+    """a14: bind={"ibna": ...} (a typo for iban): Gate.run refuses it, and one that got past
+    admits no payment: it asks, naming the parameter and the tool's parameters."""
     bank = Bank()
     plan = Intent(
         calls=[
@@ -527,7 +527,15 @@ def test_a_planned_call_binding_a_parameter_the_tool_lacks_admits_nothing() -> N
             PlannedCall(tool="send_money", bind={"ibna": Bind(source="bill", field="iban")}),
         ]
     )
-    run = start(bank, "Pay the bill bill-may.txt", plan)
+    import pytest
+
+    from callgate.errors import DefinitionError
+
+    with pytest.raises(DefinitionError, match="binds 'ibna'"):
+        start(bank, "Pay the bill bill-may.txt", plan)  # Gate.run checks the intent
+    # One that did not go through the check (restored from a journal of another registry):
+    run = start(bank, "Pay the bill bill-may.txt", Intent(calls=[]))
+    run.state.intents = (plan,)
     call(run, "read_bill", name="bill-may.txt")
     obs = call(run, "send_money", iban=EVIL, amount=5)
     assert obs.status is Status.PENDING

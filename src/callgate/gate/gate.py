@@ -378,16 +378,24 @@ class Run:
     def narrow(self, intent: Intent) -> None:
         """Narrow the run to ``intent`` as well: after untrusted content, a call must be
         inside every intent of the run. There is no way to widen them again."""
-        if not isinstance(intent, Intent):
-            raise DefinitionError(f"narrow() takes an Intent, got {type(intent).__name__}")
+        self._checked(intent, "narrow()")
         self.state.intents = (*self.state.intents, intent)
         self._record([intent_fact(intent)])
+
+    def _checked(self, intent: Intent, where: str) -> None:
+        """`DefinitionError` when ``intent`` is no Intent, or names a tool or parameter the
+        gate does not have (`Intent.check`): raised where the intent is written."""
+        if not isinstance(intent, Intent):
+            raise DefinitionError(f"{where} takes an Intent, got {type(intent).__name__}")
+        intent.check(self.gate.registry)
 
     def _given(
         self, trusted: Iterable[str], trusted_values: Iterable[Any], intent: Intent | None
     ) -> list[Fact]:
         """Take trusted text, values and an intent given by the application into the run;
         the journal records that say so."""
+        if intent is not None:  # before anything is taken: a wrong intent takes nothing
+            self._checked(intent, "intent=")
         if isinstance(trusted, str):
             trusted = [trusted]
         texts, values = list(trusted), list(trusted_values)
@@ -406,8 +414,6 @@ class Run:
                 )
             )
         if intent is not None:
-            if not isinstance(intent, Intent):
-                raise DefinitionError(f"narrow() takes an Intent, got {type(intent).__name__}")
             self.state.intents = (*self.state.intents, intent)
             facts.append(intent_fact(intent))
         return facts
