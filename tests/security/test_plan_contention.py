@@ -88,3 +88,19 @@ def test_contention_is_reset_for_the_next_batch() -> None:
     assert run.state.contended == {}
     reads = [ToolCall(id=f"r{n}", name="list_files", arguments={}) for n in range(2)]
     assert [o.status for o in run.submit(reads)] == [Status.OK, Status.OK]
+
+
+def test_limit_a_competing_call_sent_again_alone_takes_the_use_it_holds() -> None:
+    """Pins a documented limit (docs/policy.md): only one batch is compared. The competing
+    call that waits holds the planned call's use; the same call sent again alone takes it,
+    and the user's own call sent again asks ("already used")."""
+    bank = Bank()
+    run = exposed_run(bank)
+    injected = ToolCall(id="evil", name="send_money", arguments={"iban": RENT, "amount": 990})
+    own = ToolCall(id="own", name="send_money", arguments={"iban": BILL, "amount": 49.99})
+    run.submit([injected, own])
+    again = call(run, "send_money", iban=BILL, amount=49.99)
+    assert again.status is Status.PENDING
+    assert "already used" in again.content
+    assert call(run, "send_money", iban=RENT, amount=990).status is Status.OK
+    assert bank.paid == [(RENT, 990.0)]
