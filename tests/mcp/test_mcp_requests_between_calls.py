@@ -39,6 +39,12 @@ class FakeSession:
         )
 
 
+class NoBackChannel(FakeSession):
+    """A 2026-07-28 client: no back-channel, requests reach it only with its calls."""
+
+    can_send_request = False
+
+
 SAMPLING = mcp_types.CreateMessageRequest(
     params=mcp_types.CreateMessageRequestParams(
         messages=[mcp_types.SamplingMessage(role="user", content=mcp_types.TextContent(text="hi"))],
@@ -108,8 +114,20 @@ async def test_held_roots_are_refused_when_a_second_principal_arrives() -> None:
 
             tasks.start_soon(asking)
             await anyio.wait_all_tasks_blocked()
-            requests._sessions[alice] = "alice"
+            requests.client_seen(NoBackChannel(), "alice")
             requests.client_seen(bob, "bob")
     [answer] = answers
     assert isinstance(answer, mcp_types.ErrorData)
     assert alice.asked == bob.asked == []
+
+
+async def test_roots_between_calls_are_refused_with_two_principals_without_back_channel() -> None:
+    """Clients without a back-channel (2026-07-28) count as principals too: with Alice and
+    Bob seen, a roots request between calls is refused rather than put before Bob's call."""
+    requests = ClientRequests(server_name="files")
+    requests.client_seen(NoBackChannel(), "alice")
+    requests.client_seen(NoBackChannel(), "bob")
+    with anyio.fail_after(5):
+        answer = await requests.ask(mcp_types.ListRootsRequest())
+    assert isinstance(answer, mcp_types.ErrorData)
+    assert "several principals" in answer.message

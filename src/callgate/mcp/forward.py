@@ -284,6 +284,8 @@ class ClientRequests:
         self._waiting: list[_Ask] = []
         self._sessions: dict[Any, Hashable] = {}
         """Clients with a back-channel seen lately, with their principal."""
+        self._principals: dict[Hashable, None] = {}
+        """The principals of the clients seen since the proxy started (the last 64)."""
 
     # -- the upstream side: the callbacks its client connection is given -----------
 
@@ -309,8 +311,15 @@ class ClientRequests:
         return await self.ask(mcp_types.ListRootsRequest())
 
     def principals(self) -> set[Hashable]:
-        """The principals known to the proxy: clients seen lately and calls in flight."""
-        return set(self._sessions.values()) | {_principal(f.owner) for f in self._flights}
+        """The principals known to the proxy: of the clients seen since it started (the last
+        64) and of the calls in flight."""
+        return set(self._principals) | {_principal(f.owner) for f in self._flights}
+
+    def _principal_seen(self, principal: Hashable) -> None:
+        self._principals.pop(principal, None)
+        self._principals[principal] = None
+        while len(self._principals) > 64:
+            del self._principals[next(iter(self._principals))]
 
     async def ask(self, request: BaseModel) -> Any:
         """Forward one request of the upstream to the right client; its answer, or an error."""
@@ -460,7 +469,9 @@ class ClientRequests:
     def client_seen(self, session: Any, principal: Hashable = None) -> None:
         """A client (of ``principal``) with a back-channel made a request: requests waiting
         for a client go to it, while it is the only principal known."""
+        self._principal_seen(principal)
         if not session.can_send_request:
+            self._refuse_held()
             return
         self._sessions.pop(session, None)
         self._sessions[session] = principal
@@ -523,6 +534,7 @@ class ClientRequests:
         """
         modern = ctx.session.protocol_version in MODERN_PROTOCOL_VERSIONS
         principal = _principal(client)
+        self._principal_seen(principal)
         owner: Hashable = (
             client if modern else (client, id(getattr(ctx.session, "_connection", ctx.session)))
         )

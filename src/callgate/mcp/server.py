@@ -384,17 +384,21 @@ class GateServer:
     async def run_stdio(self) -> None:
         """Serve one client over this process's stdin and stdout until it disconnects
         or this is cancelled (cancelling does not wait for the client's next line); pipes
-        are read and written without worker threads (`callgate.mcp.stdio_wire`)."""
+        are read and written without worker threads (`callgate.mcp.stdio_wire`). A client line
+        longer than the argument cap allows, or not JSON-RPC, is answered with an error (id
+        null) and skipped."""
         from mcp.server.stdio import stdio_server
 
-        from callgate.mcp.stdio_wire import stdio_wire
+        from callgate.mcp.stdio_wire import answer_bad_lines, line_limit_for, stdio_wire
 
         async with (
-            stdio_wire() as (stdin, stdout),
+            stdio_wire(line_limit_for(self.max_argument_chars)) as (stdin, stdout),
             stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream),
         ):
             await self.server.run(
-                read_stream, write_stream, self.server.create_initialization_options()
+                answer_bad_lines(read_stream, write_stream),
+                write_stream,
+                self.server.create_initialization_options(),
             )
 
     def http_app(

@@ -13,12 +13,18 @@ daemon thread (`_stdin_lines`, also cancellable) and stdout is left to the SDK.
 As the SDK does, while serving fd 0 points at the null device and fd 1 at stderr (handlers
 and their children read end of file, and their stray output misses the wire); both are
 restored afterwards, in blocking mode.
+
+A line longer than ``line_limit`` bytes is never buffered whole: it is discarded up to its
+newline and stands in the stream as `OVERRUN` (not JSON, so the SDK reports it as a bad
+message; `answer_bad_lines` answers the client with an error, id null, and logs one line).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import logging
 import os
 import stat
 import sys
@@ -29,10 +35,96 @@ from typing import Any
 import anyio
 import anyio.from_thread
 
-__all__ = ["stdio_wire"]
+__all__ = ["OVERRUN", "answer_bad_lines", "line_limit_for", "stdio_wire"]
+
+logger = logging.getLogger("callgate.mcp")
 
 _LINE_LIMIT = 1 << 30
-"""The longest line the native reader buffers (the server's own caps come after)."""
+"""The longest line buffered when no argument cap is set."""
+
+_LINE_MARGIN = 1 << 20
+"""Bytes a line may have beyond its arguments (the JSON-RPC envelope, the tool's name)."""
+
+OVERRUN = "\x00callgate: line over the limit\n"
+"""What stands in the stream for a discarded overlong line (not JSON)."""
+
+_overruns: collections.deque[int] = collections.deque(maxlen=64)
+"""The limits of overlong lines discarded and not yet answered, oldest first."""
+
+
+def line_limit_for(max_argument_chars: int | None) -> int:
+    """The longest client line buffered for an argument cap: each character of the
+    arguments may take up to 6 bytes on the wire (a ``\\uXXXX`` escape), plus a margin."""
+    if max_argument_chars is None:
+        return _LINE_LIMIT
+    return 6 * max_argument_chars + _LINE_MARGIN
+
+
+class answer_bad_lines:
+    """The SDK's ``read_stream`` of client messages, where a line the SDK could not read
+    (not JSON, not JSON-RPC, or over the line limit) is answered with a JSON-RPC error, id
+    null (-32600 for an overlong line, -32700 otherwise), logged in one line, and skipped."""
+
+    def __init__(self, read_stream: Any, write_stream: Any) -> None:
+        self._stream = read_stream
+        self._write = write_stream
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+    async def __aenter__(self) -> answer_bad_lines:
+        await self._stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        return await self._stream.__aexit__(*exc)
+
+    def __aiter__(self) -> answer_bad_lines:
+        return self
+
+    async def __anext__(self) -> Any:
+        while True:
+            item = await self._stream.__anext__()
+            if not isinstance(item, Exception):
+                return item
+            await self._answer(item)
+
+    async def _answer(self, item: Exception) -> None:
+        import mcp_types
+        from mcp.shared.message import SessionMessage
+
+        if _overruns:
+            limit = _overruns.popleft()
+            code = mcp_types.INVALID_REQUEST
+            message = (
+                f"callgate discarded a message longer than {limit} bytes (the limit follows "
+                "the argument cap, --max-argument-chars); send smaller arguments"
+            )
+        else:
+            code = mcp_types.PARSE_ERROR
+            message = (
+                f"callgate could not read the message: not a JSON-RPC message "
+                f"({type(item).__name__})"
+            )
+        logger.warning("MCP client message refused: %s", message)
+        error = mcp_types.JSONRPCError(
+            jsonrpc="2.0", id=None, error=mcp_types.ErrorData(code=code, message=message)
+        )
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            await self._write.send(SessionMessage(message=error))
+
+
+async def _discard_line(reader: asyncio.StreamReader, consumed: int) -> bool:
+    """Drop an overlong line from ``reader`` up to and with its newline; False at the end."""
+    while True:
+        try:
+            await reader.readexactly(consumed)
+            await reader.readuntil(b"\n")
+            return True
+        except asyncio.LimitOverrunError as again:
+            consumed = again.consumed
+        except asyncio.IncompleteReadError:
+            return False
 
 
 def _native_pipe(fd: int) -> bool:
@@ -68,11 +160,12 @@ class _Writer:
 
 
 @contextlib.asynccontextmanager
-async def stdio_wire() -> AsyncIterator[tuple[Any, Any]]:
+async def stdio_wire(line_limit: int = _LINE_LIMIT) -> AsyncIterator[tuple[Any, Any]]:
     """``(stdin, stdout)`` for the SDK's ``stdio_server(stdin=..., stdout=...)``: native pipes
-    when possible, else a thread-read stdin and ``None`` (the SDK's own stdout)."""
+    when possible, else a thread-read stdin and ``None`` (the SDK's own stdout). A line over
+    ``line_limit`` bytes is discarded (`OVERRUN` in its place)."""
     if sys.platform == "win32" or not _asyncio() or not (_native_pipe(0) and _native_pipe(1)):
-        async with _stdin_lines() as lines:
+        async with _stdin_lines(line_limit) as lines:
             yield lines, None
         return
     loop = asyncio.get_running_loop()
@@ -86,7 +179,7 @@ async def stdio_wire() -> AsyncIterator[tuple[Any, Any]]:
     read_transport: Any = None
     write_transport: Any = None
     try:
-        reader = asyncio.StreamReader(limit=_LINE_LIMIT)
+        reader = asyncio.StreamReader(limit=line_limit)
         read_transport, _ = await loop.connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(reader),
             os.fdopen(wire_in, "rb", buffering=0, closefd=False),
@@ -103,6 +196,12 @@ async def stdio_wire() -> AsyncIterator[tuple[Any, Any]]:
                     raw = await reader.readuntil(b"\n")
                 except asyncio.IncompleteReadError as end:
                     raw = end.partial
+                except asyncio.LimitOverrunError as over:
+                    _overruns.append(line_limit)
+                    yield OVERRUN
+                    if not await _discard_line(reader, over.consumed):
+                        return
+                    continue
                 if not raw:
                     return
                 yield raw.decode("utf-8", "replace")
@@ -122,7 +221,7 @@ async def stdio_wire() -> AsyncIterator[tuple[Any, Any]]:
 
 
 @contextlib.asynccontextmanager
-async def _stdin_lines() -> AsyncIterator[Any]:
+async def _stdin_lines(line_limit: int = _LINE_LIMIT) -> AsyncIterator[Any]:
     """This process's stdin as lines, read by a daemon thread, so that serving can be
     cancelled while the client sends nothing (None on Windows: the SDK reads stdin).
 
@@ -147,7 +246,15 @@ async def _stdin_lines() -> AsyncIterator[Any]:
             def pump() -> None:
                 try:
                     with os.fdopen(wire, "rb", closefd=False) as stream:
-                        for raw in stream:
+                        while raw := stream.readline(line_limit + 1):
+                            if len(raw) > line_limit and not raw.endswith(b"\n"):
+                                _overruns.append(line_limit)
+                                portal.call(send.send, OVERRUN)
+                                while (rest := stream.readline(1 << 16)) and not rest.endswith(
+                                    b"\n"
+                                ):
+                                    pass
+                                continue
                             portal.call(send.send, raw.decode("utf-8", "replace"))
                     portal.call(send.aclose)
                 except (RuntimeError, anyio.BrokenResourceError, anyio.ClosedResourceError):
