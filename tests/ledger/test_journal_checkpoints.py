@@ -284,42 +284,125 @@ def test_a_run_and_the_checkpoints_after_it_deleted_from_sqlite_are_reported(
     assert done == ["A", "B", "C", "D"]
 
 
-def test_on_postgres_a_run_cut_with_later_checkpoints_needs_a_root_kept_outside(
-    pg_dsn: str,
-) -> None:
-    """The documented limit: on PostgreSQL (numbers with gaps) run C deleted with every later
-    checkpoint passes verify; ``--expect-head`` with the root noted before the cut fails."""
+def _excise_run_c_postgres(dsn: str) -> str:
+    """`_excise_run_c` on PostgreSQL; returns the root noted before the cut."""
     import json
 
     import psycopg
-    from typer.testing import CliRunner
 
-    from callgate.cli import app
-    from callgate.ledger import PostgresLedger
-
-    for run_id in "ABCD":
-        ledger = PostgresLedger(pg_dsn, worker="w")
-        ledger.record_event("note.x", run_id=run_id, call_id=None, data={"n": 1})
-        ledger.close()  # a checkpoint binds the run
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+    with psycopg.connect(dsn, autocommit=True) as conn:
         cps = conn.execute(
             "SELECT seq, hash, data FROM journal WHERE kind = %s ORDER BY seq", (CHECKPOINT,)
         ).fetchall()
-        root = cps[-1][1]
+        root = str(cps[-1][1])
         first = min(s for s, _, d in cps if any(e[0] == "r:C" for e in json.loads(d)["heads"]))
         keep = [(s, h) for s, h, _ in cps if s < first][-1]
         conn.execute("DELETE FROM journal WHERE run_id = 'C'")
-        conn.execute("DELETE FROM journal_orphans WHERE run_id = 'C'")
+        for table in ("calls", "idempotency_keys", "approvals", "journal_orphans"):
+            conn.execute(f"DELETE FROM {table} WHERE run_id = 'C'")
         conn.execute("DELETE FROM chains WHERE chain = 'r:C'")
         conn.execute("DELETE FROM journal WHERE kind = %s AND seq >= %s", (CHECKPOINT, first))
         conn.execute(
             "DELETE FROM journal_orphans WHERE run_id = '' AND seq NOT IN (SELECT seq FROM journal)"
         )
         conn.execute("UPDATE chains SET seq = %s, hash = %s WHERE chain = 'r:'", keep)
+    return root
+
+
+def test_on_postgres_a_run_cut_with_later_checkpoints_is_reported_by_later_anchors(
+    pg_dsn: str,
+) -> None:
+    """On PostgreSQL (numbers with gaps) run C deleted with every later checkpoint and the root
+    head moved back: run D's records anchor to a cut checkpoint, so verify, the next side
+    effect and ``--expect-head`` all refuse, and C's charge never runs again."""
+    from typer.testing import CliRunner
+
+    from callgate import Authority, Gate, Policy, Registry, ToolCall, allow
+    from callgate.cli import app
+    from callgate.ledger import PostgresLedger
+
+    done: list[str] = []
+    registry = Registry()
+
+    @registry.tool(effects="spend:USD={amount}", idempotency_key="{op}")
+    def charge(op: str, amount: int) -> dict[str, Any]:
+        """Charge."""
+        done.append(op)
+        return {"charged": amount}
+
+    who = Authority(principal="alice", grants=["spend:USD<=100"])
+    for run_id in "ABCD":
+        ledger = PostgresLedger(pg_dsn, worker="w")
+        try:  # a checkpoint at each close
+            gate = Gate(registry, policy=Policy([allow("charge")]), ledger=ledger)
+            run = gate.run(authority=who, run_id=run_id)
+            run.submit([ToolCall(id="c", name="charge", arguments={"op": run_id, "amount": 1})])
+        finally:
+            ledger.close()
+    assert done == ["A", "B", "C", "D"]
+    root = _excise_run_c_postgres(pg_dsn)
     reader = PostgresLedger(pg_dsn, read_only=True)
     try:
-        assert reader.verify().ok  # the limit docs/ledger.md states
+        check = reader.verify()
     finally:
         reader.close()
+    assert not check.ok
+    assert any("anchors to record" in p for p in check.problems), check.problems
+    ledger = PostgresLedger(pg_dsn, worker="w2")
+    try:
+        gate = Gate(registry, policy=Policy([allow("charge")]), ledger=ledger)
+        with pytest.raises(LedgerError, match="anchors to record"):
+            _charge_again(gate, who)
+    finally:
+        ledger.close()
+    assert done == ["A", "B", "C", "D"]
     result = CliRunner().invoke(app, ["ledger", "verify", "--dsn", pg_dsn, "--expect-head", root])
     assert result.exit_code == 1, result.stdout
+
+
+def test_a_record_anchored_to_a_missing_root_record_is_refused_by_the_fold() -> None:
+    """A record whose hashed data anchors to root record 2, which the journal lacks: refused."""
+    cp = record(2, CHECKPOINT, "", {"actor": "w", "heads": []}, GENESIS)
+    rec = record(5, "note.x", "x", {"@root": [2, cp.hash], "n": 1}, GENESIS)
+    with pytest.raises(LedgerError, match="anchors to record 2"):
+        fold([rec], [("r:x", 5, rec.hash)])
+    truth = fold([cp, rec], [("r:x", 5, rec.hash), (ROOT_CHAIN, 2, cp.hash)])
+    assert truth.heads["r:x"] == (5, rec.hash)
+
+
+def test_verify_reports_an_anchor_to_a_missing_root_record_and_accepts_none() -> None:
+    """verify_chains: an anchor to a root record that is gone (or another record) is reported;
+    a record without an anchor (written before anchors) is accepted as before."""
+    from callgate.ledger.chains import verify_chains
+
+    cp = record(2, CHECKPOINT, "", {"actor": "w", "heads": []}, GENESIS)
+    old = record(3, "note.x", "x", {"n": 0}, GENESIS)
+    rec = record(5, "note.x", "x", {"@root": [2, cp.hash], "n": 1}, old.hash)
+    heads = {"r:x": (5, rec.hash), ROOT_CHAIN: (2, cp.hash)}
+    assert verify_chains([cp, old, rec], heads).ok
+    check = verify_chains([old, rec], {"r:x": (5, rec.hash)})
+    assert not check.ok
+    assert any("anchors to record 2" in p for p in check.problems), check.problems
+    wrong = record(5, "note.x", "x", {"@root": [3, old.hash], "n": 1}, old.hash)
+    assert not verify_chains([cp, old, wrong], {**heads, "r:x": (5, wrong.hash)}).ok
+
+
+def test_records_carry_their_anchor_in_the_hashed_text_only(tmp_path: Path) -> None:
+    """After a checkpoint a record's stored text begins with its anchor; ``data`` omits it,
+    and an event whose data has an ``@root`` field is refused."""
+    from callgate.ledger import SQLiteLedger
+    from callgate.ledger.chains import anchor_of
+
+    path = str(tmp_path / "callgate.db")
+    with SQLiteLedger(path, worker="w") as ledger:
+        ledger.record_event("note.a", run_id="A", call_id=None, data={"n": 1})
+    with SQLiteLedger(path, worker="w") as ledger:
+        ledger.record_event("note.b", run_id="B", call_id=None, data={"n": 2})
+        with pytest.raises(LedgerError, match="@root"):
+            ledger.record_event("note.c", run_id="B", call_id=None, data={"@root": [1, "x"]})
+        records = {r.kind: r for r in ledger.audit()}
+        assert ledger.verify().ok
+    cp = records[CHECKPOINT]
+    assert anchor_of(records["note.a"].data_json) is None
+    assert anchor_of(records["note.b"].data_json) == (cp.seq, cp.hash)
+    assert records["note.b"].data == {"n": 2}

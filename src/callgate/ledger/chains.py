@@ -17,6 +17,14 @@ whole run removed, a chain cut back), and ``--expect-head ROOT`` detects a
 rewrite of everything. Records written after the last checkpoint are protected
 by their own chain's links and head row, and bound by the next checkpoint (every
 process writes one after `CHECKPOINT_RECORDS` of its records, and at close).
+
+**Anchors** tie every record to the root chain forward: a SQL ledger writes, first in a
+record's hashed data, ``"@root": [seq, hash]``, the root chain's head as the writer's
+transaction read it with its locks (`ANCHOR`). Cutting the root chain back (a run deleted
+with every checkpoint after it, and the root's head row moved back) then leaves later
+records of other runs anchored to root records that are gone, which ``verify`` and the
+truth's fold report even where record numbers have gaps (PostgreSQL). A record without an
+anchor (written before anchors, or before the root chain had a record) is accepted.
 """
 
 from __future__ import annotations
@@ -28,10 +36,13 @@ from callgate.ledger.base import GENESIS, AuditCheck, AuditRecord, audit_hash, a
 from callgate.ledger.records import RecordKind
 
 __all__ = [
+    "ANCHOR",
     "CHECKPOINT",
     "CHECKPOINT_RECORDS",
     "LEGACY_CHAIN",
     "ROOT_CHAIN",
+    "anchor_of",
+    "anchored",
     "chain_of",
     "checkpoint_heads",
     "run_chain",
@@ -53,6 +64,31 @@ def run_chain(run_id: str) -> str:
 
 ROOT_CHAIN = run_chain("")
 """The chain of the records of no run, checkpoints included."""
+
+
+ANCHOR = "@root"
+"""The field, first in a record's stored data, naming the root chain's record (``[seq,
+hash]``) that was the root's head when the record's transaction took its locks."""
+_ANCHOR_PREFIX = '{"@root":['
+
+
+def anchored(text: str, anchor: tuple[int, str]) -> str:
+    """``text`` (a record's data as stored: a JSON object) with ``anchor`` first in it."""
+    inner = text[1:].lstrip()
+    sep = "" if inner.startswith("}") else ","
+    return f'{_ANCHOR_PREFIX}{int(anchor[0])},"{anchor[1]}"]{sep}{inner}'
+
+
+def anchor_of(text: str) -> tuple[int, str] | None:
+    """The anchor a record's stored data begins with (None: it has none); a malformed one
+    raises ValueError."""
+    if not text.startswith(_ANCHOR_PREFIX):
+        return None
+    end = text.find("]", len(_ANCHOR_PREFIX))
+    seq, sep, h = text[len(_ANCHOR_PREFIX) : end].partition(",")
+    if end < 0 or not sep or len(h) < 2 or h[0] != '"' or h[-1] != '"':
+        raise ValueError("its anchor is not [seq, hash]")
+    return int(seq), h[1:-1]
 
 
 def chain_of(rec: AuditRecord) -> str:
@@ -94,8 +130,11 @@ def verify_chains(
     in its chain; a deleted end no longer matches the head row; a whole run removed
     (records and head row) is missing from the checkpoint that bound it. ``dense`` (SQLite:
     one writer at a time numbers records without gaps): a gap in the numbers is a deleted
-    record, even a whole run deleted with the checkpoints after it. A deleted tail (every
-    record after some point, head rows moved back) is found only by ``--expect-head``.
+    record, even a whole run deleted with the checkpoints after it. Each record's anchor
+    (`ANCHOR`) must be a record of the root chain in the journal, so the root chain cut
+    back under records that anchored past the cut is reported on any backend. A deleted
+    tail (every record after some point, head rows moved back) is found only by
+    ``--expect-head``.
     """
     problems: list[str] = []
     bad: list[int] = []
@@ -179,6 +218,20 @@ def verify_chains(
                     "differs from it (rewritten)"
                 )
                 bad.append(seq)
+    for r in records:
+        try:
+            anchor = anchor_of(r.data_json)
+        except ValueError as exc:
+            problems.append(f"record {r.seq}: {exc}")
+            bad.append(r.seq)
+            continue
+        if (
+            anchor is not None
+            and anchor[0] > 0
+            and by_seq.get(anchor[0]) != (ROOT_CHAIN, anchor[1])
+        ):
+            problems.append(anchor_problem(r.seq, anchor[0]))
+            bad.append(r.seq)
     newest = records[-1].hash if records else GENESIS
     return AuditCheck(
         ok=not problems,
@@ -186,6 +239,16 @@ def verify_chains(
         head=root.hash if root is not None else newest,
         problems=tuple(problems),
         first_bad_seq=min(bad) if bad else None,
+    )
+
+
+def anchor_problem(seq: int, anchor: int) -> str:
+    """What a record anchored to a root record the journal lacks says."""
+    return (
+        f"record {seq}: it anchors to record {anchor} of the chain of records of no run (the "
+        "root its writer read), which the journal does not have there: checkpoints (or other "
+        "records of no run) were deleted and the root's head moved back, e.g. to hide a "
+        "deleted run"
     )
 
 

@@ -49,7 +49,7 @@ from callgate.ledger.base import (
     LedgerError,
     default_worker,
 )
-from callgate.ledger.chains import CHECKPOINT_RECORDS, verify_chains
+from callgate.ledger.chains import ANCHOR, CHECKPOINT_RECORDS, verify_chains
 from callgate.ledger.journal import attempts_from, changes_state
 from callgate.ledger.sql_schema import (
     HEAD_SEQ,
@@ -255,6 +255,11 @@ class SqlLedger(Ledger):
             raise LedgerError(
                 f"{kind!r} records change the ledger's state, so only the ledger writes them; "
                 f"record the event under another kind (e.g. 'note.{kind}')"
+            )
+        if ANCHOR in data:
+            raise LedgerError(
+                f"a {kind!r} event's data has a field {ANCHOR!r}, which the ledger writes itself "
+                "(the root chain's head each record anchors to); rename that field"
             )
         self._transact(((EVENT, (kind, run_id, call_id, dict(data))),), durable=False)
 

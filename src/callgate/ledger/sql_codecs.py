@@ -14,6 +14,7 @@ import pydantic_core
 
 from callgate.approvals import ApprovalRequest, ApprovalStatus
 from callgate.ledger.base import AuditRecord, CallRecord, CallState
+from callgate.ledger.chains import ANCHOR
 from callgate.ledger.journal import KeyRow
 
 __all__ = [
@@ -179,6 +180,9 @@ def approval_row(a: ApprovalRequest) -> tuple[Any, ...]:
     )
 
 
+_ANCHORED = '{"' + ANCHOR + '":'
+
+
 def record_from_row(r: Sequence[Any]) -> AuditRecord:
     """A journal row (`JOURNAL_COLUMNS`: the chain is the ninth column) as a record; data
     that is not a JSON object is kept as ``{"unreadable": text}`` (an edited record: its
@@ -190,6 +194,8 @@ def record_from_row(r: Sequence[Any]) -> AuditRecord:
         data = {"unreadable": text}
     if not isinstance(data, dict):
         data = {"value": data}
+    elif ANCHOR in data and text.startswith(_ANCHORED):
+        del data[ANCHOR]  # the ledger's own (`callgate.ledger.chains.ANCHOR`): kept in the text
     return AuditRecord(
         seq=r[0],
         at=r[1],

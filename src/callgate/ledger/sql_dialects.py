@@ -23,6 +23,15 @@ from callgate.ledger.sql_statements import CALL_COLUMNS, CHAIN_HEADS, JOURNAL_CO
 __all__ = ["Dialect", "Opened", "PostgresDialect", "SqliteDialect", "dialect_for"]
 
 _HEADS = "SELECT chain, seq, hash FROM chains WHERE chain IN ({})"
+_ROOT = "SELECT seq, hash FROM chains WHERE chain = 'r:'"
+"""The root chain's head row (`callgate.ledger.chains.ROOT_CHAIN`), read without a lock."""
+
+
+def _root(rows: Sequence[Any]) -> tuple[int, str] | None:
+    """The root head from `_ROOT`'s rows (None: no row, or no record yet)."""
+    if not rows or int(rows[0][0]) <= 0:
+        return None
+    return int(rows[0][0]), str(rows[0][1])
 
 
 class Opened(NamedTuple):
@@ -37,6 +46,9 @@ class Opened(NamedTuple):
     keys: Sequence[Any] = ()
     since: tuple[list[Any], int | None] | None = None
     chain_rows: list[Any] | None = None
+    root: tuple[int, str] | None = None
+    """The root chain's head row, read after the locks (``root``): what the records of the
+    transaction anchor to (`callgate.ledger.chains.ANCHOR`); None: not read, or no record."""
 
 
 class Dialect:
@@ -63,16 +75,23 @@ class Dialect:
         calls: Sequence[tuple[str, str]],
         keys: Sequence[str],
         since: int | None,
+        root: bool = False,
     ) -> Opened:
         """Run ``prelude`` (statements and their parameters, ready to send), lock ``names``
         and ``chains``; a dialect may also draw ``numbers`` record numbers and read the
         ``calls``' and ``keys``' rows and the journal since mark ``since`` (-1: not wanted;
-        None: all of it, after the chains' head rows) in the same round trip. SQLite reads nothing
-        ahead: its reads cost no round trip."""
+        None: all of it, after the chains' head rows) in the same round trip, and, with
+        ``root``, the root chain's head row. SQLite reads nothing else ahead: its reads cost
+        no round trip."""
         for text, params in prelude:
             cur.execute(text, params)
         self.lock(cur, names)
-        return Opened(self.lock_chains(cur, chains))
+        heads = self.lock_chains(cur, chains)
+        found = None
+        if root:
+            cur.execute(self(_ROOT))
+            found = _root(cur.fetchall())
+        return Opened(heads, root=found)
 
     def lock(self, cur: Cursor, names: Sequence[str]) -> None:
         """Lock idempotency keys and budgets by name until the transaction ends."""
@@ -141,6 +160,7 @@ class PostgresDialect(Dialect):
         calls: Sequence[tuple[str, str]],
         keys: Sequence[str],
         since: int | None,
+        root: bool = False,
     ) -> Opened:
         # One text of several statements (client-side binding, `psycopg.ClientCursor`):
         # one round trip. They run in order, so the numbers are drawn and the rows read
@@ -163,6 +183,8 @@ class PostgresDialect(Dialect):
             if since is None:
                 parts.append(("chain_rows", CHAIN_HEADS, None))
             parts.append(("since", _SINCE, (since or 0,)))
+        if root:
+            parts.append(("root", _ROOT, None))
         got: dict[str, list[Any]] = {}
         if mogrify is None:  # a plain cursor (a migration): one statement at a time
             for label, text, params in parts:
@@ -201,6 +223,7 @@ class PostgresDialect(Dialect):
             got.get("keys", []),
             read if prefetched else None,
             chain_rows if prefetched else None,
+            _root(got["root"]) if "root" in got else None,
         )
 
     def _heads(

@@ -22,7 +22,7 @@ from typing import Any
 from callgate.approvals import ApprovalRequest
 from callgate.errors import LedgerError
 from callgate.ledger.base import GENESIS, AuditRecord, CallRecord, audit_hash
-from callgate.ledger.chains import LEGACY_CHAIN, run_chain
+from callgate.ledger.chains import ANCHOR, LEGACY_CHAIN, anchored, run_chain
 from callgate.ledger.journal import KeyRow, apply
 from callgate.ledger.sql_codecs import (
     approval_from_row,
@@ -98,6 +98,7 @@ class Transaction:
     """One open transaction: the rows it read and changed, and the records it appends."""
 
     __slots__ = (
+        "_anchor",
         "_appended",
         "_approvals",
         "_batches",
@@ -118,6 +119,7 @@ class Transaction:
         "_pending",
         "_plan",
         "_records",
+        "_rooted",
         "_since",
         "_status_calls",
         "_valid",
@@ -162,6 +164,10 @@ class Transaction:
         self._plan = 4
         """Record numbers drawn at once (`plan`)."""
         self._last_number: int | None = None
+        self._anchor: tuple[int, str] | None = None
+        """The root chain's head as read with this transaction's first locks: what its
+        records anchor to (`callgate.ledger.chains.ANCHOR`)."""
+        self._rooted = False
         self._caught_up = False
         self._since: tuple[int | None, tuple[list[Any], int | None], list[Any] | None] | None = None
         """The journal read with the locks (`acquire`): the mark it read from, its rows and
@@ -262,7 +268,11 @@ class Transaction:
             calls=[c for c in calls if c not in self._calls],
             keys=[k for k in keys if k not in self._keys],
             since=mark,
+            root=not self._rooted and self.truth is not None,
         )
+        if not self._rooted and self.truth is not None:
+            self._rooted = True
+            self._anchor = opened.root
         self._locked_names.update(new_names)
         if opened.numbers:
             self._numbers = list(opened.numbers)
@@ -437,7 +447,14 @@ class Transaction:
                 self.acquire((run_id,))
         seq = self._number()
         at = time.time()
+        if ANCHOR in data:
+            raise LedgerError(
+                f"a {kind} record's data may not have a field {ANCHOR!r}: the ledger writes it "
+                "(the root chain's head the record anchors to); rename that field"
+            )
         text = dumps(data)
+        if self._anchor is not None:
+            text = anchored(text, self._anchor)
         prev = self._heads[chain][1]
         h = audit_hash(prev, seq, at, kind, run_id, call_id, text, self.chain_key)
         rec = AuditRecord(

@@ -27,7 +27,14 @@ from typing import TYPE_CHECKING, Any
 from callgate.errors import LedgerError
 from callgate.ledger.base import GENESIS, AuditRecord, CallRecord, audit_hash
 from callgate.ledger.budgets import BudgetBook
-from callgate.ledger.chains import CHECKPOINT, ROOT_CHAIN, chain_of, checkpoint_heads
+from callgate.ledger.chains import (
+    CHECKPOINT,
+    ROOT_CHAIN,
+    anchor_of,
+    anchor_problem,
+    chain_of,
+    checkpoint_heads,
+)
 from callgate.ledger.journal import RUN_FACT, UNREADABLE, Derived, apply
 from callgate.ledger.records import DECISIONS
 
@@ -128,6 +135,7 @@ class JournalTruth:
     the last number read on SQLite, the oldest transaction still running on PostgreSQL)."""
 
     __slots__ = (
+        "_anchors",
         "_later",
         "_seen",
         "bound",
@@ -137,6 +145,7 @@ class JournalTruth:
         "keyed_as_head",
         "mark",
         "moved",
+        "roots",
         "state",
         "top",
     )
@@ -161,6 +170,11 @@ class JournalTruth:
         """The chains (not the root) with a record folded past what any checkpoint binds:
         what the next checkpoint binds (`unbound`). Derived from the hashed checkpoints,
         never from a row a writer could flip."""
+        self.roots: dict[int, str] = {}
+        """The records of the root chain folded (seq → hash): what records anchor to."""
+        self._anchors: list[tuple[int, int, str]] = []
+        """Anchors of the records of this read (record, root seq, root hash): checked once
+        the read is folded (the root record committed before, so the read has it)."""
         self._later: list[tuple[int, str, int, str]] = []
         """Bindings of checkpoints folded before the record they bind (checkpoint, chain,
         seq, hash): checked once the read that brought the checkpoint is folded."""
@@ -241,6 +255,7 @@ class JournalTruth:
         if first:
             self._seen = {}
         self._later = []
+        self._anchors = []
         try:
             records, mark = read(self.mark)
             for rec in records:
@@ -248,11 +263,16 @@ class JournalTruth:
             later, self._later = self._later, []
             for checkpoint, chain, seq, h in later:
                 self._check_bound(checkpoint, chain, seq, h)
+            anchors, self._anchors = self._anchors, []
+            for seq, root, h in anchors:
+                if self.roots.get(root) != h:
+                    self._broken(seq, anchor_problem(seq, root).partition(": ")[2])
             if first:
                 self._check_rows(rows)
         finally:
             self._seen = None
             self._later = []
+            self._anchors = []
         if mark is not None:
             self.mark = mark
         elif first:
@@ -319,6 +339,12 @@ class JournalTruth:
         )
         if found != rec.hash:
             self._broken(rec.seq, "its content does not match its hash (edited)")
+        try:
+            anchor = anchor_of(text)
+        except ValueError as exc:
+            self._broken(rec.seq, str(exc))
+        if anchor is not None and anchor[0] > 0:
+            self._anchors.append((rec.seq, anchor[0], anchor[1]))
         if rec.kind == CHECKPOINT and chain == ROOT_CHAIN:
             self._check_checkpoint(rec)
         if self._seen is not None:
@@ -382,7 +408,9 @@ class JournalTruth:
         if chain != ROOT_CHAIN:
             if rec.seq > self.bound.get(chain, 0):
                 self.moved.add(chain)
-        elif kind == CHECKPOINT:
+            return
+        self.roots[rec.seq] = rec.hash
+        if kind == CHECKPOINT:
             with contextlib.suppress(TypeError, ValueError):
                 for bound_chain, seq, _ in checkpoint_heads(rec):
                     if seq > self.bound.get(bound_chain, 0):
@@ -395,7 +423,7 @@ class JournalTruth:
         # Start over next time: what was folded on the way here was not proven by the head,
         # and nothing this process writes may be folded onto it unchecked.
         self.heads, self.mark, self.state = {}, None, TruthFold()
-        self.bound, self.moved, self.top = {}, set(), 0
+        self.bound, self.moved, self.top, self.roots = {}, set(), 0, {}
         keyed = " (a keyed journal: is this the ledger's chain key?)" if self.chain_key else ""
         raise LedgerError(
             f"the journal does not verify at record {seq}: {problem}{keyed}. A row alone never "
