@@ -510,6 +510,11 @@ def tool_definition(tool: mcp_types.Tool) -> ToolDefinition:
         description=tool.description or "",
         input_schema=tool.input_schema,
         output_schema=tool.output_schema,
+        annotations=(
+            tool.annotations.model_dump(mode="json", by_alias=True, exclude_none=True)
+            if tool.annotations is not None
+            else None
+        ),
     )
 
 

@@ -1,9 +1,10 @@
 """Tool pins: the "rug pull" defence for tools imported from MCP servers.
 
 A remote server can change what a tool says it does (its description, its
-schema) after a person decided to use it. Each tool's definition is hashed
-and pinned, per server; when a later listing differs, the change is reported
-and the tool is not callable until a person approves the new definition
+schema, its annotations such as ``readOnlyHint``) after a person decided to use it.
+Each tool's definition is hashed and pinned, per server; when a later listing
+differs, the change is reported and the tool is not callable until a person approves
+the new definition
 (``callgate mcp pins approve SERVER TOOL``).
 
 Rules, applied by `PinStore.check`:
@@ -15,6 +16,11 @@ Rules, applied by `PinStore.check`:
 * a tool the server did not list before: **added**, blocked until approved
   (unless ``trust_new=True``);
 * a pinned tool the server no longer lists: **removed**, reported.
+
+Annotations (``readOnlyHint``, ``destructiveHint``...) are part of the definition: a tool
+that turns itself read-only is changed. A pin written before annotations were pinned (its
+approved record has no ``annotations`` key) and whose other fields are unchanged adopts the
+annotations listed next, once, as on first use; from then on they are pinned too.
 
 The store is one JSON file, written atomically, so a proxy and the CLI can
 share it; `approved` re-reads the file when it changed on disk.
@@ -61,6 +67,7 @@ class ToolDefinition:
     title: str | None = None
     input_schema: Mapping[str, Any] = field(default_factory=dict)
     output_schema: Mapping[str, Any] | None = None
+    annotations: Mapping[str, Any] | None = None
 
     @property
     def hash(self) -> str:
@@ -74,19 +81,25 @@ class ToolDefinition:
             out["title"] = self.title
         if self.output_schema is not None:
             out["output_schema"] = self.output_schema
+        out["annotations"] = self.annotations
         return out
 
 
-def definition_hash(definition: ToolDefinition) -> str:
-    """SHA-256 of the canonical JSON of a tool's name, title, description and schemas."""
+def definition_hash(definition: ToolDefinition, *, annotations: bool = True) -> str:
+    """SHA-256 of the canonical JSON of a tool's name, title, description, schemas and
+    annotations (a tool without annotations hashes as before annotations were pinned;
+    ``annotations=False`` leaves them out, as pins written before did)."""
+    fields: dict[str, Any] = {
+        "name": definition.name,
+        "title": definition.title,
+        "description": definition.description,
+        "input_schema": definition.input_schema,
+        "output_schema": definition.output_schema,
+    }
+    if annotations and definition.annotations is not None:
+        fields["annotations"] = definition.annotations
     blob = json.dumps(
-        {
-            "name": definition.name,
-            "title": definition.title,
-            "description": definition.description,
-            "input_schema": definition.input_schema,
-            "output_schema": definition.output_schema,
-        },
+        fields,
         sort_keys=True,
         separators=(",", ":"),
         ensure_ascii=False,
@@ -234,6 +247,14 @@ class PinStore:
                 entry = tools.setdefault(definition.name, {})
                 record = {"hash": definition.hash, **definition.as_dict()}
                 approved = entry.get("approved")
+                if (
+                    approved is not None
+                    and "annotations" not in approved
+                    and approved.get("hash") == definition_hash(definition, annotations=False)
+                ):
+                    # Pinned before annotations were: the annotations seen now are adopted.
+                    entry["approved"] = {**approved, **record}
+                    approved = entry["approved"]
                 if approved is not None and approved.get("hash") == definition.hash:
                     entry.pop("seen", None)
                     report["unchanged"].append(definition.name)
