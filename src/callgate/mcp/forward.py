@@ -28,6 +28,13 @@ is a model call paid by the client: it is written to the audit trail (``mcp.samp
 the server, the call it served, the number and size of the messages, the token limit,
 the outcome; never the text). Elicitation is recorded the same way (``mcp.elicitation``:
 the mode, the message's size, the user's action, never the content).
+
+Caps: at most ``max_requests_per_call`` requests (16) are forwarded during one call, the
+rest refused; at most ``max_held`` (8) roots requests wait for a client between calls; a
+sampling request whose messages and system prompt exceed ``max_sampling_chars``
+(100,000 characters) is refused. A sampling request's ``includeContext`` is rewritten to
+``"none"``: the context of the client's other sessions or servers is never the
+upstream's to ask for.
 """
 
 from __future__ import annotations
@@ -58,6 +65,15 @@ FORWARDABLE = frozenset({"sampling", "elicitation", "roots"})
 WAIT_FOR_CLIENT = 60.0
 """Seconds a request made while no call is in flight waits for a client to answer it."""
 
+MAX_REQUESTS_PER_CALL = 16
+"""Requests of the upstream forwarded during one call; more are refused."""
+
+MAX_HELD = 8
+"""Requests (roots) waiting for a client between calls; more are refused."""
+
+MAX_SAMPLING_CHARS = 100_000
+"""Characters of a sampling request's messages and system prompt; a longer one is refused."""
+
 ANSWER_TIMEOUT = 600.0
 """Seconds a forwarded request waits for the client's answer (a person may be asked)."""
 
@@ -81,6 +97,18 @@ def _principal(client: Hashable) -> Hashable:
     while isinstance(client, tuple) and client:
         client = client[0]
     return client
+
+
+def _no_context(request: BaseModel) -> BaseModel:
+    """A sampling request with ``includeContext`` set to ``"none"``: the client's other
+    context is not the upstream's to ask for."""
+    if not isinstance(request, mcp_types.CreateMessageRequest):
+        return request
+    if request.params.include_context in (None, "none"):
+        return request
+    return mcp_types.CreateMessageRequest(
+        params=request.params.model_copy(update={"include_context": "none"})
+    )
 
 
 def _kind(request: BaseModel) -> str:
@@ -247,6 +275,8 @@ class _Flight:
     exchange: Exchange | None = None
     run_id: str | None = None
     call_id: str | None = None
+    asked: int = 0
+    """Requests of the upstream forwarded during this call."""
 
 
 class ClientRequests:
@@ -265,6 +295,9 @@ class ClientRequests:
         forward: Collection[str] = FORWARDABLE,
         server_name: str,
         record: Recorder | None = None,
+        max_requests_per_call: int = MAX_REQUESTS_PER_CALL,
+        max_held: int = MAX_HELD,
+        max_sampling_chars: int = MAX_SAMPLING_CHARS,
     ) -> None:
         unknown = set(forward) - FORWARDABLE
         if unknown:
@@ -273,6 +306,9 @@ class ClientRequests:
                 f"{sorted(FORWARDABLE)}"
             )
         self.forward = frozenset(forward)
+        self.max_requests_per_call = max_requests_per_call
+        self.max_held = max_held
+        self.max_sampling_chars = max_sampling_chars
         self.server_name = server_name
         self.record = record
         self.tasks: anyio.abc.TaskGroup | None = None
@@ -338,12 +374,35 @@ class ClientRequests:
                 f"callgate cannot tell which client this {kind} request is for: calls of "
                 "several clients are in flight; refused"
             )
+        elif (too_big := self._oversized(request)) is not None:
+            answer = too_big
         elif flight is None:
-            answer = await self._without_call(request)
+            answer = await self._without_call(_no_context(request))
+        elif flight.asked >= self.max_requests_per_call:
+            answer = _error(
+                f"callgate refuses this {kind} request from the MCP server "
+                f"'{self.server_name}': {self.max_requests_per_call} requests were already "
+                "forwarded during this call (the cap per call)"
+            )
         else:
-            answer = await self._to_flight(flight, request)
+            flight.asked += 1
+            answer = await self._to_flight(flight, _no_context(request))
         self._audit(request, answer, flight)
         return answer
+
+    def _oversized(self, request: BaseModel) -> mcp_types.ErrorData | None:
+        """Why a sampling request is too large to forward, or None."""
+        if not isinstance(request, mcp_types.CreateMessageRequest):
+            return None
+        params = request.params
+        size = sum(_text_size(m.content) for m in params.messages) + len(params.system_prompt or "")
+        if size <= self.max_sampling_chars:
+            return None
+        return _error(
+            f"callgate refuses this sampling request from the MCP server "
+            f"'{self.server_name}': its messages and system prompt are {size} characters, "
+            f"over the cap of {self.max_sampling_chars}"
+        )
 
     def _unattributable(self, request: BaseModel) -> mcp_types.ErrorData | None:
         """Why a request made while no call is in flight is refused, or None (it may wait
@@ -403,6 +462,12 @@ class ClientRequests:
         for session in reversed(list(self._sessions)):
             if session.can_send_request and _declared(session.client_capabilities, request) is None:
                 return await self._send(session, request, None)
+        self._waiting = [a for a in self._waiting if not a.done.is_set()]
+        if len(self._waiting) >= self.max_held:
+            return _error(
+                f"callgate refuses this {_kind(request)} request from the MCP server "
+                f"'{self.server_name}': {self.max_held} requests already wait for a client"
+            )
         ask = _Ask(request)
         self._waiting.append(ask)
         try:
@@ -432,6 +497,8 @@ class ClientRequests:
                 max_tokens=params.max_tokens,
                 tools=len(params.tools or ()),
             )
+            if params.include_context not in (None, "none"):
+                data["include_context_asked"] = str(params.include_context)[:50]
             if not refused:
                 data.update(
                     model=str(getattr(answer, "model", ""))[:100],

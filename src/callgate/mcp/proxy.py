@@ -46,7 +46,7 @@ from callgate.mcp.client import (
     UpstreamSource,
     suggested_rules,
 )
-from callgate.mcp.forward import FORWARDABLE, ClientRequests
+from callgate.mcp.forward import FORWARDABLE, MAX_REQUESTS_PER_CALL, ClientRequests
 from callgate.mcp.pins import PinReport, PinStore
 from callgate.mcp.server import DEFAULT_MAX_ARGUMENT_CHARS, GateServer
 from callgate.mcp.upstream import Restart, SupervisedUpstream
@@ -178,6 +178,7 @@ async def proxy(
     watch_interval: float = 1.0,
     max_argument_chars: int | None = DEFAULT_MAX_ARGUMENT_CHARS,
     forward_requests: Collection[str] = FORWARDABLE,
+    max_requests_per_call: int = MAX_REQUESTS_PER_CALL,
 ) -> AsyncIterator[GateServer]:
     """Connect to ``upstream`` and yield a `GateServer` that serves its tools through a gate.
 
@@ -207,9 +208,16 @@ async def proxy(
             recorded in the audit trail as ``mcp.sampling``), ``elicitation`` (recorded as
             ``mcp.elicitation``), ``roots`` (`callgate.mcp.forward`). Only for upstreams the
             proxy connects to itself (not an already connected client or session).
+        max_requests_per_call: requests of the upstream forwarded during one call (16);
+            more are refused. A sampling request over 100,000 characters is refused and
+            its ``includeContext`` is rewritten to ``"none"`` (`callgate.mcp.forward`).
     """
     store = pins if isinstance(pins, PinStore) else PinStore(pins)
-    requests = ClientRequests(forward=forward_requests, server_name=server_name)
+    requests = ClientRequests(
+        forward=forward_requests,
+        server_name=server_name,
+        max_requests_per_call=max_requests_per_call,
+    )
     async with contextlib.AsyncExitStack() as stack:
         catalog_box: list[ProxyCatalog] = []
 
