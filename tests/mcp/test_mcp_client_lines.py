@@ -1,5 +1,6 @@
 """A stdio client's lines are bounded by the argument cap and each bad line is answered:
-an overlong line is discarded to its newline (-32600, id null), a line that is not JSON-RPC
+an overlong line is discarded to its newline (-32600, its id when the line starts with it),
+a line that is not JSON-RPC
 gets -32700 (id null), each logged in one line, and the session goes on (issue 30, MED-5,
 LOW-7)."""
 
@@ -92,7 +93,7 @@ class RawClient:
 def test_an_overlong_line_and_a_bad_line_are_answered_and_the_session_goes_on(
     tmp_path: Path,
 ) -> None:
-    """A 3 MB line (cap 1000 characters) is answered -32600 with id null, 100,000 nested
+    """A 3 MB line (cap 1000 characters) is answered -32600 with its id, 100,000 nested
     '[' are answered -32700 with id null, each logged in one line, and the next request is
     answered as usual."""
     client = RawClient(tmp_path, tmp_path / "upstream.log")
@@ -115,7 +116,7 @@ def test_an_overlong_line_and_a_bad_line_are_answered_and_the_session_goes_on(
         messages = client.wait(4)
     finally:
         client.close()
-    assert [m.get("id") for m in messages] == [1, None, None, 3], messages
+    assert [m.get("id") for m in messages] == [1, 2, None, 3], messages
     assert messages[1]["error"]["code"] == -32600
     assert "longer than" in messages[1]["error"]["message"]
     assert messages[2]["error"]["code"] == -32700
@@ -123,3 +124,28 @@ def test_an_overlong_line_and_a_bad_line_are_answered_and_the_session_goes_on(
     logged = [line for line in client.stderr.read_text().splitlines() if "refused" in line]
     assert len(logged) == 2
     assert "Traceback" not in client.stderr.read_text()
+
+
+def test_an_overlong_line_without_a_plain_id_is_answered_with_id_null(tmp_path: Path) -> None:
+    """An overlong line whose id comes after its params is answered -32600 with id null
+    (an id inside the params is never taken for the request's)."""
+    client = RawClient(tmp_path, tmp_path / "upstream.log")
+    try:
+        client.request(
+            1,
+            "initialize",
+            {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "1"},
+            },
+        )
+        assert client.wait(1)[0]["id"] == 1
+        params = {"name": "echo", "arguments": {"id": 7, "message": "A" * 3_000_000}}
+        line = {"jsonrpc": "2.0", "method": "tools/call", "params": params, "id": 9}
+        client.send((json.dumps(line) + "\n").encode())
+        messages = client.wait(2)
+    finally:
+        client.close()
+    assert [m.get("id") for m in messages] == [1, None], messages
+    assert messages[1]["error"]["code"] == -32600

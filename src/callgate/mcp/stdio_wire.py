@@ -16,7 +16,9 @@ restored afterwards, in blocking mode.
 
 A line longer than ``line_limit`` bytes is never buffered whole: it is discarded up to its
 newline and stands in the stream as `OVERRUN` (not JSON, so the SDK reports it as a bad
-message; `answer_bad_lines` answers the client with an error, id null, and logs one line).
+message; `answer_bad_lines` answers the client with an error, and logs one line). The
+error carries the request's id when the line starts with it plainly (``{"jsonrpc": "2.0",
+"id": 3, ...``: the client's call ends at once), else id null.
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import json
 import logging
 import os
+import re
 import stat
 import sys
 import threading
@@ -48,8 +52,24 @@ _LINE_MARGIN = 1 << 20
 OVERRUN = "\x00callgate: line over the limit\n"
 """What stands in the stream for a discarded overlong line (not JSON)."""
 
-_overruns: collections.deque[int] = collections.deque(maxlen=64)
-"""The limits of overlong lines discarded and not yet answered, oldest first."""
+_overruns: collections.deque[tuple[int, int | str | None]] = collections.deque(maxlen=64)
+"""The limit and request id of overlong lines discarded and not yet answered, oldest first."""
+
+_HEAD_ID = re.compile(
+    rb'\A\s*\{(?:\s*"(?:jsonrpc|method)"\s*:\s*"[^"\\]{0,256}"\s*,)*'
+    rb'\s*"id"\s*:\s*(-?[0-9]{1,18}|"[^"\\]{0,256}")'
+)
+"""A request id at the head of a line: a top-level member, after only ``jsonrpc`` and
+``method`` (an id inside the params is never taken for it)."""
+
+
+def _head_id(head: bytes) -> int | str | None:
+    """The request id an overlong line starts with, if it says so plainly; else None."""
+    found = _HEAD_ID.match(head)
+    if found is None:
+        return None
+    value = json.loads(found.group(1))
+    return value if isinstance(value, int | str) else None
 
 
 def line_limit_for(max_argument_chars: int | None) -> int:
@@ -62,8 +82,9 @@ def line_limit_for(max_argument_chars: int | None) -> int:
 
 class answer_bad_lines:
     """The SDK's ``read_stream`` of client messages, where a line the SDK could not read
-    (not JSON, not JSON-RPC, or over the line limit) is answered with a JSON-RPC error, id
-    null (-32600 for an overlong line, -32700 otherwise), logged in one line, and skipped."""
+    (not JSON, not JSON-RPC, or over the line limit) is answered with a JSON-RPC error
+    (-32600 for an overlong line, with its id when its head names one, else id null; -32700,
+    id null, otherwise), logged in one line, and skipped."""
 
     def __init__(self, read_stream: Any, write_stream: Any) -> None:
         self._stream = read_stream
@@ -93,8 +114,9 @@ class answer_bad_lines:
         import mcp_types
         from mcp.shared.message import SessionMessage
 
+        request_id: int | str | None = None
         if _overruns:
-            limit = _overruns.popleft()
+            limit, request_id = _overruns.popleft()
             code = mcp_types.INVALID_REQUEST
             message = (
                 f"callgate discarded a message longer than {limit} bytes (the limit follows "
@@ -108,7 +130,7 @@ class answer_bad_lines:
             )
         logger.warning("MCP client message refused: %s", message)
         error = mcp_types.JSONRPCError(
-            jsonrpc="2.0", id=None, error=mcp_types.ErrorData(code=code, message=message)
+            jsonrpc="2.0", id=request_id, error=mcp_types.ErrorData(code=code, message=message)
         )
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
             await self._write.send(SessionMessage(message=error))
@@ -197,9 +219,13 @@ async def stdio_wire(line_limit: int = _LINE_LIMIT) -> AsyncIterator[tuple[Any, 
                 except asyncio.IncompleteReadError as end:
                     raw = end.partial
                 except asyncio.LimitOverrunError as over:
-                    _overruns.append(line_limit)
+                    try:
+                        head = await reader.readexactly(min(over.consumed, 4096))
+                    except asyncio.IncompleteReadError:
+                        return
+                    _overruns.append((line_limit, _head_id(head)))
                     yield OVERRUN
-                    if not await _discard_line(reader, over.consumed):
+                    if not await _discard_line(reader, over.consumed - len(head)):
                         return
                     continue
                 if not raw:
@@ -248,7 +274,7 @@ async def _stdin_lines(line_limit: int = _LINE_LIMIT) -> AsyncIterator[Any]:
                     with os.fdopen(wire, "rb", closefd=False) as stream:
                         while raw := stream.readline(line_limit + 1):
                             if len(raw) > line_limit and not raw.endswith(b"\n"):
-                                _overruns.append(line_limit)
+                                _overruns.append((line_limit, _head_id(raw[:4096])))
                                 portal.call(send.send, OVERRUN)
                                 while (rest := stream.readline(1 << 16)) and not rest.endswith(
                                     b"\n"
