@@ -760,17 +760,27 @@ class Run:
         admission = self._admission
         # No new name may take one of the batch's ids (`CallNames.name_for`).
         self.state.batch_ids = tuple(dict.fromkeys(call.id for call in calls))
-        # Every call is validated before any is decided, so that two calls competing for
-        # one planned call are both seen (`Admission.contention`): neither takes it.
-        validated = [
-            admission.validate(call) if refusal is None else admission.refused(call, refusal)
-            for call, refusal in zip(calls, refusals, strict=True)
-        ]
-        self.state.contended = admission.contention(validated)
         try:
-            staged = [
-                admission.decide(call, item) for call, item in zip(calls, validated, strict=True)
-            ]
+            if len(calls) > 1 and any(intent.planned for intent in self.state.intents):
+                # Every call is validated before any is decided, so that two calls competing
+                # for one planned call are both seen (`Admission.contention`): neither
+                # takes it. (A call rejected by validation is then recorded first.)
+                validated = [
+                    admission.validate(call)
+                    if refusal is None
+                    else admission.refused(call, refusal)
+                    for call, refusal in zip(calls, refusals, strict=True)
+                ]
+                self.state.contended = admission.contention(validated)
+                staged = [
+                    admission.decide(call, item)
+                    for call, item in zip(calls, validated, strict=True)
+                ]
+            else:
+                staged = [
+                    admission.admit(call) if refusal is None else admission.refused(call, refusal)
+                    for call, refusal in zip(calls, refusals, strict=True)
+                ]
         finally:
             self.state.batch_ids = ()
             self.state.contended = {}
