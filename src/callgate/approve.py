@@ -26,7 +26,7 @@ from callgate.calls import Observation, Provenance, Stage, Status, ToolCall
 from callgate.errors import ToolFailure
 from callgate.ledger.base import Ledger
 from callgate.redact import Redactor
-from callgate.render import Problem, Rejection, bounded
+from callgate.render import Problem, Rejection, bounded, shown
 from callgate.tools import ToolSpec
 
 __all__ = [
@@ -133,7 +133,9 @@ def approve(
             arguments_json=stored,
             arguments_hash=request_hash,
             effects=effects,
-            preview=parts.redactor.text(preview, secrets),
+            # Redacted, then every character a person cannot see (a bidi override in a
+            # value the model sent) written as an escape: the text shown is the text read.
+            preview=shown(parts.redactor.text(preview, secrets)),
             created_at=now,
             expires_at=now + parts.approval_ttl,
             resource_version=version,
@@ -161,8 +163,8 @@ def pending_observation(
         stage=Stage.APPROVE,
         content=bounded(
             f"This call needs a person's approval and has not run (request {request.id}: "
-            f"{request.preview}). Wait for the decision; a call with different arguments "
-            "needs its own approval."
+            f"{shown(request.preview)}). Wait for the decision; a call with different "
+            "arguments needs its own approval."
         ),
         retryable=False,
         approval_id=request.id,

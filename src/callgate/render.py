@@ -12,6 +12,7 @@ docs/design-notes.md, "Where model-facing text is written".
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,7 @@ __all__ = [
     "escape_hidden",
     "json_type",
     "render_json",
+    "shown",
 ]
 
 MAX_MESSAGE_CHARS = 1200
@@ -98,6 +100,19 @@ def char_escape(char: str) -> str:
     if code < 0x10000:
         return f"\\u{code:04x}"
     return f"\\U{code:08x}"
+
+
+def shown(text: str) -> str:
+    """``text`` as a person or a model is shown it: each character of `HIDDEN_CATEGORIES`
+    (a bidirectional override such as U+202E, a zero-width or other format character, a
+    control, a line separator) written as its `char_escape` (``\\u202e``, ``\\x1b``,
+    ``\\n``), as the CLI and the console write them. An approval's preview is kept so."""
+    if text.isprintable():
+        return text
+    return "".join(
+        char_escape(char) if unicodedata.category(char) in HIDDEN_CATEGORIES else char
+        for char in text
+    )
 
 
 def escape_hidden(text: str) -> str:
