@@ -27,6 +27,7 @@ PUBLIC_NAMES = [
     "Evidence",
     "EvidenceItem",
     "Gate",
+    "GateClosed",
     "Grant",
     "Intent",
     "Ledger",
