@@ -2,8 +2,8 @@
 
 `Admission` is the part of a `Run` that decides a single call: its typed
 arguments, the policy's decision, the approval it needs, and the ledger
-record of that decision. `Run` (gate/gate.py) wires batches through it, the
-scheduler and execution.
+record of that decision (written by `DecisionRecords`, gate/records.py). `Run`
+(gate/gate.py) wires batches through it, the scheduler and execution.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import time
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -35,16 +34,15 @@ from callgate.authorize.provenance import OutputTrust, TrustIndex
 from callgate.calls import Observation, Stage, Status, ToolCall
 from callgate.canonical import canonical_arguments, digest
 from callgate.execute import Admitted
+from callgate.gate.records import DecisionRecords
 from callgate.gate.run_state import GateParts, RunState
-from callgate.ledger.base import CallRecord, CallState
+from callgate.ledger.base import CallState
 from callgate.ledger.budgets import BudgetCharge, budget_grants, charges_for
 from callgate.parse import ParsedArguments, may_be_deep, parse_arguments, screen_call
 from callgate.redact import context_secrets
 from callgate.redact.calls import (
     call_secrets,
     scrubbed_arguments,
-    scrubbed_effects,
-    scrubbed_findings,
     scrubbed_raw_arguments,
     scrubbed_rejection,
 )
@@ -77,11 +75,12 @@ class Admission:
     state (`RunState`); it never sees the `Run` or the `Gate` themselves.
     """
 
-    __slots__ = ("gate", "run")
+    __slots__ = ("gate", "records", "run")
 
     def __init__(self, gate: GateParts, run: RunState) -> None:
         self.gate = gate
         self.run = run
+        self.records = DecisionRecords(gate, run)
 
     def refused(self, call: ToolCall, refusal: BatchRefusal) -> Observation:
         """A call its batch refused (`callgate.schedule.batch_refusals`), recorded as its
@@ -228,7 +227,7 @@ class Admission:
             approval_id = approved.id
         secrets = self._secrets(spec, model.__dict__)
         stored = self._redacted_arguments(spec, model, canonical, secrets)
-        record = self._call_record(
+        record = self.records.call_record(
             call,
             spec,
             CallState.ADMITTED,
@@ -398,7 +397,7 @@ class Admission:
             decision=decision,
             stored=stored,
             resumable=not spec.secret_fields and stored == canonical,
-            effects=self._effects(decision, secrets),
+            effects=self.records.effects(decision, secrets),
             secrets=secrets,
         )
         if isinstance(approved, Refused):
@@ -410,12 +409,12 @@ class Admission:
         if not isinstance(approved, Asked):
             return approved  # the approval spent on this call, or an outcome already recorded
         request = approved.request
-        self._record_findings(call.id, decision, secrets)
+        self.records.record_findings(call.id, decision, secrets)
         # Kept under the model's id: resumed, it is answered under that id, and the
         # run finds it waiting under its name (`CallNames.name_for`).
         self.run.pending[request.id] = dataclasses.replace(call, id=model_id)
         self.run.names.waiting(model_id, call.id, spec.name, request_hash)
-        self.record(
+        self.records.record(
             call,
             spec,
             CallState.PENDING,
@@ -427,7 +426,9 @@ class Admission:
             message=f"approval requested: {request.preview}",
             secrets=secrets,
         )
-        return pending_observation(call, spec, request, decision, self._findings(decision, secrets))
+        return pending_observation(
+            call, spec, request, decision, self.records.findings(decision, secrets)
+        )
 
     def withheld(self, request: ApprovalRequest) -> Observation:
         """A decided call rebuilt from the ledger without its arguments (secret fields)."""
@@ -435,7 +436,7 @@ class Admission:
         spec = self.gate.registry.get(request.tool)
         if request.status is ApprovalStatus.DENIED:
             obs = self._rejected(call, spec, denied_rejection(request), record=False)
-            self.record(
+            self.records.record(
                 call,
                 spec,
                 CallState.REJECTED,
@@ -459,16 +460,6 @@ class Admission:
         """The values scrubbed from what is recorded or shown of one call (`call_secrets`)."""
         fields = spec.secret_fields if spec is not None else ()
         return call_secrets(self.gate.redactor, fields, values, self.run.context_secrets)
-
-    def _effects(self, decision: Decision | None, secrets: Sequence[str]) -> tuple[str, ...]:
-        """A decision's effect names as records hold them (`scrubbed_effects`)."""
-        if decision is None:
-            return ()
-        return scrubbed_effects(self.gate.redactor, decision.effect_names, secrets)
-
-    def _findings(self, decision: Decision, secrets: Sequence[str]) -> tuple[Any, ...]:
-        """A decision's findings (`findings_of`), redacted (`scrubbed_findings`)."""
-        return scrubbed_findings(self.gate.redactor, findings_of(decision), secrets)
 
     def absorb(self) -> TrustIndex:
         """The run's trust index, with every observation recorded so far indexed."""
@@ -528,11 +519,11 @@ class Admission:
         )
         secrets = self._secrets(spec, values)
         if decision is not None:
-            self._record_findings(call.id, decision, secrets)
+            self.records.record_findings(call.id, decision, secrets)
         fields = spec.secret_fields if spec is not None else frozenset()
         message, details = scrubbed_rejection(redactor, rejection, fields, values, secrets)
         if decision is not None:
-            details = (*details, *self._findings(decision, secrets))
+            details = (*details, *self.records.findings(decision, secrets))
         if record:
             if model is not None and spec is not None:
                 arguments = self._redacted_arguments(spec, model, secrets=secrets)
@@ -545,7 +536,7 @@ class Admission:
                     raw.value if raw is not None else None,
                     self.run.context_secrets,
                 )
-            self.record(
+            self.records.record(
                 call,
                 spec,
                 CallState.REJECTED,
@@ -566,111 +557,6 @@ class Admission:
             repaired=call.repaired,
             details=details,
         )
-
-    def _record_findings(self, call_id: str, decision: Decision, secrets: Sequence[str]) -> None:
-        """Audit why a call needs a person or was refused: its sink and intent findings,
-        redacted (a finding quotes an argument's value and the effect it was matched on)."""
-        ledger = self.gate.ledger
-        redactor = self.gate.redactor
-        if decision.provenance:
-            ledger.record_event(
-                "provenance.untrusted_sink",
-                run_id=self.run.id,
-                call_id=call_id,
-                data={
-                    "findings": [redactor.value(f.as_dict(), secrets) for f in decision.provenance]
-                },
-            )
-        if decision.intent is not None:
-            ledger.record_event(
-                f"intent.{decision.intent.rule}",
-                run_id=self.run.id,
-                call_id=call_id,
-                data=redactor.value(decision.intent.as_dict(), secrets),
-            )
-
-    def record_admitted(self, item: Admitted) -> None:
-        if item.record is not None:
-            self.gate.ledger.record_decision(item.record)
-
-    def record(
-        self,
-        call: ToolCall,
-        spec: ToolSpec | None,
-        state: CallState,
-        stage: Stage,
-        *,
-        arguments: str,
-        decision: Decision | None = None,
-        request_hash: str | None = None,
-        idempotency_key: str | None = None,
-        approval_id: str | None = None,
-        message: str = "",
-        secrets: Sequence[str] = (),
-    ) -> None:
-        """Record a call's decision (arguments and message already redacted by the caller;
-        its effects are redacted here with ``secrets``, the call's `_secrets`)."""
-        self.gate.ledger.record_decision(
-            self._call_record(
-                call,
-                spec,
-                state,
-                stage,
-                arguments=arguments,
-                decision=decision,
-                request_hash=request_hash,
-                idempotency_key=idempotency_key,
-                approval_id=approval_id,
-                message=message,
-                secrets=secrets,
-            )
-        )
-
-    def _call_record(
-        self,
-        call: ToolCall,
-        spec: ToolSpec | None,
-        state: CallState,
-        stage: Stage,
-        *,
-        arguments: str,
-        decision: Decision | None = None,
-        request_hash: str | None = None,
-        idempotency_key: str | None = None,
-        approval_id: str | None = None,
-        message: str = "",
-        secrets: Sequence[str] = (),
-    ) -> CallRecord:
-        """The one place a call's decision record is made, admitted, pending or rejected
-        (its effects redacted here with ``secrets``, the call's `_secrets`)."""
-        now = time.time()
-        return CallRecord(
-            run_id=self.run.id,
-            call_id=call.id,
-            tool=call.name,
-            tool_version=spec.version if spec else None,
-            principal=self.run.authority.recorded_as,
-            arguments=arguments,
-            state=state,
-            stage=stage.value,
-            request_hash=request_hash,
-            idempotency_key=idempotency_key,
-            decided_by=decision.rule if decision else None,
-            message=message,
-            effects=self._effects(decision, secrets or self.run.context_secrets),
-            approval_id=approval_id,
-            created_at=now,
-            updated_at=now,
-        )
-
-
-def findings_of(decision: Decision) -> tuple[dict[str, Any], ...]:
-    """A decision's findings as `Observation.details` entries: each sink value no trusted
-    input vouches for, and the intent finding (rule, argument, value, source call id)."""
-    found = [f.as_dict() for f in decision.provenance]
-    if decision.intent is not None:
-        found.append(decision.intent.as_dict())
-    return tuple(found)
 
 
 def raised_by_callgate(exc: BaseException) -> bool:

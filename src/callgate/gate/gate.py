@@ -640,7 +640,7 @@ class Run:
                     f"for call {obs.call_id!r}"
                 )
             spec = self.gate.registry.get(obs.tool)
-            self._admission.record(
+            self._admission.records.record(
                 ToolCall(id=obs.call_id, name=obs.tool),
                 spec,
                 CallState.REJECTED,
@@ -751,7 +751,7 @@ class Run:
             return None
         single = self._admission.admit(call)
         if type(single) is Admitted:
-            self._admission.record_admitted(single)
+            self._admission.records.record_admitted(single)
         return single
 
     def _admit_batch(self, calls: list[ToolCall]) -> list[Observation | Admitted]:
@@ -789,14 +789,14 @@ class Run:
             follow_renames(staged)
         for item in staged:
             if isinstance(item, Admitted):
-                self._admission.record_admitted(item)
+                self._admission.records.record_admitted(item)
         return staged
 
     def _dependency_failed(self, item: Admitted, obs: Observation) -> None:
         """Record an admitted call the schedule stage rejected because a call it depends on
         was not admitted, and give back its approval."""
         self._release_unrun([item], [obs])
-        self._admission.record(
+        self._admission.records.record(
             item.call,
             item.spec,
             CallState.REJECTED,
