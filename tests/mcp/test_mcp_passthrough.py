@@ -3,6 +3,7 @@ is compared with what the same client sees directly (the SDK's client, a real st
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -190,3 +191,31 @@ async def test_a_call_the_client_cancels_is_cancelled_upstream(log: Path) -> Non
                 await anyio.sleep(0.05)
     [record] = ledger.calls()
     assert record.state is CallState.UNKNOWN
+
+
+async def test_progress_passes_through_the_proxy_command(log: Path, tmp_path: Path) -> None:
+    """4 progress updates through `callgate mcp proxy` over stdio, as through proxy()."""
+    from mcp_support import UPSTREAM, callgate_params
+
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[[rule]]\naction = "allow"\n')
+    params = callgate_params(
+        "mcp",
+        "proxy",
+        "--policy",
+        str(policy),
+        "--pins",
+        str(tmp_path / "pins.json"),
+        "--db",
+        str(tmp_path / "callgate.db"),
+        "--",
+        sys.executable,
+        str(UPSTREAM),
+        "echo",
+        env={"UPSTREAM_LOG": str(log)},
+    )
+    seen = Seen()
+    async with Client(params) as client:
+        result = await work(client, seen)
+    assert not result.is_error
+    assert len(seen.progress) == 4
