@@ -64,6 +64,7 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix src tests benchmarks examples
 
 bench: $(STAMP)
+	$(BIN)/pytest -m bench tests/ledger_scale
 	for b in overhead overhead_floor parse ledger crash schedule agent_loop extraction_scaling policy_regex peers threads injection integrations sandbox console lab schema_tools; do $(BIN)/python benchmarks/$$b.py || exit 1; done
 
 # The fuzz tier (not part of `test`; a fixed-seed sample of it is): generated model
