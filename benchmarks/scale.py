@@ -94,7 +94,9 @@ def start_durable_cluster(pg: ModuleType) -> Any:
 
     ``tests/pgcluster.py`` turns ``fsync`` and ``full_page_writes`` off for speed; a
     benchmark of durable commits must not, so this starts the same cluster with
-    PostgreSQL's defaults for both and ``synchronous_commit=on``.
+    PostgreSQL's defaults for both and ``synchronous_commit=on``. ``SCALE_PG_EXTRA`` in
+    the environment adds server options (e.g. `` -c shared_preload_libraries=pg_stat_statements``
+    to see where the server's time goes).
     """
     bindir = pg.find_bin()
     if bindir is None:
@@ -115,7 +117,7 @@ def start_durable_cluster(pg: ModuleType) -> Any:
     options = (
         f"-k {cluster.socket_dir} -p {pg.PORT} -c listen_addresses='' "
         f"-c max_connections={PG_MAX_CONNECTIONS} -c fsync=on -c synchronous_commit=on "
-        "-c full_page_writes=on"
+        "-c full_page_writes=on " + os.environ.get("SCALE_PG_EXTRA", "")
     )
     try:
         cluster._run(

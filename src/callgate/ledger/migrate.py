@@ -36,7 +36,7 @@ from callgate.ledger.base import (
 )
 from callgate.ledger.chains import LEGACY_CHAIN
 from callgate.ledger.journal import MIGRATED, migrated_call_data
-from callgate.ledger.sql_dialects import dialect_for
+from callgate.ledger.pg_dialect import dialect_for
 from callgate.ledger.sql_schema import HEAD_SEQ, Cursor
 from callgate.ledger.sql_statements import HEAD
 from callgate.ledger.sql_writes import (

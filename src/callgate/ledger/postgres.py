@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 from callgate.ledger.base import LedgerError
 from callgate.ledger.migrate import MIGRATION_HOOKS
+from callgate.ledger.pg_dialect import PostgresDialect
 from callgate.ledger.sql import SqlLedger
-from callgate.ledger.sql_dialects import PostgresDialect
 from callgate.ledger.sql_schema import SCHEMA_VERSION, apply_migrations
 from callgate.ledger.sql_writes import Item, Transaction, run_items
 from callgate.ledger.storable import is_unstorable

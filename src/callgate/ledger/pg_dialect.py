@@ -1,0 +1,198 @@
+"""PostgreSQL's write transaction: row locks on the chains written, advisory locks on
+keys and budgets, record numbers from a sequence, and the reads sent in the same round
+trip as the locks (`callgate.ledger.sql_dialects` says what the dialects share).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+from callgate.ledger.sql_dialects import _ROOT, Dialect, Opened, _root
+from callgate.ledger.sql_schema import Cursor
+from callgate.ledger.sql_statements import CALL_COLUMNS, CHAIN_HEADS, JOURNAL_COLUMNS, KEY_COLUMNS
+
+__all__ = ["PostgresDialect", "dialect_for"]
+
+
+class PostgresDialect(Dialect):
+    """PostgreSQL: row locks on the chains written, advisory locks on keys, a sequence."""
+
+    name = "postgres"
+    concurrent = True
+    batches = True
+
+    def __call__(self, statement: str) -> str:
+        return _pg(statement)
+
+    def open(
+        self,
+        cur: Cursor,
+        prelude: Sequence[tuple[str, Sequence[Any]]],
+        names: Sequence[str],
+        chains: Sequence[str],
+        *,
+        numbers: int,
+        calls: Sequence[tuple[str, str]],
+        keys: Sequence[str],
+        since: int | None,
+        root: bool = False,
+    ) -> Opened:
+        # One text of several statements (client-side binding, `psycopg.ClientCursor`):
+        # one round trip. They run in order, so the numbers are drawn and the rows read
+        # after the locks are granted.
+        mogrify = getattr(cur, "mogrify", None)
+        parts: list[tuple[str | None, str, Sequence[Any] | None]] = [
+            (None, text, params) for text, params in prelude
+        ]
+        if names:
+            parts.append((None, _LOCK, (sorted({_lock_id(n) for n in names}),)))
+        if chains:
+            parts.append(("heads", _LOCK_HEADS, (list(chains),)))
+        if numbers:
+            parts.append(("numbers", _NUMBERS, (numbers,)))
+        if calls:
+            parts.append(("calls", _CALLS, ([c[0] for c in calls], [c[1] for c in calls])))
+        if keys:
+            parts.append(("keys", _KEYS, (list(keys),)))
+        if since != -1:
+            if since is None:
+                parts.append(("chain_rows", CHAIN_HEADS, None))
+            parts.append(("since", _SINCE, (since or 0,)))
+        if root:
+            parts.append(("root", _ROOT, None))
+        got: dict[str, list[Any]] = {}
+        if mogrify is None:  # a plain cursor (a migration): one statement at a time
+            for label, text, params in parts:
+                cur.execute(text, params)
+                if label is not None:
+                    got[label] = list(cur.fetchall())
+        elif parts:
+            template = "; ".join(text for _, text, _ in parts)
+            values = [v for _, _, p in parts for v in (p or ())]
+            cur.execute(mogrify(template, values) if values else template)
+            for i, (label, _, _) in enumerate(parts):
+                if i:
+                    cur.nextset()  # type: ignore[attr-defined]
+                if label is not None:
+                    got[label] = list(cur.fetchall())
+        rows = got.get("heads", [])
+        drawn = sorted(int(r[0]) for r in got.get("numbers", []))
+        read = _since_rows(got["since"], since) if "since" in got else None
+        chain_rows = got.get("chain_rows")
+        seen = {str(r[0]) for r in rows}
+        if any(c not in seen for c in chains):
+            heads = self._heads(cur, chains, rows)
+            # A chain made just now: numbers drawn and a journal read before its lock
+            # may miss a writer that made it first; draw and read again.
+            if drawn:
+                drawn = self.numbers(cur, len(drawn), None)
+            read, chain_rows = None, None
+        else:
+            heads = {str(c): (int(s_), str(h)) for c, s_, h in rows if int(s_) > 0}
+        prefetched = mogrify is not None
+        return Opened(
+            heads,
+            prefetched,
+            drawn,
+            got.get("calls", []),
+            got.get("keys", []),
+            read if prefetched else None,
+            chain_rows if prefetched else None,
+            _root(got["root"]) if "root" in got else None,
+        )
+
+    def _heads(
+        self, cur: Cursor, chains: Sequence[str], rows: Sequence[Any]
+    ) -> dict[str, tuple[int, str]]:
+        """The head rows ``rows`` of ``chains``, making (and locking) those missing."""
+        seen = {str(r[0]) for r in rows}
+        missing = [c for c in chains if c not in seen]
+        if missing:  # a run's first record: make its head row, so that it can be locked
+            cur.execute(
+                "INSERT INTO chains (chain, seq, hash, bound) "
+                "SELECT c, 0, '', 1 FROM unnest(%s::text[]) AS c ON CONFLICT (chain) DO NOTHING",
+                (missing,),
+            )
+            cur.execute(_LOCK_HEADS, (missing,))
+            rows = [*rows, *cur.fetchall()]
+        # A row at 0 is a chain opened by a writer that wrote nothing to it: no record yet.
+        return {str(c): (int(s_), str(h)) for c, s_, h in rows if int(s_) > 0}
+
+    def lock(self, cur: Cursor, names: Sequence[str]) -> None:
+        if names:
+            cur.execute(_LOCK, (sorted({_lock_id(n) for n in names}),))
+
+    def lock_chains(self, cur: Cursor, chains: Sequence[str]) -> dict[str, tuple[int, str]]:
+        if not chains:
+            return {}
+        cur.execute(_LOCK_HEADS, (list(chains),))
+        return self._heads(cur, chains, cur.fetchall())
+
+    def numbers(self, cur: Cursor, count: int, last: int | None) -> list[int]:
+        cur.execute(_NUMBERS, (count,))
+        return sorted(int(r[0]) for r in cur.fetchall())
+
+    def since(self, cur: Cursor, mark: int | None) -> tuple[list[Any], int | None]:
+        cur.execute(_SINCE, (mark or 0,))
+        return _since_rows(cur.fetchall(), mark)
+
+    def unbound(self, cur: Cursor, root: str) -> list[tuple[str, int, str]]:
+        cur.execute(
+            "SELECT chain, seq, hash FROM chains WHERE bound = 0 AND seq > 0 AND chain <> %s "
+            "ORDER BY chain FOR UPDATE SKIP LOCKED",
+            (root,),
+        )
+        return [(str(c), int(s), str(h)) for c, s, h in cur.fetchall()]
+
+
+_LOCK = "SELECT pg_advisory_xact_lock(x) FROM unnest(%s::bigint[]) AS x"
+_LOCK_HEADS = "SELECT chain, seq, hash FROM chains WHERE chain = ANY(%s) ORDER BY chain FOR UPDATE"
+_NUMBERS = "SELECT nextval('journal_seq') FROM generate_series(1, %s)"
+_CALLS = (
+    f"SELECT {CALL_COLUMNS} FROM calls WHERE (run_id, call_id) IN "
+    "(SELECT * FROM unnest(%s::text[], %s::text[]))"
+)
+_KEYS = f"SELECT {KEY_COLUMNS} FROM idempotency_keys WHERE key = ANY(%s)"
+# Every transaction older than the snapshot's xmin has ended: what it wrote is read now or
+# was read before; rows of younger ones are read again next time (and skipped by number if
+# folded already). The xmin comes in a last row of its own (seq NULL).
+_SINCE = (
+    f"SELECT {JOURNAL_COLUMNS} FROM journal WHERE xid >= %s UNION ALL "
+    "SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, "
+    "pg_snapshot_xmin(pg_current_snapshot())::text "
+)
+
+
+def _since_rows(rows: Sequence[Any], mark: int | None) -> tuple[list[Any], int | None]:
+    found = [r for r in rows if r[0] is not None]
+    found.sort(key=lambda r: r[0])
+    after = [int(r[8]) for r in rows if r[0] is None]
+    return found, after[0] if after else mark
+
+
+_PG: dict[str, str] = {}
+
+
+def _pg(statement: str) -> str:
+    found = _PG.get(statement)
+    if found is None:
+        found = statement.replace("?", "%s")
+        if len(_PG) < 4096:
+            _PG[statement] = found
+    return found
+
+
+def _lock_id(name: str) -> int:
+    """A 64-bit advisory lock id for a key or budget name."""
+    digest = hashlib.blake2b(name.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def dialect_for(sql: Any) -> Dialect:
+    """The dialect ``sql`` is, or the one whose placeholders it writes (a migration hook
+    is given either)."""
+    if isinstance(sql, Dialect):
+        return sql
+    return PostgresDialect() if sql("?") == "%s" else Dialect()
