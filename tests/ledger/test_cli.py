@@ -301,3 +301,33 @@ def test_the_cli_reads_a_postgres_ledger(pg_dsn: str) -> None:
     code, out, _ = cli("list", "--dsn", pg_dsn, "--json")
     assert code == 0
     assert len(json.loads(out)) == 3
+
+
+def test_an_export_is_checked_without_callgate_by_the_documented_recipe(
+    db: Path, tmp_path: Path
+) -> None:
+    """Every exported line carries its hashed text and names its chain, and re-hashing it with
+    hashlib alone (the recipe in docs/ledger.md) gives its hash and links it to the line before
+    it in its chain."""
+    import hashlib
+
+    ledger = SQLiteLedger(db)
+    populate(ledger, run_id="run-2")
+    ledger.close()
+    target = tmp_path / "audit.jsonl"
+    code, _, _ = cli("export", "--db", str(db), "--output", str(target))
+    assert code == 0
+    records = [json.loads(line) for line in target.read_text().splitlines()]
+    chains: dict[str, str] = {}
+    for r in records:
+        data = r["data_text"]
+        assert {k: v for k, v in json.loads(data).items() if k != "@root"} == r["data"]
+        cid = "-" if r["call_id"] is None else f"{len(r['call_id'])}:{r['call_id']}"
+        blob = (
+            f"{r['prev_hash']}|{r['seq']}|{r['at']!r}|{len(r['kind'])}:{r['kind']}|"
+            f"{len(r['run_id'])}:{r['run_id']}|{cid}|{data}"
+        )
+        assert hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest() == r["hash"]
+        assert r["prev_hash"] == chains.get(r["chain"], "0" * 64), r["seq"]
+        chains[r["chain"]] = r["hash"]
+    assert {"r:run-1", "r:run-2"} <= set(chains)

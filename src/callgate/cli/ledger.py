@@ -40,6 +40,7 @@ from rich.text import Text
 from callgate.cli.extras import require
 from callgate.cli.plain import cell, console, fail, plain, plain_json
 from callgate.ledger import CallRecord, CallState, Ledger, LedgerError
+from callgate.ledger.chains import chain_of
 from callgate.ledger.sqlite import DEFAULT_PATH, SQLiteLedger
 
 __all__ = ["app"]
@@ -364,6 +365,10 @@ def export(
 ) -> None:
     """Export the audit trail, one JSON record per line, with its hash chain.
 
+    Each line carries the data exactly as stored and hashed (``data_text``) and names the
+    chain its ``prev_hash`` links into (``chain``: ``r:`` and the run id); docs/ledger.md
+    says how to check the hashes without callgate.
+
     Control and other invisible characters in stored strings are written as
     \\uXXXX escapes: each line decodes to exactly the stored record.
     """
@@ -388,6 +393,8 @@ def export(
                     "run_id": r.run_id,
                     "call_id": r.call_id,
                     "data": dict(r.data),
+                    "data_text": r.data_json,
+                    "chain": chain_of(r),
                     "prev_hash": r.prev_hash,
                     "hash": r.hash,
                 }
