@@ -64,7 +64,6 @@ __all__ = [
     "begin_states",
     "claim_for_key",
     "default_worker",
-    "finish_data",
     "key_is_free",
     "may_decide",
     "may_finish",
@@ -431,24 +430,6 @@ _APPROVALS_LOCK = threading.Lock()
 def default_worker() -> str:
     """``host:pid``: the worker id of a process that was given none."""
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def finish_data(finish: AttemptFinish, worker: str) -> dict[str, Any]:
-    """The audit data of an attempt's end: who settled it, how, and the evidence it left."""
-    outcome = finish.outcome
-    data: dict[str, Any] = {
-        "actor": finish.actor or worker,
-        "attempt": finish.attempt,
-        "status": outcome.status,
-        "stage": outcome.stage,
-        "error": outcome.error,
-        "reconciled": outcome.reconciled,
-        "transaction_id": outcome.transaction_id,
-        "evidence_id": finish.call_id if outcome.status == "ok" else None,
-    }
-    if finish.note is not None:
-        data["note"] = finish.note
-    return data
 
 
 class LedgerQueries(abc.ABC):

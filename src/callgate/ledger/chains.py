@@ -30,9 +30,9 @@ anchor (written before anchors, or before the root chain had a record) is accept
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from callgate.ledger.base import GENESIS, AuditCheck, AuditRecord, audit_hash, audit_json
+from callgate.ledger.record_data import Checkpoint
 from callgate.ledger.records import RecordKind
 
 __all__ = [
@@ -98,13 +98,10 @@ def chain_of(rec: AuditRecord) -> str:
 
 def checkpoint_heads(rec: AuditRecord) -> list[tuple[str, int, str]]:
     """The heads a checkpoint record binds; a malformed entry raises ValueError."""
-    found = []
-    for entry in rec.data.get("heads") or ():
-        chain, seq, h = entry
-        if not isinstance(chain, str) or not isinstance(h, str):
-            raise ValueError(f"checkpoint {rec.seq}: a head entry is not [chain, seq, hash]")
-        found.append((chain, int(seq), h))
-    return found
+    try:
+        return list(Checkpoint.decode(rec.data).heads)
+    except ValueError as exc:
+        raise ValueError(f"checkpoint {rec.seq}: {exc}") from exc
 
 
 def _name(chain: str) -> str:
@@ -250,8 +247,3 @@ def anchor_problem(seq: int, anchor: int) -> str:
         "records of no run) were deleted and the root's head moved back, e.g. to hide a "
         "deleted run"
     )
-
-
-def heads_data(rows: Sequence[tuple[str, int, str]], actor: str) -> dict[str, Any]:
-    """The data of a checkpoint binding ``rows`` (chain, seq, hash)."""
-    return {"actor": actor, "heads": [[c, s, h] for c, s, h in sorted(rows)]}

@@ -25,18 +25,21 @@ from typing import Any, Protocol
 
 from callgate.approvals import ApprovalRequest, ApprovalStatus
 from callgate.ledger.base import (
-    AttemptFinish,
     AttemptRecord,
-    AttemptStart,
     AuditRecord,
     CallRecord,
     CallState,
     Outcome,
     begin_states,
-    finish_data,
     key_is_free,
     may_decide,
     may_finish,
+)
+from callgate.ledger.record_data import (
+    AttemptEnded,
+    AttemptStarted,
+    Decision,
+    KeyAnswered,
 )
 from callgate.ledger.records import APPROVAL_CHANGES, OUTCOMES, RecordKind
 
@@ -51,11 +54,8 @@ __all__ = [
     "apply",
     "attempts_from",
     "changes_state",
-    "decision_data",
     "derive",
-    "finished_data",
     "outcome_from_record",
-    "started_data",
 ]
 
 UNREADABLE = (TypeError, ValueError, KeyError, AttributeError)
@@ -138,52 +138,6 @@ class IndexState(Protocol):
 # -- what each record holds -------------------------------------------------------------
 
 
-def decision_data(r: CallRecord, at: float) -> dict[str, Any]:
-    """The data of a ``call.<state>`` record: the whole decision."""
-    return {
-        "actor": r.principal,
-        "tool": r.tool,
-        "tool_version": r.tool_version,
-        "arguments": r.arguments,
-        "stage": r.stage,
-        "decided_by": r.decided_by,
-        "effects": list(r.effects),
-        "approval_id": r.approval_id,
-        "message": r.message,
-        "request_hash": r.request_hash,
-        "idempotency_key": r.idempotency_key,
-        "created_at": r.created_at,
-        "updated_at": r.updated_at or at,
-    }
-
-
-def started_data(s: AttemptStart, worker: str) -> dict[str, Any]:
-    """The data of an ``attempt.started`` record (for a side effect: the key it takes, and
-    what it spends of each budget, `callgate.ledger.budgets`)."""
-    data = {
-        "actor": worker,
-        "attempt": s.attempt,
-        "idempotency_key": s.idempotency_key,
-        "request_hash": s.request_hash,
-        "tool_version": s.tool_version,
-        "started_at": s.started_at,
-        "key_expires_at": s.key_expires_at,
-        "side_effecting": s.side_effecting,
-    }
-    if s.budgets:
-        data["budgets"] = [[key, amount] for key, amount, _ in s.budgets]
-    return data
-
-
-def finished_data(f: AttemptFinish, worker: str) -> dict[str, Any]:
-    """The data of an ``attempt.<status>`` record: the whole outcome, content included."""
-    data = finish_data(f, worker)
-    data["content"] = f.outcome.content
-    data["finished_at"] = f.outcome.finished_at
-    data["idempotency_key"] = f.idempotency_key
-    return data
-
-
 def outcome_from_record(data: Mapping[str, Any], attempt: int | None = None) -> Outcome | None:
     """The outcome an ``attempt.<status>`` record holds (or, in a ``migrated.call`` record,
     that of ``attempt``)."""
@@ -194,10 +148,11 @@ def outcome_from_record(data: Mapping[str, Any], attempt: int | None = None) -> 
                 if found:
                     return _outcome(found)
         return None
-    return _outcome(data)
+    return AttemptEnded.decode(data, 0.0).outcome
 
 
 def _outcome(d: Mapping[str, Any]) -> Outcome:
+    """The outcome a ``migrated.call`` record keeps of an attempt."""
     return Outcome(
         status=str(d.get("status")),
         content=str(d.get("content") or ""),
@@ -281,30 +236,30 @@ def _decision(st: IndexState, rec: AuditRecord) -> str | None:
         return None
     if state not in _DECISIONS or rec.call_id is None:
         return None  # an event about a call (call.bad_id, call.renamed)
-    d = rec.data
     current = st.call(rec.run_id, rec.call_id)
     if current is not None and not may_decide(current.state, state):
         return None
+    d = Decision.decode(rec.data, rec.at)
     st.put_call(
         CallRecord(
             run_id=rec.run_id,
             call_id=rec.call_id,
-            tool=str(d.get("tool")),
-            tool_version=d.get("tool_version"),
-            principal=str(d.get("actor")),
-            arguments=str(d.get("arguments")),
+            tool=d.tool,
+            tool_version=d.tool_version,
+            principal=d.actor,
+            arguments=d.arguments,
             state=state,
-            stage=str(d.get("stage")),
-            request_hash=d.get("request_hash"),
-            idempotency_key=d.get("idempotency_key"),
-            decided_by=d.get("decided_by"),
-            message=str(d.get("message") or ""),
-            effects=tuple(d.get("effects") or ()),
-            approval_id=d.get("approval_id"),
+            stage=d.stage,
+            request_hash=d.request_hash,
+            idempotency_key=d.idempotency_key,
+            decided_by=d.decided_by,
+            message=d.message,
+            effects=d.effects,
+            approval_id=d.approval_id,
             attempts=0,
             reconciled=False,
-            created_at=_time(d, "created_at", rec.at),
-            updated_at=_time(d, "updated_at", rec.at),
+            created_at=d.created_at,
+            updated_at=d.updated_at,
             records=current.records if current is not None else (),
         )
     )
@@ -312,11 +267,11 @@ def _decision(st: IndexState, rec: AuditRecord) -> str | None:
 
 
 def _started(st: IndexState, rec: AuditRecord) -> str | None:
-    d = rec.data
     assert rec.call_id is not None
-    attempt = int(d.get("attempt") or 1)
-    side = bool(d.get("side_effecting", True))
-    started = _time(d, "started_at", rec.at)
+    d = AttemptStarted.decode(rec.data, rec.at)
+    attempt = d.attempt
+    side = d.side_effecting
+    started = d.started_at
     current = st.call(rec.run_id, rec.call_id)
     problem = None
     if current is not None and current.state in begin_states(side, attempt):
@@ -327,7 +282,7 @@ def _started(st: IndexState, rec: AuditRecord) -> str | None:
     elif current is not None and side:
         problem = f"starts an attempt of a call that was {current.state.value}"
     if side:
-        key = str(d.get("idempotency_key"))
+        key = d.idempotency_key
         held = st.key(key)
         if held is not None and not _claimable(held, started):
             problem = problem or (
@@ -337,19 +292,14 @@ def _started(st: IndexState, rec: AuditRecord) -> str | None:
         st.put_key(
             KeyRow(
                 key=key,
-                request_hash=str(d.get("request_hash")),
+                request_hash=d.request_hash,
                 run_id=rec.run_id,
                 call_id=rec.call_id,
                 attempt=attempt,
-                expires_at=float(d.get("key_expires_at") or 0.0),
+                expires_at=d.key_expires_at,
             )
         )
     return problem
-
-
-def _time(d: Mapping[str, Any], name: str, default: float) -> float:
-    value = d.get(name)
-    return float(value) if isinstance(value, int | float) else default
 
 
 def _claimable(key: KeyRow, now: float) -> bool:
@@ -361,9 +311,9 @@ def _finished(st: IndexState, rec: AuditRecord) -> str | None:
     status = rec.kind[8:]
     if status not in _OUTCOMES or rec.call_id is None:
         return None
-    d = rec.data
-    reconciled = bool(d.get("reconciled"))
-    finished = _time(d, "finished_at", rec.at)
+    d = AttemptEnded.decode(rec.data, rec.at, status)
+    reconciled = d.reconciled
+    finished = d.finished_at
     current = st.call(rec.run_id, rec.call_id)
     check = Outcome(status=status, content="", reconciled=reconciled)
     if not may_finish(current.state if current is not None else None, check):
@@ -371,12 +321,11 @@ def _finished(st: IndexState, rec: AuditRecord) -> str | None:
         return f"ends an attempt of a call that was {state}"
     if current is not None:
         current.state = CallState(status)
-        current.stage = str(d.get("stage") or "execute")
+        current.stage = d.stage
         current.reconciled = current.reconciled or reconciled
         current.updated_at = finished
         st.put_call(current, status_only=True)
-    key_name = d.get("idempotency_key")
-    key = st.key(key_name) if isinstance(key_name, str) and key_name else None
+    key = st.key(d.idempotency_key) if d.idempotency_key else None
     if key is not None and key.run_id == rec.run_id and key.call_id == rec.call_id:
         st.put_key(
             KeyRow(
@@ -395,16 +344,16 @@ def _finished(st: IndexState, rec: AuditRecord) -> str | None:
 
 def _settled(st: IndexState, rec: AuditRecord) -> str | None:
     """A key answered for another call: the call settles without running (if admitted)."""
-    d = rec.data
-    settled = d.get("settled")
-    if rec.call_id is None or not isinstance(settled, str):
+    if rec.call_id is None or not isinstance(rec.data.get("settled"), str):
         return None
+    d = KeyAnswered.decode(rec.data, rec.at)
+    assert d.settled is not None
     current = st.call(rec.run_id, rec.call_id)
     if current is not None and current.state is CallState.ADMITTED:
-        current.state = CallState(settled)
-        current.stage = str(d.get("stage") or "execute")
+        current.state = CallState(d.settled)
+        current.stage = d.stage
         current.attempts = 0
-        current.updated_at = _time(d, "started_at", rec.at)
+        current.updated_at = d.started_at
         st.put_call(current, status_only=True)
     return None
 
@@ -597,24 +546,22 @@ def _attempt_step(
                 outcome=_outcome(outcome) if outcome else None,
             )
     elif rec.kind == "attempt.started" and "started_at" in d:
-        n = int(d.get("attempt") or 1)
-        if n not in found:
-            found[n] = AttemptRecord(
+        s = AttemptStarted.decode(d, float(d["started_at"]))
+        if s.attempt not in found:
+            found[s.attempt] = AttemptRecord(
                 run_id=rec.run_id,
                 call_id=rec.call_id or "",
-                attempt=n,
-                tool_version=str(d.get("tool_version")),
-                idempotency_key=str(d.get("idempotency_key")),
-                request_hash=str(d.get("request_hash")),
-                started_at=float(d["started_at"]),
-                worker=str(d.get("actor") or worker),
+                attempt=s.attempt,
+                tool_version=s.tool_version,
+                idempotency_key=s.idempotency_key,
+                request_hash=s.request_hash,
+                started_at=s.started_at,
+                worker=s.actor or worker,
             )
     elif rec.kind[8:] in _OUTCOMES and rec.kind.startswith("attempt.") and "content" in d:
-        n = int(d.get("attempt") or 1)
-        if n in found:
-            found[n] = dataclasses.replace(
-                found[n], outcome=_outcome({**d, "status": rec.kind[8:]})
-            )
+        e = AttemptEnded.decode(d, 0.0, rec.kind[8:])
+        if e.attempt in found:
+            found[e.attempt] = dataclasses.replace(found[e.attempt], outcome=e.outcome)
     return found
 
 

@@ -43,7 +43,8 @@ from callgate.ledger.base import (
     verify_chain,
 )
 from callgate.ledger.budgets import BudgetBook, BudgetCharge
-from callgate.ledger.journal import changes_state, derive, finished_data
+from callgate.ledger.journal import changes_state, derive
+from callgate.ledger.record_data import AttemptEnded, AttemptStarted, Decision, KeyAnswered
 
 __all__ = ["MemoryLedger"]
 
@@ -263,13 +264,18 @@ class MemoryLedger(Ledger):
         """Move a call that will not run to its final state, and audit why."""
         status = self._status.get(ident)
         state, stage = settled_state(claim)
-        holder = list(claim.holder) if claim.holder else None
-        data: dict[str, Any] = {"actor": self.worker, "holder": holder}
+        answered = KeyAnswered(actor=self.worker, holder=claim.holder)
         if status is not None and status[0] == "admitted":
             self._status[ident] = (state.value, stage, 0, status[3], now)
-            data.update(settled=state.value, stage=stage, started_at=now)
+            answered = KeyAnswered(
+                actor=self.worker,
+                holder=claim.holder,
+                settled=state.value,
+                stage=stage,
+                started_at=now,
+            )
         kind = f"idempotency.{claim.kind.value}"
-        self._journal += (kind, ident[0], ident[1], data, time.time())
+        self._journal += (kind, ident[0], ident[1], answered.encode(), time.time())
 
     def finish_attempt(self, finish: AttemptFinish) -> bool:
         outcome = finish.outcome
@@ -430,21 +436,21 @@ class MemoryLedger(Ledger):
                     run_id,
                     call_id,
                     at,
-                    {
-                        "actor": d[4],
-                        "tool": d[2],
-                        "tool_version": d[3],
-                        "arguments": d[5],
-                        "stage": stage,
-                        "decided_by": d[8],
-                        "effects": list(d[10]),
-                        "approval_id": d[11],
-                        "message": d[9],
-                        "request_hash": d[6],
-                        "idempotency_key": d[7],
-                        "created_at": d[12],
-                        "updated_at": at,
-                    },
+                    Decision(
+                        actor=d[4],
+                        tool=d[2],
+                        tool_version=d[3],
+                        arguments=d[5],
+                        stage=stage,
+                        decided_by=d[8],
+                        effects=d[10],
+                        approval_id=d[11],
+                        message=d[9],
+                        request_hash=d[6],
+                        idempotency_key=d[7],
+                        created_at=d[12],
+                        updated_at=at,
+                    ).encode(),
                 )
             elif kind is _START:
                 attempt, key, request_hash, tool_version, side, expires = payload
@@ -453,16 +459,16 @@ class MemoryLedger(Ledger):
                     run_id,
                     call_id,
                     at,
-                    {
-                        "actor": self.worker,
-                        "attempt": attempt,
-                        "idempotency_key": key,
-                        "request_hash": request_hash,
-                        "tool_version": tool_version,
-                        "started_at": at,
-                        "key_expires_at": expires,
-                        "side_effecting": side,
-                    },
+                    AttemptStarted(
+                        actor=self.worker,
+                        attempt=attempt,
+                        idempotency_key=key,
+                        request_hash=request_hash,
+                        tool_version=tool_version,
+                        started_at=at,
+                        key_expires_at=expires,
+                        side_effecting=side,
+                    ).encode(),
                 )
             elif kind is _FINISH:
                 attempt, actor, note, outcome, key = payload
@@ -475,9 +481,8 @@ class MemoryLedger(Ledger):
                     actor=actor,
                     note=note,
                 )
-                self._append(
-                    f"attempt.{outcome[0]}", run_id, call_id, at, finished_data(finish, self.worker)
-                )
+                ended = AttemptEnded.of(finish, self.worker)
+                self._append(f"attempt.{outcome[0]}", run_id, call_id, at, ended.encode())
             else:
                 self._append(kind, run_id, call_id, at, payload)
         self._audited = len(journal)

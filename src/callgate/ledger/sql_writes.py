@@ -44,14 +44,18 @@ from callgate.ledger.base import (
     settled_state,
 )
 from callgate.ledger.budgets import BudgetCharge
-from callgate.ledger.chains import CHECKPOINT, LEGACY_CHAIN, ROOT_CHAIN, heads_data
-from callgate.ledger.journal import (
-    MIGRATED,
-    KeyRow,
-    decision_data,
-    finished_data,
-    outcome_from_record,
-    started_data,
+from callgate.ledger.chains import CHECKPOINT, LEGACY_CHAIN, ROOT_CHAIN
+from callgate.ledger.journal import MIGRATED, KeyRow, outcome_from_record
+from callgate.ledger.record_data import (
+    ApprovalForged,
+    AttemptEnded,
+    AttemptStarted,
+    Checkpoint,
+    Decision,
+    KeyAnswered,
+    KeyForged,
+    Released,
+    RunOpened,
 )
 from callgate.ledger.records import RecordKind
 from callgate.ledger.sql_codecs import (
@@ -148,11 +152,7 @@ def true_key(tx: Transaction, name: str) -> KeyRow | None:
         _K.KEY_FORGED,
         holder.run_id,
         holder.call_id,
-        {
-            "actor": tx.worker,
-            "idempotency_key": name,
-            "problem": _key_problem(row, truth),
-        },
+        KeyForged(actor=tx.worker, idempotency_key=name, problem=_key_problem(row, truth)).encode(),
     )
     if truth is not None:
         tx.put_key(truth)
@@ -203,13 +203,13 @@ RUN = Claim(kind=ClaimKind.RUN)
 
 
 def _decide(tx: Transaction, r: CallRecord) -> None:
-    tx.append(f"call.{r.state.value}", r.run_id, r.call_id, decision_data(r, time.time()))
+    tx.append(f"call.{r.state.value}", r.run_id, r.call_id, Decision.of(r, time.time()).encode())
 
 
 def _begin(tx: Transaction, s: AttemptStart) -> Claim:
     """Take the key and start the attempt, or say why it may not run (the call settles)."""
     if not s.side_effecting:
-        tx.append(_K.ATTEMPT_STARTED, s.run_id, s.call_id, started_data(s, tx.worker))
+        tx.append(_K.ATTEMPT_STARTED, s.run_id, s.call_id, AttemptStarted.of(s, tx.worker).encode())
         return RUN
     current = tx.call(s.run_id, s.call_id)
     key = true_key(tx, s.idempotency_key)  # never the row alone (`callgate.ledger.truth`)
@@ -232,24 +232,26 @@ def _begin(tx: Transaction, s: AttemptStart) -> Claim:
         # Spent by the journal, and by attempts started earlier in this transaction.
         extra: dict[str, float] = {}
         for rec in tx.appended:
-            for key, amount in (
-                rec.data.get("budgets") or () if rec.kind == _K.ATTEMPT_STARTED else ()
-            ):
-                extra[key] = extra.get(key, 0.0) + amount
+            if rec.kind == _K.ATTEMPT_STARTED:
+                for budget, amount in AttemptStarted.decode(rec.data, rec.at).budgets:
+                    extra[budget] = extra.get(budget, 0.0) + amount
         why = tx.truth.state.budgets.refusal([BudgetCharge(*b) for b in s.budgets], extra)
         if why is not None:
             claim = Claim(kind=ClaimKind.OVER_BUDGET, holder=(s.run_id, s.call_id), reason=why)
     if claim is None:
-        tx.append(_K.ATTEMPT_STARTED, s.run_id, s.call_id, started_data(s, tx.worker))
+        tx.append(_K.ATTEMPT_STARTED, s.run_id, s.call_id, AttemptStarted.of(s, tx.worker).encode())
         return RUN
-    data: dict[str, Any] = {
-        "actor": tx.worker,
-        "holder": list(claim.holder) if claim.holder else None,
-    }
+    answered = KeyAnswered(actor=tx.worker, holder=claim.holder)
     if current is not None and current.state is CallState.ADMITTED:
         state, stage = settled_state(claim)
-        data.update(settled=state.value, stage=stage, started_at=s.started_at)
-    tx.append(f"idempotency.{claim.kind.value}", s.run_id, s.call_id, data)
+        answered = KeyAnswered(
+            actor=tx.worker,
+            holder=claim.holder,
+            settled=state.value,
+            stage=stage,
+            started_at=s.started_at,
+        )
+    tx.append(f"idempotency.{claim.kind.value}", s.run_id, s.call_id, answered.encode())
     return claim
 
 
@@ -268,7 +270,8 @@ def _finish(tx: Transaction, f: AttemptFinish) -> bool:
     current = tx.call(f.run_id, f.call_id)
     if not may_finish(current.state if current is not None else None, f.outcome):
         return False
-    tx.append(f"attempt.{f.outcome.status}", f.run_id, f.call_id, finished_data(f, tx.worker))
+    ended = AttemptEnded.of(f, tx.worker)
+    tx.append(f"attempt.{f.outcome.status}", f.run_id, f.call_id, ended.encode())
     return True
 
 
@@ -398,7 +401,7 @@ def _checked(tx: Transaction, row: ApprovalRequest) -> ApprovalRequest | None:
         _K.APPROVAL_FORGED,
         row.run_id,
         row.call_id,
-        {"actor": tx.worker, "approval_id": row.id, "problem": problem},
+        ApprovalForged(actor=tx.worker, approval_id=row.id, problem=problem).encode(),
     )
     if truth is not None and truth != row:
         tx.put_approval(truth)
@@ -481,9 +484,9 @@ def _run_open(
     if found is not None and found != owner:
         return found
     if found is None:
-        tx.append(_K.RUN_OPENED, run_id, None, {"actor": owner})
+        tx.append(_K.RUN_OPENED, run_id, None, RunOpened(actor=owner).encode())
     for kind, data in facts:
-        tx.append(kind, run_id, None, {**data, "actor": owner})
+        tx.append(kind, run_id, None, RunOpened(actor=owner).encode(data))
     return None
 
 
@@ -491,7 +494,7 @@ def _owner(tx: Transaction, run_id: str) -> str | None:
     """Who owns ``run_id`` by the journal (this transaction's own records included)."""
     for rec in reversed(tx.appended):
         if rec.run_id == run_id and rec.kind == _K.RUN_OPENED:
-            return str(rec.data.get("actor"))
+            return RunOpened.decode(rec.data).actor
     tx.catch_up()
     assert tx.truth is not None
     found = tx.truth.state.owners.get(run_id)
@@ -513,9 +516,8 @@ def _release(tx: Transaction, payload: tuple[str, str]) -> bool:
     row = tx.approval(approval_id)
     if row is None or row.status is not ApprovalStatus.USED or row.used_by != used_by:
         return False
-    tx.append(
-        _K.APPROVAL_RELEASED, row.run_id, row.call_id, {"approval_id": approval_id, "by": used_by}
-    )
+    released = Released(approval_id=approval_id, by=used_by)
+    tx.append(_K.APPROVAL_RELEASED, row.run_id, row.call_id, released.encode())
     return True
 
 
@@ -598,7 +600,7 @@ def _checkpoint(tx: Transaction, actor: str) -> int:
         heads = truth.unbound(below=drawn[0] if drawn else None)
     if not heads:
         return 0
-    tx.append(CHECKPOINT, "", None, heads_data(heads, actor))
+    tx.append(CHECKPOINT, "", None, Checkpoint.of(heads, actor).encode())
     if truth is None:
         for chain, seq, _ in heads:
             tx.emit(BIND_CHAIN, (chain, seq))

@@ -1,0 +1,420 @@
+"""What each kind of journal record holds: one dataclass per kind, its encoder and its
+decoder side by side.
+
+``encode`` builds the record's data exactly as it has always been stored (the SQL ledgers
+keep the fields in the order written here, so the text their hashes cover never changes;
+`tests/ledger/test_record_data.py` pins every kind's text). ``decode`` reads stored data
+back as leniently as the fold always has: a missing field takes its default, so an edited
+record is read (and reported by its hash) rather than raising where the fold did not.
+
+The data of approval records is built by `callgate.approvals` (``requested_data``,
+``decided_data``, ``used_data``), a layer below the ledger that the in-memory approval
+store writes through; the fold reads it back here (`ApprovalRequested.decode`, ...).
+The ``migrated.*`` records of a migration are written and read by
+`callgate.ledger.migrate` and `callgate.ledger.journal`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from callgate.ledger.base import AttemptFinish, AttemptStart, CallRecord, Outcome
+
+__all__ = [
+    "ApprovalForged",
+    "AttemptEnded",
+    "AttemptStarted",
+    "Checkpoint",
+    "Decision",
+    "KeyAnswered",
+    "KeyForged",
+    "Released",
+    "RunOpened",
+    "number_or",
+]
+
+
+def number_or(value: Any, default: float) -> float:
+    """A stored time: ``value`` when it is a number, else ``default`` (the record's time)."""
+    return float(value) if isinstance(value, int | float) else default
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decision:
+    """A ``call.<proposed|rejected|pending|admitted>`` record: the whole decision."""
+
+    actor: str
+    tool: str
+    tool_version: str | None
+    arguments: str
+    stage: str
+    decided_by: str | None
+    effects: tuple[str, ...]
+    approval_id: str | None
+    message: str
+    request_hash: str | None
+    idempotency_key: str | None
+    created_at: float
+    updated_at: float
+
+    @classmethod
+    def of(cls, r: CallRecord, at: float) -> Decision:
+        """The decision in call record ``r``, made at ``at`` (when ``r`` has no time)."""
+        return cls(
+            actor=r.principal,
+            tool=r.tool,
+            tool_version=r.tool_version,
+            arguments=r.arguments,
+            stage=r.stage,
+            decided_by=r.decided_by,
+            effects=r.effects,
+            approval_id=r.approval_id,
+            message=r.message,
+            request_hash=r.request_hash,
+            idempotency_key=r.idempotency_key,
+            created_at=r.created_at,
+            updated_at=r.updated_at or at,
+        )
+
+    def encode(self) -> dict[str, Any]:
+        return {
+            "actor": self.actor,
+            "tool": self.tool,
+            "tool_version": self.tool_version,
+            "arguments": self.arguments,
+            "stage": self.stage,
+            "decided_by": self.decided_by,
+            "effects": list(self.effects),
+            "approval_id": self.approval_id,
+            "message": self.message,
+            "request_hash": self.request_hash,
+            "idempotency_key": self.idempotency_key,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+        }
+
+    @classmethod
+    def decode(cls, d: Mapping[str, Any], at: float) -> Decision:
+        """``d`` read back; times that are not numbers are the record's time ``at``."""
+        get = d.get
+        return cls(
+            actor=str(get("actor")),
+            tool=str(get("tool")),
+            tool_version=get("tool_version"),
+            arguments=str(get("arguments")),
+            stage=str(get("stage")),
+            decided_by=get("decided_by"),
+            effects=tuple(get("effects") or ()),
+            approval_id=get("approval_id"),
+            message=str(get("message") or ""),
+            request_hash=get("request_hash"),
+            idempotency_key=get("idempotency_key"),
+            created_at=number_or(get("created_at"), at),
+            updated_at=number_or(get("updated_at"), at),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttemptStarted:
+    """An ``attempt.started`` record; for a side effect, the key it takes and what it spends
+    of each budget (`callgate.ledger.budgets`)."""
+
+    actor: str
+    attempt: int
+    idempotency_key: str
+    request_hash: str
+    tool_version: str
+    started_at: float
+    key_expires_at: float
+    side_effecting: bool
+    budgets: tuple[tuple[str, float], ...] = ()
+    """(budget key, amount): stored only when there are any."""
+
+    @classmethod
+    def of(cls, s: AttemptStart, worker: str) -> AttemptStarted:
+        return cls(
+            actor=worker,
+            attempt=s.attempt,
+            idempotency_key=s.idempotency_key,
+            request_hash=s.request_hash,
+            tool_version=s.tool_version,
+            started_at=s.started_at,
+            key_expires_at=s.key_expires_at,
+            side_effecting=s.side_effecting,
+            budgets=tuple((key, amount) for key, amount, _ in s.budgets),
+        )
+
+    def encode(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "actor": self.actor,
+            "attempt": self.attempt,
+            "idempotency_key": self.idempotency_key,
+            "request_hash": self.request_hash,
+            "tool_version": self.tool_version,
+            "started_at": self.started_at,
+            "key_expires_at": self.key_expires_at,
+            "side_effecting": self.side_effecting,
+        }
+        if self.budgets:
+            data["budgets"] = [[key, amount] for key, amount in self.budgets]
+        return data
+
+    @classmethod
+    def decode(cls, d: Mapping[str, Any], at: float) -> AttemptStarted:
+        get = d.get
+        return cls(
+            actor=str(get("actor") or ""),
+            attempt=int(get("attempt") or 1),
+            idempotency_key=str(get("idempotency_key")),
+            request_hash=str(get("request_hash")),
+            tool_version=str(get("tool_version")),
+            started_at=number_or(get("started_at"), at),
+            key_expires_at=float(get("key_expires_at") or 0.0),
+            side_effecting=bool(get("side_effecting", True)),
+            budgets=_charges(get("budgets")),
+        )
+
+
+def _charges(value: Any) -> tuple[tuple[str, float], ...]:
+    """Stored budget charges ``[[key, amount], ...]``; anything else (an edit) is none."""
+    if not isinstance(value, list):
+        return ()
+    try:
+        return tuple((str(key), float(amount)) for key, amount in value)
+    except (TypeError, ValueError):
+        return ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttemptEnded:
+    """An ``attempt.<ok|error|unknown>`` record: the whole outcome, content included, who
+    settled it and the evidence it left."""
+
+    actor: str
+    attempt: int
+    status: str
+    stage: str
+    error: str | None
+    reconciled: bool
+    transaction_id: str | None
+    evidence_id: str | None
+    note: str | None
+    """A person's note for a manual resolution: stored only when there is one."""
+    content: str
+    finished_at: float
+    idempotency_key: str
+
+    @classmethod
+    def of(cls, f: AttemptFinish, worker: str) -> AttemptEnded:
+        o = f.outcome
+        return cls(
+            actor=f.actor or worker,
+            attempt=f.attempt,
+            status=o.status,
+            stage=o.stage,
+            error=o.error,
+            reconciled=o.reconciled,
+            transaction_id=o.transaction_id,
+            evidence_id=f.call_id if o.status == "ok" else None,
+            note=f.note,
+            content=o.content,
+            finished_at=o.finished_at,
+            idempotency_key=f.idempotency_key,
+        )
+
+    def encode(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "actor": self.actor,
+            "attempt": self.attempt,
+            "status": self.status,
+            "stage": self.stage,
+            "error": self.error,
+            "reconciled": self.reconciled,
+            "transaction_id": self.transaction_id,
+            "evidence_id": self.evidence_id,
+        }
+        if self.note is not None:
+            data["note"] = self.note
+        data["content"] = self.content
+        data["finished_at"] = self.finished_at
+        data["idempotency_key"] = self.idempotency_key
+        return data
+
+    @classmethod
+    def decode(cls, d: Mapping[str, Any], at: float, status: str | None = None) -> AttemptEnded:
+        """``d`` read back; ``status``: the one the record's kind says (else the stored one)."""
+        get = d.get
+        key = get("idempotency_key")
+        note = get("note")
+        return cls(
+            actor=str(get("actor") or ""),
+            attempt=int(get("attempt") or 1),
+            status=str(get("status")) if status is None else status,
+            stage=str(get("stage") or "execute"),
+            error=get("error"),
+            reconciled=bool(get("reconciled")),
+            transaction_id=get("transaction_id"),
+            evidence_id=get("evidence_id"),
+            note=None if note is None else str(note),
+            content=str(get("content") or ""),
+            finished_at=number_or(get("finished_at"), at),
+            idempotency_key=key if isinstance(key, str) else "",
+        )
+
+    @property
+    def outcome(self) -> Outcome:
+        """The outcome it holds."""
+        return Outcome(
+            status=self.status,
+            content=self.content,
+            error=self.error,
+            stage=self.stage,
+            finished_at=self.finished_at,
+            reconciled=self.reconciled,
+            transaction_id=self.transaction_id,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KeyAnswered:
+    """An ``idempotency.<replay|in_progress|conflict|over_budget>`` record: a key (or a
+    budget) answered for another call, which then did not run; an admitted call settles
+    (``settled``) without running."""
+
+    actor: str
+    holder: tuple[str, str] | None
+    settled: str | None = None
+    stage: str = "execute"
+    started_at: float = 0.0
+
+    def encode(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "actor": self.actor,
+            "holder": list(self.holder) if self.holder else None,
+        }
+        if self.settled is not None:
+            data["settled"] = self.settled
+            data["stage"] = self.stage
+            data["started_at"] = self.started_at
+        return data
+
+    @classmethod
+    def decode(cls, d: Mapping[str, Any], at: float) -> KeyAnswered:
+        get = d.get
+        holder = get("holder")
+        settled = get("settled")
+        return cls(
+            actor=str(get("actor") or ""),
+            holder=(str(holder[0]), str(holder[1]))
+            if isinstance(holder, list) and len(holder) == 2
+            else None,
+            settled=settled if isinstance(settled, str) else None,
+            stage=str(get("stage") or "execute"),
+            started_at=number_or(get("started_at"), at),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KeyForged:
+    """An ``idempotency.forged`` record: a key's row differed from the journal."""
+
+    actor: str
+    idempotency_key: str
+    problem: str
+
+    def encode(self) -> dict[str, Any]:
+        return {
+            "actor": self.actor,
+            "idempotency_key": self.idempotency_key,
+            "problem": self.problem,
+        }
+
+    @classmethod
+    def decode(cls, d: Mapping[str, Any]) -> KeyForged:
+        return cls(
+            actor=str(d.get("actor") or ""),
+            idempotency_key=str(d.get("idempotency_key")),
+            problem=str(d.get("problem")),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalForged:
+    """An ``approval.forged`` record: an approval's row differed from its records."""
+
+    actor: str
+    approval_id: str
+    problem: str
+
+    def encode(self) -> dict[str, Any]:
+        return {"actor": self.actor, "approval_id": self.approval_id, "problem": self.problem}
+
+    @classmethod
+    def decode(cls, d: Mapping[str, Any]) -> ApprovalForged:
+        return cls(
+            actor=str(d.get("actor") or ""),
+            approval_id=str(d.get("approval_id")),
+            problem=str(d.get("problem")),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Released:
+    """An ``approval.released`` record: a used approval given back by the call that took
+    it (``by``), whose handler never ran."""
+
+    approval_id: str
+    by: str
+
+    def encode(self) -> dict[str, Any]:
+        return {"approval_id": self.approval_id, "by": self.by}
+
+    @classmethod
+    def decode(cls, d: Mapping[str, Any]) -> Released:
+        return cls(approval_id=str(d.get("approval_id")), by=str(d.get("by")))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunOpened:
+    """A ``run.opened`` record (who owns the run id), and the ``actor`` every other
+    ``run.*`` record (``run.intent``, ``run.trusted``, ``run.exposed``) adds to its facts."""
+
+    actor: str
+
+    def encode(self, facts: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """``{"actor": ...}``, or a fact's data with the owner added last."""
+        return {"actor": self.actor} if facts is None else {**facts, "actor": self.actor}
+
+    @classmethod
+    def decode(cls, d: Mapping[str, Any]) -> RunOpened:
+        return cls(actor=str(d.get("actor")))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Checkpoint:
+    """A ``journal.checkpoint`` record: the heads ``[chain, seq, hash]`` it binds
+    (`callgate.ledger.chains`), sorted."""
+
+    actor: str
+    heads: tuple[tuple[str, int, str], ...]
+
+    @classmethod
+    def of(cls, rows: Sequence[tuple[str, int, str]], actor: str) -> Checkpoint:
+        return cls(actor=actor, heads=tuple(sorted(rows)))
+
+    def encode(self) -> dict[str, Any]:
+        return {"actor": self.actor, "heads": [[c, s, h] for c, s, h in self.heads]}
+
+    @classmethod
+    def decode(cls, d: Mapping[str, Any]) -> Checkpoint:
+        """The heads read back; an entry that is not ``[chain, seq, hash]`` raises
+        ValueError (TypeError for one that is not a list)."""
+        found = []
+        for entry in d.get("heads") or ():
+            chain, seq, h = entry
+            if not isinstance(chain, str) or not isinstance(h, str):
+                raise ValueError("a head entry is not [chain, seq, hash]")
+            found.append((chain, int(seq), h))
+        return cls(actor=str(d.get("actor") or ""), heads=tuple(found))
