@@ -305,13 +305,15 @@ class KeyAnswered:
         get = d.get
         holder = get("holder")
         settled = get("settled")
+        if not isinstance(settled, str):  # the call did not settle: nothing more is kept
+            settled, at = None, 0.0
         return cls(
             actor=str(get("actor") or ""),
             holder=(str(holder[0]), str(holder[1]))
             if isinstance(holder, list) and len(holder) == 2
             else None,
-            settled=settled if isinstance(settled, str) else None,
-            stage=str(get("stage") or "execute"),
+            settled=settled,
+            stage=str(get("stage") or "execute") if settled else "execute",
             started_at=number_or(get("started_at"), at),
         )
 
