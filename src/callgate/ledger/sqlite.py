@@ -38,9 +38,10 @@ from typing import Any
 from callgate.ledger.base import LedgerError
 from callgate.ledger.migrate import MIGRATION_HOOKS
 from callgate.ledger.sql import SqlLedger
-from callgate.ledger.sql_dialects import SqliteDialect
+from callgate.ledger.sql_dialects import Dialect
 from callgate.ledger.sql_schema import SCHEMA_VERSION, apply_migrations
 from callgate.ledger.sql_writes import Item, Transaction, run_items
+from callgate.ledger.sqlite_dialect import SqliteDialect
 from callgate.ledger.storable import is_unstorable
 
 __all__ = ["DEFAULT_PATH", "SQLiteLedger"]
@@ -67,7 +68,9 @@ _TYPES = {
     "journal_xid_index": "",
     "journal_seq": "",
 }
-_DIALECT = SqliteDialect()
+_DIALECT = Dialect()
+"""The dialect of migrations (which read everything); transactions use the ledger's own
+`SqliteDialect`, which remembers what its last one left."""
 
 
 _TABLES = ("schema_version", "calls", "idempotency_keys", "journal", "approvals", "chains")
@@ -105,6 +108,7 @@ class SQLiteLedger(SqlLedger):
     ) -> None:
         super().__init__(worker=worker, chain_key=chain_key)
         self._truth.dense = True  # one writer at a time numbers records without gaps
+        self._dialect = SqliteDialect(self._rows)
         self.path = os.fspath(path)
         self.read_only = read_only
         if read_only:
@@ -235,11 +239,14 @@ class SQLiteLedger(SqlLedger):
             cur = self._cur
             try:
                 cur.execute("BEGIN IMMEDIATE")
-                tx = Transaction(cur, _DIALECT, self.worker, self._rows, self._truth)
+                self._dialect.begin(cur, self._conn.total_changes)
+                tx = Transaction(cur, self._dialect, self.worker, self._rows, self._truth)
                 results = run_items(tx, [*deferred, *items])
                 cur.execute("COMMIT")
+                self._dialect.committed(tx.appended, self._conn.total_changes)
                 self._unbound += tx.committed()
             except BaseException as exc:
+                self._dialect.forget()
                 self._rows.clear()  # rows changed in place by a transaction that failed
                 if self._conn.in_transaction:
                     cur.execute("ROLLBACK")
