@@ -5,8 +5,9 @@ trip as the locks (`callgate.ledger.sql_dialects` says what the dialects share).
 
 from __future__ import annotations
 
+import functools
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from callgate.ledger.sql_dialects import _ROOT, Dialect, Opened, _root
@@ -39,23 +40,35 @@ class PostgresDialect(Dialect):
         since: int | None,
         root: bool = False,
     ) -> Opened:
-        # One text of several statements (client-side binding, `psycopg.ClientCursor`):
-        # one round trip. They run in order, so the numbers are drawn and the rows read
-        # after the locks are granted.
+        # One round trip: on a connection in pipeline mode, every statement is sent before
+        # the first result is read (`callgate.ledger.pg_pipeline`); else one text of
+        # several statements (client-side binding, `psycopg.ClientCursor`). They run in
+        # order, so the numbers are drawn and the rows read after the locks are granted.
         mogrify = getattr(cur, "mogrify", None)
+        submit = getattr(cur, "submit", None)
         parts: list[tuple[str | None, str, Sequence[Any] | None]] = [
             (None, text, params) for text, params in prelude
         ]
+        # One row asked for: a statement of one row (a plan cached once is as good as one
+        # made for the value; one for a list of values is not, so it is planned each time).
         if names:
-            parts.append((None, _LOCK, (sorted({_lock_id(n) for n in names}),)))
+            ids = sorted({_lock_id(n) for n in names})
+            parts.append((None, _LOCK_ONE, ids) if len(ids) == 1 else (None, _LOCK, (ids,)))
         if chains:
-            parts.append(("heads", _LOCK_HEADS, (list(chains),)))
+            one = len(chains) == 1
+            parts.append(
+                ("heads", _LOCK_HEAD, chains) if one else ("heads", _LOCK_HEADS, (list(chains),))
+            )
         if numbers:
-            parts.append(("numbers", _NUMBERS, (numbers,)))
+            parts.append(("numbers", _numbers(numbers), None))
         if calls:
-            parts.append(("calls", _CALLS, ([c[0] for c in calls], [c[1] for c in calls])))
+            if len(calls) == 1:
+                parts.append(("calls", _CALL, calls[0]))
+            else:
+                runs, named = _distinct(c[0] for c in calls), _distinct(c[1] for c in calls)
+                parts.append(("calls", _CALLS, (runs, named)))
         if keys:
-            parts.append(("keys", _KEYS, (list(keys),)))
+            parts.append(("keys", _KEY, keys) if len(keys) == 1 else ("keys", _KEYS, (list(keys),)))
         if since != -1:
             if since is None:
                 parts.append(("chain_rows", CHAIN_HEADS, None))
@@ -63,7 +76,15 @@ class PostgresDialect(Dialect):
         if root:
             parts.append(("root", _ROOT, None))
         got: dict[str, list[Any]] = {}
-        if mogrify is None:  # a plain cursor (a migration): one statement at a time
+        if submit is not None:
+            sent = [
+                (label, submit(text, params, prepare=text is not _SINCE))
+                for label, text, params in parts
+            ]
+            for label, result in sent:
+                if label is not None:
+                    got[label] = list(result.fetchall())
+        elif mogrify is None:  # a plain cursor (a migration): one statement at a time
             for label, text, params in parts:
                 cur.execute(text, params)
                 if label is not None:
@@ -91,12 +112,13 @@ class PostgresDialect(Dialect):
             read, chain_rows = None, None
         else:
             heads = {str(c): (int(s_), str(h)) for c, s_, h in rows if int(s_) > 0}
-        prefetched = mogrify is not None
+        prefetched = mogrify is not None or submit is not None
+        wanted = set(calls)
         return Opened(
             heads,
             prefetched,
             drawn,
-            got.get("calls", []),
+            [r for r in got.get("calls", []) if (r[0], r[1]) in wanted],
             got.get("keys", []),
             read if prefetched else None,
             chain_rows if prefetched else None,
@@ -131,7 +153,7 @@ class PostgresDialect(Dialect):
         return self._heads(cur, chains, cur.fetchall())
 
     def numbers(self, cur: Cursor, count: int, last: int | None) -> list[int]:
-        cur.execute(_NUMBERS, (count,))
+        cur.execute(_numbers(count))
         return sorted(int(r[0]) for r in cur.fetchall())
 
     def since(self, cur: Cursor, mark: int | None) -> tuple[list[Any], int | None]:
@@ -149,11 +171,22 @@ class PostgresDialect(Dialect):
 
 _LOCK = "SELECT pg_advisory_xact_lock(x) FROM unnest(%s::bigint[]) AS x"
 _LOCK_HEADS = "SELECT chain, seq, hash FROM chains WHERE chain = ANY(%s) ORDER BY chain FOR UPDATE"
-_NUMBERS = "SELECT nextval('journal_seq') FROM generate_series(1, %s)"
-_CALLS = (
-    f"SELECT {CALL_COLUMNS} FROM calls WHERE (run_id, call_id) IN "
-    "(SELECT * FROM unnest(%s::text[], %s::text[]))"
-)
+_LOCK_ONE = "SELECT pg_advisory_xact_lock(%s::bigint)"
+_LOCK_HEAD = "SELECT chain, seq, hash FROM chains WHERE chain = %s FOR UPDATE"
+_CALL = f"SELECT {CALL_COLUMNS} FROM calls WHERE run_id = %s AND call_id = %s"
+_KEY = f"SELECT {KEY_COLUMNS} FROM idempotency_keys WHERE key = %s"
+
+
+@functools.lru_cache(maxsize=256)
+def _numbers(count: int) -> str:
+    """Draw ``count`` record numbers (the count in the text: the plan knows how many)."""
+    return f"SELECT nextval('journal_seq') FROM generate_series(1, {int(count)})"
+
+
+_CALLS = f"SELECT {CALL_COLUMNS} FROM calls WHERE run_id = ANY(%s) AND call_id = ANY(%s)"
+"""The rows of the calls asked for (and of any other pair of their run and call ids, which
+`PostgresDialect.open` drops): a probe of the primary key, whatever the plan's estimate
+of the number of pairs (a join against ``unnest`` of a parameter may scan the table)."""
 _KEYS = f"SELECT {KEY_COLUMNS} FROM idempotency_keys WHERE key = ANY(%s)"
 # Every transaction older than the snapshot's xmin has ended: what it wrote is read now or
 # was read before; rows of younger ones are read again next time (and skipped by number if
@@ -163,6 +196,10 @@ _SINCE = (
     "SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, "
     "pg_snapshot_xmin(pg_current_snapshot())::text "
 )
+
+
+def _distinct(values: Iterable[str]) -> list[str]:
+    return sorted(set(values))
 
 
 def _since_rows(rows: Sequence[Any], mark: int | None) -> tuple[list[Any], int | None]:

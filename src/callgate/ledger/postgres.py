@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from callgate.ledger.base import LedgerError
 from callgate.ledger.migrate import MIGRATION_HOOKS
 from callgate.ledger.pg_dialect import PostgresDialect
+from callgate.ledger.pg_pipeline import PipelineCursor
 from callgate.ledger.sql import SqlLedger
 from callgate.ledger.sql_schema import SCHEMA_VERSION, apply_migrations
 from callgate.ledger.sql_writes import Item, Transaction, run_items
@@ -94,6 +95,10 @@ class PostgresLedger(SqlLedger):
             reached or read raises `LedgerError` caused by the driver's error.
             Writes fail.
         chain_key: the key of a keyed journal, as for `SQLiteLedger`.
+        prepare: prepare each statement of a write transaction on its first use in a
+            session (the server parses and plans it once per connection). Pass False
+            behind a pooler in transaction mode that does not keep prepared statements
+            (PgBouncer before 1.21, or without ``max_prepared_statements``).
     """
 
     def __init__(
@@ -106,6 +111,7 @@ class PostgresLedger(SqlLedger):
         timeout: float = 10.0,
         read_only: bool = False,
         chain_key: bytes | str | None = None,
+        prepare: bool = True,
     ) -> None:
         super().__init__(worker=worker, chain_key=chain_key)
         self.read_only = read_only
@@ -118,6 +124,8 @@ class PostgresLedger(SqlLedger):
                 "PostgresLedger needs psycopg 3 and psycopg-pool: pip install 'callgate[postgres]'"
             ) from exc
         self._psycopg = psycopg
+        self._prepare = prepare
+        self._pipelined = psycopg.Pipeline.is_supported()
         self._errors = (psycopg.Error, psycopg_pool.PoolTimeout)
         self._transient = (psycopg.OperationalError, psycopg_pool.PoolTimeout)
         self._pool = psycopg_pool.ConnectionPool(
@@ -125,7 +133,9 @@ class PostgresLedger(SqlLedger):
             min_size=min_size,
             max_size=max_size,
             timeout=timeout,
-            kwargs={"autocommit": True},
+            # prepare=False: not even the reads run five times are prepared (psycopg's
+            # prepare_threshold), as a pooler without prepared statements needs.
+            kwargs={"autocommit": True, **({} if prepare else {"prepare_threshold": None})},
             configure=_read_only_session if read_only else None,
             open=False,
             name="callgate-ledger",
@@ -194,21 +204,38 @@ class PostgresLedger(SqlLedger):
         with self._tx_lock:
             deferred = self._take_deferred()
             try:
-                # One text of several statements per round trip (client-side binding):
-                # the locks and the reads in one, the writes and the commit in the other.
+                # Two round trips: the locks and the reads in one, the writes and the
+                # commit in the other.
                 with self._pool.connection() as conn:
-                    cur = self._psycopg.ClientCursor(conn)
-                    tx = Transaction(
-                        cur,
-                        _DIALECT,
-                        self.worker,
-                        self._rows,
-                        self._truth,
-                        prelude=_DURABLE if durable else _LIGHT,
-                    )
+                    prelude = _DURABLE if durable else _LIGHT
                     try:
-                        results = run_items(tx, [*deferred, *items])
-                        tx.finish("COMMIT")
+                        if self._pipelined:
+                            # Statements bound on the server and prepared once per session;
+                            # the pipeline's end (a Sync) waits for the COMMIT.
+                            with conn.pipeline():
+                                cur = PipelineCursor(conn, prepare=self._prepare)
+                                tx = Transaction(
+                                    cur,
+                                    _DIALECT,
+                                    self.worker,
+                                    self._rows,
+                                    self._truth,
+                                    prelude=prelude,
+                                )
+                                results = run_items(tx, [*deferred, *items])
+                                tx.finish("COMMIT")
+                        else:  # a libpq without pipeline mode: one text per round trip
+                            client = self._psycopg.ClientCursor(conn)
+                            tx = Transaction(
+                                client,
+                                _DIALECT,
+                                self.worker,
+                                self._rows,
+                                self._truth,
+                                prelude=prelude,
+                            )
+                            results = run_items(tx, [*deferred, *items])
+                            tx.finish("COMMIT")
                     except BaseException:
                         with contextlib.suppress(Exception):
                             conn.rollback()

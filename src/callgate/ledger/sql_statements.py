@@ -121,6 +121,19 @@ UPDATE_CALL_STATUS = (
 )
 
 
+@functools.lru_cache(maxsize=256)
+def with_statements(statements: tuple[str, ...]) -> str:
+    """Data-modifying statements as one (PostgreSQL: the first ones as ``WITH`` parts of the
+    last), their placeholders in the same order. They run on one snapshot, so none may
+    read what another writes, nor change a row another changes: a transaction's writes are
+    one statement per table and row."""
+    *first, last = statements
+    if not first:
+        return last
+    parts = ", ".join(f"w{i} AS ({text})" for i, text in enumerate(first))
+    return f"WITH {parts} {last}"
+
+
 @functools.cache
 def insert_orphans(rows: int) -> str:
     return f"INSERT INTO journal_orphans (run_id, call_id, seq) VALUES {values(3, rows)}"

@@ -42,7 +42,6 @@ from callgate.ledger.sql_statements import (
     CHAIN_HEADS,
     CHUNK,
     HEAD,
-    JSON_UPDATE_CALL_STATUS,
     NEWEST_RECORD,
     RESET_INDEXES,
     SELECT_APPROVAL,
@@ -51,7 +50,6 @@ from callgate.ledger.sql_statements import (
     SELECT_LEGACY_RECORD,
     SELECT_RECORD,
     SET_HEAD,
-    STATUS_COLUMNS,
     UPDATE_CALL_STATUS,
     insert_journal,
     insert_legacy_journal,
@@ -61,6 +59,7 @@ from callgate.ledger.sql_statements import (
     upsert_calls,
     upsert_chains,
     upsert_keys,
+    with_statements,
 )
 from callgate.ledger.truth import JournalTruth
 
@@ -109,6 +108,7 @@ class Transaction:
         "_dirty_calls",
         "_dirty_keys",
         "_heads",
+        "_json",
         "_keys",
         "_last_number",
         "_legacy",
@@ -118,11 +118,13 @@ class Transaction:
         "_orphans",
         "_pending",
         "_plan",
+        "_queue",
         "_records",
         "_rooted",
         "_since",
         "_status_calls",
         "_valid",
+        "_writes",
         "chain_key",
         "cur",
         "sql",
@@ -142,15 +144,25 @@ class Transaction:
         prelude: Sequence[str] = (),
     ) -> None:
         self.cur = cur
-        self._pending: list[tuple[str, Sequence[Any]]] = [(text, ()) for text in prelude]
+        self._pending: list[tuple[str, Sequence[Any]]] = []
         """Statements to send with the next one (a dialect that batches: PostgreSQL)."""
         self._batches = sql.batches and hasattr(cur, "mogrify")
+        """Whether statements are sent as one text per round trip (client-side binding)."""
+        self._queue: Callable[[str, Sequence[Any]], None] | None = getattr(cur, "queue", None)
+        """How a statement whose result is not read is sent without waiting (a cursor on a
+        connection in pipeline mode: `callgate.ledger.pg_pipeline.PipelineCursor`)."""
+        self._json = sql.batches and (self._batches or self._queue is not None)
+        """Whether a table's rows go as one JSON parameter (`json_rows`)."""
+        self._writes: list[tuple[str, Sequence[Any]]] | None = None
+        """The statements of `write`, sent as one (`with_statements`) on a pipeline."""
         self.truth = truth
         """The journal's own keys and approvals (`callgate.ledger.truth`): None only for a
         migration, which decides nothing."""
         self.chain_key = truth.chain_key if truth is not None else None
         self.sql = sql
         self.worker = worker
+        for text in prelude:  # sent with the first statement that waits
+            self.emit(text)
         self._legacy = legacy
         """The data step of migration 3: one chain, its head in the journal's head row."""
         self._cache = cache
@@ -211,8 +223,12 @@ class Transaction:
     def emit(self, statement: str, params: Sequence[Any] = ()) -> None:
         """A statement whose result is not read: batched with the next one where the dialect
         batches (one round trip for a transaction's writes and its commit)."""
-        if self._batches:
+        if self._writes is not None:
+            self._writes.append((self.sql(statement), params))
+        elif self._batches:
             self._pending.append((self.sql(statement), params))
+        elif self._queue is not None:
+            self._queue(self.sql(statement), params)
         else:
             self.cur.execute(self.sql(statement), params)
 
@@ -222,7 +238,11 @@ class Transaction:
             self.cur.execute(self._text())
 
     def finish(self, last: str) -> None:
-        """Send the batched statements and ``last`` (``COMMIT``) in one round trip."""
+        """Send the batched statements and ``last`` (``COMMIT``) in one round trip (on a
+        pipeline: queue ``last``; the pipeline's end waits for it)."""
+        if not self._batches:
+            self.emit(last)
+            return
         self._pending.append((last, ()))
         self.cur.execute(self._text())
 
@@ -481,10 +501,25 @@ class Transaction:
         return self._appended
 
     def write(self) -> None:
-        """Write the records and the changed rows, and move the chains' heads."""
-        records = self._records
-        if not records:
+        """Write the records and the changed rows, and move the chains' heads (on a
+        pipeline: as one statement, each table's write a data-modifying ``WITH`` part)."""
+        if not self._records:
             return
+        if self._queue is None or self._legacy:
+            self._write()
+            return
+        self._writes = []
+        try:
+            self._write()
+            writes = self._writes
+        finally:
+            self._writes = None
+        if writes:
+            text = with_statements(tuple(t for t, _ in writes))
+            self._queue(text, [v for _, params in writes for v in params])
+
+    def _write(self) -> None:
+        records = self._records
         if self._legacy:
             for chunk in _chunks([r[:8] for r in map(_journal_row, records)]):
                 self._rows(insert_legacy_journal(len(chunk)), chunk)
@@ -507,8 +542,9 @@ class Transaction:
                 )
                 for c in self._status_calls.values()
             ]
-            if self._batches:
-                self.emit(JSON_UPDATE_CALL_STATUS, (_json(STATUS_COLUMNS, rows),))
+            if self._json:  # one row each: an index probe, not a join over a JSON set
+                for row in rows:
+                    self.emit(UPDATE_CALL_STATUS, row)
             elif len(rows) == 1:
                 self.x(UPDATE_CALL_STATUS, rows[0])
             else:
@@ -538,7 +574,7 @@ class Transaction:
             self._rows(statement(len(chunk)), chunk)
 
     def _rows(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
-        if self._batches:  # one JSON parameter, not one per value (bound client-side)
+        if self._json:  # one JSON parameter, not one per value; one text whatever the rows
             text, names = json_rows(statement)
             self.emit(text, (_json(names, rows),))
             return
