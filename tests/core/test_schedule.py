@@ -691,17 +691,25 @@ def _thread_registry() -> Registry:
 
 
 @pytest.mark.sync_driver
-def test_lone_sync_call_runs_in_the_calling_thread_under_submit_only() -> None:
-    """``submit``: no thread hop. ``asubmit``: a worker thread, never the event loop's."""
+def test_lone_sync_call_leaves_the_loop_thread_only_when_the_loop_has_other_work() -> None:
+    """``submit``: no thread hop. ``asubmit``: in place on an idle loop (nothing to hold
+    up), a worker thread while another task is on the loop."""
     run = Gate(_thread_registry()).run(authority=AUTH)
     [obs] = run.submit([ToolCall(id="a", name="where", arguments={"k": "x"})])
     assert obs.result == threading.get_ident()
 
-    async def main() -> Observation:
+    async def alone() -> Observation:
         [o] = await run.asubmit([ToolCall(id="b", name="where", arguments={"k": "x"})])
         return o
 
-    assert anyio.run(main).result != threading.get_ident()
+    async def beside_another_task() -> Observation:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(anyio.sleep, 0.01)
+            [o] = await run.asubmit([ToolCall(id="c", name="where", arguments={"k": "x"})])
+        return o
+
+    assert anyio.run(alone).result == threading.get_ident()
+    assert anyio.run(beside_another_task).result != threading.get_ident()
 
 
 def test_several_sync_calls_run_concurrently_in_worker_threads() -> None:

@@ -50,6 +50,7 @@ from callgate.ledger.base import (
     default_worker,
 )
 from callgate.ledger.chains import ANCHOR, CHECKPOINT_RECORDS, verify_chains
+from callgate.ledger.idle_loop import loop_idle
 from callgate.ledger.journal import attempts_from, changes_state
 from callgate.ledger.sql_schema import (
     HEAD_SEQ,
@@ -294,18 +295,24 @@ class SqlLedger(Ledger):
     async def _grouped(self, item: Item, *, durable: bool) -> Any:
         """Apply ``item`` in the next shared transaction of this event loop; its result.
 
-        The first caller leads: it yields once so that concurrent callers can
-        queue, then commits everything queued, in a worker thread, again and
-        again until the queue is empty; a lone caller (nobody queued with it)
-        commits on its own thread, as `submit` does, so that ``asubmit`` never
-        costs a lone call more than ``submit``. Callers arriving during a commit join
-        the next one. Waiting is shielded from cancellation: the item is in a
-        transaction already, so its caller must learn the result.
+        On an idle loop (`loop_idle`: no other task, timer, callback or watched file)
+        nobody can join, so the item commits at once on the caller's thread, exactly
+        as the sync form does: ``asubmit`` costs a lone call no more than ``submit``.
+        Otherwise the first caller leads: it yields once so that concurrent callers
+        can queue, then commits everything queued, in a worker thread, again and
+        again until the queue is empty; a caller that found nobody queued with it
+        commits on its own thread (a hop would only add its cost). Callers arriving
+        during a commit join the next one. Waiting is shielded from cancellation: the
+        item is in a transaction already, so its caller must learn the result.
         """
         ident = threading.get_ident()
         group = self._groups.get(ident)
         if group is None:
             group = self._groups.setdefault(ident, _Group())
+        if not group.leading and loop_idle():
+            # Nothing else on this loop can queue with it, or be held up by it: commit in
+            # place, as the sync form does (no yield, no thread hop, no second try).
+            return self._transact((item,), durable=durable)[0]
         waiter = _Waiter(item, durable)
         group.queue.append(waiter)
         with anyio.CancelScope(shield=True):
