@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 from callgate.ledger.sql_schema import Cursor
 from callgate.ledger.sql_statements import JOURNAL_COLUMNS
 
-__all__ = ["Dialect", "Opened", "SqliteDialect"]
+__all__ = ["Dialect", "Opened"]
 
 _HEADS = "SELECT chain, seq, hash FROM chains WHERE chain IN ({})"
 _ROOT = "SELECT seq, hash FROM chains WHERE chain = 'r:'"
@@ -51,7 +51,9 @@ class Opened(NamedTuple):
 
 
 class Dialect:
-    """SQLite's way (the default); `PostgresDialect` overrides what PostgreSQL does."""
+    """SQLite's way, reading everything from the file (migrations use it as it is);
+    `callgate.ledger.sqlite_dialect.SqliteDialect` adds what a connection's last write
+    transaction left, and `PostgresDialect` overrides what PostgreSQL does."""
 
     name = "sqlite"
     concurrent = False
@@ -133,6 +135,3 @@ class Dialect:
             (root,),
         )
         return [(str(c), int(s), str(h)) for c, s, h in cur.fetchall()]
-
-
-SqliteDialect = Dialect

@@ -239,7 +239,7 @@ class SQLiteLedger(SqlLedger):
             cur = self._cur
             try:
                 cur.execute("BEGIN IMMEDIATE")
-                self._dialect.begin(cur, self._conn.total_changes)
+                self._dialect.begin(self._conn.total_changes)
                 tx = Transaction(cur, self._dialect, self.worker, self._rows, self._truth)
                 results = run_items(tx, [*deferred, *items])
                 cur.execute("COMMIT")

@@ -2,18 +2,25 @@
 
 SQLite has one writer at a time, so after a commit this connection knows the chain heads
 it moved, the last record number and the records it wrote. It skips reading them again
-while nobody else committed since: ``PRAGMA data_version`` (read once per transaction,
-under the write lock) changes whenever another connection, of this process or another,
-committed, and the connection's own ``total_changes`` changes when it wrote outside the
-transactions this dialect saw. Either change, a transaction that failed, or one this
-dialect did not see commit, and everything is read from the file again, as the shared
-`Dialect` does.
+while nobody else committed since: ``PRAGMA data_version`` changes whenever another
+connection, of this process or another, committed, and the connection's own
+``total_changes`` changes when it wrote outside the transactions this dialect saw.
+Either change, a transaction that failed, or one that committed without reading
+``data_version``, and everything is read from the file again, as the shared `Dialect`
+does. ``data_version`` is read once per transaction, before anything remembered is used,
+and under the write lock (``BEGIN IMMEDIATE``), so nobody else commits between that read
+and the commit.
 
 What is skipped, per transaction: the head rows of the chains it locks, the root
 chain's head, ``max(seq)`` (the last record number), and the journal read since the
 truth's mark when the records past it are all this connection's own. The rows of the
-calls and keys a transaction will read are read in one statement per table when that
-replaces several (a batch), as PostgreSQL's dialect does.
+calls and keys a transaction will read are read up front in one statement, together
+with ``data_version`` (``pragma_data_version()``), when that replaces reads of its own
+(a call the row cache lacks, a key; a batch's are one statement, not one each), as
+PostgreSQL's dialect reads them with its locks.
+
+A side-effecting call is then 7 statements per write transaction: ``BEGIN``, that one
+read, one write per table, ``COMMIT`` (``tests/ledger/test_sqlite_statements.py``).
 """
 
 from __future__ import annotations
@@ -37,6 +44,10 @@ KEPT_RECORDS = 4096
 (and reads the journal from the file instead)."""
 _PAIRS = 400
 """Calls (two parameters each) or keys read in one statement."""
+_CALL_WIDTH = len(CALL_COLUMNS.split(","))
+_KEY_WIDTH = len(KEY_COLUMNS.split(","))
+_PAD = {n: ", NULL" * (max(_CALL_WIDTH, _KEY_WIDTH) - n) for n in (1, _CALL_WIDTH, _KEY_WIDTH)}
+"""What pads each part of `SqliteDialect._read` to the widest (its columns after the tag)."""
 
 
 class SqliteDialect(Dialect):
@@ -60,40 +71,64 @@ class SqliteDialect(Dialect):
         self._after: int | None = None
         """`_kept` holds every journal row numbered above this (None: nothing kept)."""
         self._kept: list[tuple[Any, ...]] = []
+        self._pending = False
+        """Whether this transaction has yet to read ``PRAGMA data_version``."""
         self.reads = 0
         """Transactions that found another writer had committed (and so read again)."""
 
     # -- the transaction's frame ------------------------------------------------------
 
-    def begin(self, cur: Cursor, changes: int) -> None:
-        """Right after ``BEGIN IMMEDIATE``: keep what is known only if nobody else
-        committed since this connection's last commit (``changes``: its total_changes)."""
-        cur.execute("PRAGMA data_version")
-        row = cur.fetchone()
-        version = int(row[0])
-        if version != self._version or changes != self._changes:
+    def begin(self, changes: int) -> None:
+        """Right after ``BEGIN IMMEDIATE`` (``changes``: the connection's total_changes).
+        Whether another connection committed since this one's last commit is read with the
+        transaction's first read (`open`, `numbers`, `since`), before anything known is
+        used: under the write lock nobody else commits, so any moment of the transaction
+        tells."""
+        if changes != self._changes:
+            self.forget()
+        self._pending = True
+
+    def _check(self, version: int) -> None:
+        """Keep what is known only if ``PRAGMA data_version`` is where this connection's
+        last write transaction left it."""
+        if version != self._version:
             self.forget()
             self.reads += 1
         self._version = version
+        self._pending = False
+
+    def _ensure(self, cur: Cursor) -> None:
+        """Check `data_version` now, if this transaction has not yet."""
+        if self._pending:
+            cur.execute("PRAGMA data_version")
+            self._check(int(cur.fetchone()[0]))
 
     def committed(self, records: Sequence[AuditRecord], changes: int) -> None:
         """Right after ``COMMIT``: the transaction appended ``records``; the connection's
         total_changes is now ``changes``."""
+        if self._pending:  # never checked: nothing was used, and nothing is known
+            self.forget()
+            return
         self._changes = changes
         if not records:
             return
-        for rec in sorted(records, key=lambda r: r.seq):
-            self._heads[chain_of(rec)] = (rec.seq, rec.hash)
-        top = max(r.seq for r in records)
+        ordered = sorted(records, key=_seq)
+        heads = self._heads
+        for rec in ordered:
+            heads[chain_of(rec)] = (rec.seq, rec.hash)
+        top = ordered[-1].seq
         if self._last is not None:
             self._last = max(self._last, top)
-        if self._after is not None:
-            if len(self._kept) + len(records) > KEPT_RECORDS or any(
-                r.seq <= self._after or r.seq >= HEAD_SEQ for r in records
+        after = self._after
+        if after is not None:
+            if (
+                len(self._kept) + len(ordered) > KEPT_RECORDS
+                or ordered[0].seq <= after
+                or top >= HEAD_SEQ
             ):
                 self._after, self._kept = None, []
             else:
-                self._kept.extend(_journal_row(r) for r in sorted(records, key=lambda r: r.seq))
+                self._kept.extend(map(_journal_row, ordered))
 
     def forget(self) -> None:
         """Know nothing: the next transaction reads everything from the file."""
@@ -118,6 +153,18 @@ class SqliteDialect(Dialect):
     ) -> Opened:
         for text, params in prelude:
             cur.execute(text, params)
+        prefetch = self._worth(calls, keys)
+        call_rows: list[Any] = []
+        key_rows: list[Any] = []
+        if prefetch and len(calls) <= _PAIRS and len(keys) <= _PAIRS:
+            version, call_rows, key_rows = self._read(cur, calls, keys, version=self._pending)
+            if version is not None:
+                self._check(version)
+        else:
+            self._ensure(cur)
+            if prefetch:
+                call_rows = self._read_calls(cur, calls)
+                key_rows = self._read_keys(cur, keys)
         known = self._heads
         unknown = [c for c in chains if c not in known]
         if unknown:
@@ -133,17 +180,12 @@ class SqliteDialect(Dialect):
                 known[ROOT_CHAIN] = (int(rows[0][0]), str(rows[0][1])) if rows else None
             head = known[ROOT_CHAIN]
             found = _root([head]) if head is not None else None
-        if not self._prefetch(heads, calls, keys):
+        if not prefetch:
             return Opened(heads, root=found)
-        return Opened(
-            heads,
-            True,
-            calls=self._read_calls(cur, calls),
-            keys=self._read_keys(cur, keys),
-            root=found,
-        )
+        return Opened(heads, True, calls=call_rows, keys=key_rows, root=found)
 
     def numbers(self, cur: Cursor, count: int, last: int | None) -> list[int]:
+        self._ensure(cur)
         if last is None:
             if self._last is None:
                 cur.execute(f"SELECT max(seq) FROM journal WHERE seq < {HEAD_SEQ}")
@@ -155,6 +197,7 @@ class SqliteDialect(Dialect):
         return list(range(last + 1, last + 1 + count))
 
     def since(self, cur: Cursor, mark: int | None) -> tuple[list[Any], int | None]:
+        self._ensure(cur)
         if mark is not None and self._after is not None and mark >= self._after:
             rows = [r for r in self._kept if r[0] > mark]
             self._after, self._kept = mark, rows  # the reader's mark only moves on
@@ -169,24 +212,66 @@ class SqliteDialect(Dialect):
 
     # -- a batch's rows in one read per table ----------------------------------------------
 
-    def _prefetch(
-        self,
-        heads: dict[str, tuple[int, str]],
-        calls: Sequence[tuple[str, str]],
-        keys: Sequence[str],
-    ) -> bool:
-        """Whether reading the calls' and keys' rows now (one statement per table) costs
-        fewer statements than the transaction reading each (those the row cache lacks)."""
-        if len(calls) + len(keys) < 3:
-            return False
+    def _worth(self, calls: Sequence[tuple[str, str]], keys: Sequence[str]) -> bool:
+        """Whether reading the calls' and keys' rows now, in one statement (with the
+        `data_version` check, if pending), costs fewer statements than the transaction
+        reading each of them that the row cache lacks."""
         lazy = len(keys)
         runs = self._cache.runs if self._cache is not None else {}
+        heads = self._heads
         for run_id, call_id in calls:
             kept = runs.get(run_id)
-            head = heads.get(run_chain(run_id), (0, GENESIS))
-            if kept is None or kept.head != head or call_id not in kept.calls:
-                lazy += 1
-        return (1 if calls else 0) + (1 if keys else 0) < lazy
+            chain = run_chain(run_id)
+            cached = (
+                kept is not None
+                and call_id in kept.calls
+                and chain in heads
+                and kept.head == (heads[chain] or (0, GENESIS))
+            )
+            lazy += not cached
+        return (0 if self._pending else 1) < lazy
+
+    def _read(
+        self,
+        cur: Cursor,
+        calls: Sequence[tuple[str, str]],
+        keys: Sequence[str],
+        *,
+        version: bool,
+    ) -> tuple[int | None, list[Any], list[Any]]:
+        """``data_version`` (if ``version``), the calls' rows and the keys' rows, in one
+        statement (each part tagged by its first column, padded to the widest)."""
+        parts: list[str] = []
+        params: list[Any] = []
+        if version:
+            parts.append(f"SELECT 0, data_version{_PAD[1]} FROM pragma_data_version()")
+        if calls:
+            parts.append(
+                f"SELECT 1, {CALL_COLUMNS}{_PAD[_CALL_WIDTH]} FROM calls WHERE "
+                f"(run_id, call_id) IN (VALUES {', '.join(['(?, ?)'] * len(calls))})"
+            )
+            params.extend(v for pair in calls for v in pair)
+        if keys:
+            parts.append(
+                f"SELECT 2, {KEY_COLUMNS}{_PAD[_KEY_WIDTH]} FROM idempotency_keys WHERE key IN "
+                f"({', '.join('?' * len(keys))})"
+            )
+            params.extend(keys)
+        cur.execute(" UNION ALL ".join(parts), params)
+        found: int | None = None
+        call_rows: list[Any] = []
+        key_rows: list[Any] = []
+        for row in cur.fetchall():
+            tag = row[0]
+            if tag == 0:
+                found = int(row[1])
+            elif tag == 1:
+                call_rows.append(row[1 : 1 + _CALL_WIDTH])
+            else:
+                key_rows.append(row[1 : 1 + _KEY_WIDTH])
+        if version and found is None:  # pragma: no cover - SQLite always answers
+            raise RuntimeError("PRAGMA data_version gave no row")
+        return found, call_rows, key_rows
 
     def _read_calls(self, cur: Cursor, calls: Sequence[tuple[str, str]]) -> list[Any]:
         found: list[Any] = []
@@ -211,6 +296,10 @@ class SqliteDialect(Dialect):
             )
             found.extend(cur.fetchall())
         return found
+
+
+def _seq(r: AuditRecord) -> int:
+    return r.seq
 
 
 def _journal_row(r: AuditRecord) -> tuple[Any, ...]:
