@@ -25,6 +25,10 @@ with none, and the difference is divided by N. A sync of the database file
 marks a checkpoint (copying the WAL back): those are reported apart, doubled
 for the WAL sync that comes with each.
 
+SQLite statements per call (``stmts/call``) are counted with the connection's trace
+callback in a run of their own (a run of N calls less one of N/2): the CPU a durable
+call costs beyond the bare ledger is mostly statements and the Python around them.
+
 Run: ``.venv/bin/python benchmarks/ledger.py`` (about a minute). Targets:
 read-only calls add no synchronous sync; a side-effecting call costs at most
 2 syncs and at most 1.2x the bare ledger; at most 40 µs per call in batches
@@ -64,6 +68,10 @@ BATCH = 16
 REPEATS = 5
 CLOCK = {"clock": time.perf_counter}
 """What a row times: wall time, or this process's CPU time (``--cpu``)."""
+STATEMENTS: list[int] = []
+"""While a row runs to count statements (`count_statements`): one entry per statement its
+SQLite connections sent (those SQLite runs inside one, traced as ``-- ...``, left out)."""
+COUNTING = {"on": False}
 
 
 def _clock() -> float:
@@ -103,8 +111,15 @@ def _tmpdb(root: str, name: str) -> str:
 # -- bare baseline ----------------------------------------------------------------
 
 
+def _traced(conn: sqlite3.Connection) -> None:
+    """Count the statements ``conn`` sends while `COUNTING` is on."""
+    if COUNTING["on"]:
+        conn.set_trace_callback(lambda s: None if s.startswith("--") else STATEMENTS.append(1))
+
+
 def _bare(path: str) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None)
+    _traced(conn)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")
     conn.execute(
@@ -354,7 +369,9 @@ Row = Callable[[str, int], float]
 
 
 def _sqlite(root: str) -> SQLiteLedger:
-    return SQLiteLedger(_tmpdb(root, "callgate.db"))
+    ledger = SQLiteLedger(_tmpdb(root, "callgate.db"))
+    _traced(ledger._conn)
+    return ledger
 
 
 ROWS: dict[str, tuple[Row, str]] = {
@@ -375,6 +392,24 @@ ROWS: dict[str, tuple[Row, str]] = {
 
 def _size(kind: str, scale: float) -> int:
     return max(1, int((SEQ_CALLS if kind == "seq" else BATCHES) * scale))
+
+
+def count_statements(name: str, root: str) -> float | None:
+    """SQLite statements per call of one row (its setup and warm-up excluded: a run of N
+    calls less a run of N/2, divided by N/2); None for a row without SQLite."""
+    row, kind = ROWS[name]
+    n = _size(kind, 0.2)
+    counts = []
+    for size in (n, n // 2):
+        STATEMENTS.clear()
+        COUNTING["on"] = True
+        try:
+            row(root, size)
+        finally:
+            COUNTING["on"] = False
+        counts.append(len(STATEMENTS))
+    calls = (n - n // 2) * (1 if kind == "seq" else BATCH)
+    return (counts[0] - counts[1]) / calls if counts[0] else None
 
 
 def count_syncs(name: str, root: str, scale: float) -> tuple[float, float] | None:
@@ -435,27 +470,31 @@ def main() -> None:
                 samples[name].append(row(root, _size(kind, args.scale)))
         medians = {name: statistics.median(v) for name, v in samples.items()}
         syncs = {name: count_syncs(name, root, args.scale / 3) for name in ROWS}
+        statements = {name: count_statements(name, root) for name in ROWS}
     base = {"seq": medians["bare 2 commits"], "batch": medians["bare 2 commits x16"]}
     print("µs/call: CPU time of this process (--cpu)" if args.cpu else "µs/call: wall time")
     print(
         f"{'row':<22} {'µs/call':>9} {'calls/s':>9} {'vs bare':>8} "
-        f"{'syncs/call':>11} {'+checkpoint':>12}"
+        f"{'syncs/call':>11} {'+checkpoint':>12} {'stmts/call':>11}"
     )
     for name, (_, kind) in ROWS.items():
         us = medians[name]
         counted = syncs[name]
         commit = "n/a" if counted is None else f"{counted[0]:.3f}"
         background = "n/a" if counted is None else f"{counted[1]:.3f}"
+        sent = statements[name]
+        shown = "-" if sent is None else f"{sent:.2f}"
         print(
             f"{name:<22} {us:>9.1f} {1e6 / us:>9.0f} {us / base[kind]:>7.2f}x "
-            f"{commit:>11} {background:>12}"
+            f"{commit:>11} {background:>12} {shown:>11}"
         )
     seq, batch = _size("seq", args.scale), _size("batch", args.scale)
     print(
         f"medians of {args.repeats} interleaved repeats; sequential rows {seq} calls, "
         f"x16 rows {batch} batches of {BATCH}; syncs/call: in commits (the caller waits), "
         "+checkpoint: copying the WAL back (SQLite's automatic checkpoint in both; callgate's "
-        "light commits only past 3,000 WAL pages)"
+        "light commits only past 3,000 WAL pages); stmts/call: SQLite statements sent per "
+        "call (sqlite3 trace callback, counted in a run of their own)"
     )
     print(
         "targets: read-only 0 syncs; side-effecting <= 2 syncs and <= 1.20x bare; x16 <= 40 µs/call"
