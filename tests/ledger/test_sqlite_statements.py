@@ -16,9 +16,17 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 
 from callgate.canonical import digest
-from callgate.ledger import AttemptFinish, AttemptStart, CallRecord, CallState, Outcome
+from callgate.ledger import (
+    AttemptFinish,
+    AttemptStart,
+    CallRecord,
+    CallState,
+    Outcome,
+    sqlite_dialect,
+)
 from callgate.ledger.sql_dialects import Dialect, Opened
 from callgate.ledger.sql_schema import Cursor
 from callgate.ledger.sql_statements import JOURNAL_COLUMNS, SELECT_CALL, SELECT_KEY
@@ -206,10 +214,17 @@ class CheckedDialect(SqliteDialect):
         return got
 
 
-def test_what_a_sqlite_transaction_skips_reading_is_what_the_file_holds(tmp_path: Path) -> None:
+@pytest.mark.parametrize("limits", [None, (3, 2)], ids=["kept", "forgetful"])
+def test_what_a_sqlite_transaction_skips_reading_is_what_the_file_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, limits: tuple[int, int] | None
+) -> None:
     """Two ledgers of one process writing shared runs and keys in random turns (past a
-    checkpoint): every head, root head, record number and journal read the dialect answers
-    from memory equals what the file holds, and both ledgers verify."""
+    checkpoint): every head, root head, record number, journal read and prefetched row
+    the dialect answers equals what the file holds, and both ledgers verify; also when
+    it may keep only 3 records and 2 heads."""
+    if limits is not None:
+        monkeypatch.setattr(sqlite_dialect, "KEPT_RECORDS", limits[0])
+        monkeypatch.setattr(sqlite_dialect, "KEPT_HEADS", limits[1])
     path = tmp_path / "callgate.db"
     pair = [SQLiteLedger(path, worker="a"), SQLiteLedger(path, worker="b")]
     dialects = [CheckedDialect(ledger._rows) for ledger in pair]

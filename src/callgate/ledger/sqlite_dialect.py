@@ -25,6 +25,7 @@ read, one write per table, ``COMMIT`` (``tests/ledger/test_sqlite_statements.py`
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -37,11 +38,13 @@ from callgate.ledger.sql_statements import CALL_COLUMNS, KEY_COLUMNS
 if TYPE_CHECKING:
     from callgate.ledger.sql_tx import RowCache
 
-__all__ = ["KEPT_RECORDS", "SqliteDialect"]
+__all__ = ["KEPT_HEADS", "KEPT_RECORDS", "SqliteDialect"]
 
 KEPT_RECORDS = 4096
 """Records of its own a connection keeps for the next journal read before it forgets them
 (and reads the journal from the file instead)."""
+KEPT_HEADS = 10_000
+"""Chain heads a connection keeps (those of the runs it wrote last) before it forgets them."""
 _PAIRS = 400
 """Calls (two parameters each) or keys read in one statement."""
 _CALL_WIDTH = len(CALL_COLUMNS.split(","))
@@ -114,6 +117,8 @@ class SqliteDialect(Dialect):
             return
         ordered = sorted(records, key=_seq)
         heads = self._heads
+        if len(heads) > KEPT_HEADS:
+            heads.clear()  # read again when next locked
         for rec in ordered:
             heads[chain_of(rec)] = (rec.seq, rec.hash)
         top = ordered[-1].seq
@@ -241,23 +246,9 @@ class SqliteDialect(Dialect):
     ) -> tuple[int | None, list[Any], list[Any]]:
         """``data_version`` (if ``version``), the calls' rows and the keys' rows, in one
         statement (each part tagged by its first column, padded to the widest)."""
-        parts: list[str] = []
-        params: list[Any] = []
-        if version:
-            parts.append(f"SELECT 0, data_version{_PAD[1]} FROM pragma_data_version()")
-        if calls:
-            parts.append(
-                f"SELECT 1, {CALL_COLUMNS}{_PAD[_CALL_WIDTH]} FROM calls WHERE "
-                f"(run_id, call_id) IN (VALUES {', '.join(['(?, ?)'] * len(calls))})"
-            )
-            params.extend(v for pair in calls for v in pair)
-        if keys:
-            parts.append(
-                f"SELECT 2, {KEY_COLUMNS}{_PAD[_KEY_WIDTH]} FROM idempotency_keys WHERE key IN "
-                f"({', '.join('?' * len(keys))})"
-            )
-            params.extend(keys)
-        cur.execute(" UNION ALL ".join(parts), params)
+        params: list[Any] = [v for pair in calls for v in pair]
+        params.extend(keys)
+        cur.execute(_read_text(version, len(calls), len(keys)), params)
         found: int | None = None
         call_rows: list[Any] = []
         key_rows: list[Any] = []
@@ -296,6 +287,26 @@ class SqliteDialect(Dialect):
             )
             found.extend(cur.fetchall())
         return found
+
+
+@functools.lru_cache(maxsize=256)
+def _read_text(version: bool, calls: int, keys: int) -> str:
+    """The text of `SqliteDialect._read`: its parts tagged 0 (``data_version``), 1 (a
+    call's row) and 2 (a key's row) in their first column, padded to the widest."""
+    parts: list[str] = []
+    if version:
+        parts.append(f"SELECT 0, data_version{_PAD[1]} FROM pragma_data_version()")
+    if calls:
+        parts.append(
+            f"SELECT 1, {CALL_COLUMNS}{_PAD[_CALL_WIDTH]} FROM calls WHERE "
+            f"(run_id, call_id) IN (VALUES {', '.join(['(?, ?)'] * calls)})"
+        )
+    if keys:
+        parts.append(
+            f"SELECT 2, {KEY_COLUMNS}{_PAD[_KEY_WIDTH]} FROM idempotency_keys WHERE key IN "
+            f"({', '.join('?' * keys)})"
+        )
+    return " UNION ALL ".join(parts)
 
 
 def _seq(r: AuditRecord) -> int:
