@@ -1,15 +1,16 @@
-"""What a PostgreSQL write transaction asks of the server (issue 31): statements bound on
-the server and prepared once per session (not a text parsed and planned each time), two
-round trips, and plans that PostgreSQL keeps instead of making one per transaction.
+"""What a PostgreSQL write transaction asks of the server (issue 31): statements the session
+prepared once (``EXECUTE``), not texts parsed and planned for each transaction; two round
+trips; and plans that PostgreSQL keeps instead of making one per transaction.
 
-The protocol messages are read from libpq's trace of the ledger's one connection.
+The texts are those the ledger's client-side binding cursor sends (one per round trip).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -72,46 +73,18 @@ def _calls(ledger: Any, names: list[str]) -> None:
         assert ledger.finish_attempt(finish)
 
 
-class _Trace:
-    """libpq's protocol trace of the ledger's connection, one message a line."""
+@pytest.fixture
+def sent(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every text the ledger's client-side cursors send, in order."""
+    texts: list[str] = []
+    original = psycopg.ClientCursor.execute
 
-    def __init__(self, ledger: Any, path: Path) -> None:
-        self.ledger = ledger
-        self.path = path
-        self._file: Any = None
+    def execute(self: Any, query: Any, params: Any = None, **kw: Any) -> Any:
+        texts.append(str(query))
+        return original(self, query, params, **kw)
 
-    def __enter__(self) -> _Trace:
-        self._file = self.path.open("w")
-        with self.ledger._pool.connection() as conn:
-            conn.pgconn.trace(self._file.fileno())
-            conn.pgconn.set_trace_flags(
-                psycopg.pq.Trace.SUPPRESS_TIMESTAMPS | psycopg.pq.Trace.REGRESS_MODE
-            )
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        with self.ledger._pool.connection() as conn:
-            conn.pgconn.untrace()
-        self._file.close()
-
-    def messages(self) -> list[tuple[str, str, str]]:
-        """(direction F or B, message type, the rest) of each message."""
-        found = []
-        for line in self.path.read_text().splitlines():
-            parts = line.split("\t")
-            if len(parts) >= 3:
-                found.append((parts[0], parts[2].strip(), "\t".join(parts[3:]).strip()))
-        return found
-
-
-def _round_trips(messages: list[tuple[str, str, str]]) -> int:
-    """How many times the client sent and then waited for an answer."""
-    trips, last = 0, "B"
-    for direction, _, _ in messages:
-        if direction == "B" and last == "F":
-            trips += 1
-        last = direction
-    return trips
+    monkeypatch.setattr(psycopg.ClientCursor, "execute", execute)
+    return texts
 
 
 @pytest.fixture
@@ -125,35 +98,46 @@ def warm(pg_dsn: str) -> Iterator[Any]:
         ledger.close()
 
 
-def test_a_warm_write_transaction_sends_prepared_statements(warm: Any, tmp_path: Path) -> None:
-    """A side-effecting call's two write transactions send no statement text but the
-    journal read's (planned per value): every other statement runs a prepared one."""
-    with _Trace(warm, tmp_path / "trace.txt") as trace:
-        _calls(warm, ["c3"])
-    messages = trace.messages()
-    sent = [kind for direction, kind, _ in messages if direction == "F"]
-    assert "Query" not in sent, "a statement text sent as a simple query (parsed and planned)"
-    parses = [rest for direction, kind, rest in messages if direction == "F" and kind == "Parse"]
-    assert len(parses) <= 2, parses  # the journal read, once per transaction at most
-    assert all("FROM journal WHERE xid" in text for text in parses), parses
-    binds = [rest for direction, kind, rest in messages if direction == "F" and kind == "Bind"]
-    named = [rest for rest in binds if rest.split()[1] != '""']
-    assert len(named) >= 10, binds
+_ARGS = re.compile(r"\(.*?\)(?=; |$)", re.S)
+"""An EXECUTE's arguments (the test's values hold no '; ')."""
 
 
-def test_a_write_transaction_is_two_round_trips(warm: Any, tmp_path: Path) -> None:
-    """The start and the outcome of a call are two round trips each: the locks and reads,
-    then the writes and the COMMIT."""
-    start, finish = _call(warm, "c3")
-    with _Trace(warm, tmp_path / "begin.txt") as trace:
-        assert warm.begin_attempt(start).kind.value == "run"
-    with _Trace(warm, tmp_path / "finish.txt") as trace2:
-        assert warm.finish_attempt(finish)
-    for messages in (trace.messages(), trace2.messages()):
-        assert _round_trips(messages) == 2, messages
-        answers = [rest for direction, kind, rest in messages if kind == "CommandComplete"]
-        assert answers[0] == '"BEGIN"', answers
-        assert answers[-1] == '"COMMIT"', answers
+def _statements(text: str) -> list[str]:
+    return [part.strip() for part in text.split("; ")]
+
+
+def test_a_warm_write_transaction_runs_prepared_statements(warm: Any, sent: list[str]) -> None:
+    """A side-effecting call's two write transactions are four texts of BEGIN, EXECUTEs of
+    the session's prepared statements, the journal read (planned per value) and COMMIT:
+    nothing else is parsed and planned again."""
+    _calls(warm, ["c3"])
+    assert len(sent) == 4, sent  # two round trips per transaction
+    statements = [s for text in sent for s in _statements(text)]
+    other = [
+        s[:60]
+        for s in statements
+        if s not in ("BEGIN", "COMMIT")
+        and not s.startswith("EXECUTE callgate_")
+        and "FROM journal WHERE xid >=" not in s
+    ]
+    assert not other, other
+    assert sum(s.startswith("EXECUTE callgate_") for s in statements) >= 10, statements
+    assert all(s.startswith("BEGIN") for s in sent[::2]), sent
+    assert all(s.endswith("COMMIT") for s in sent[1::2]), sent
+
+
+def test_a_cold_session_prepares_in_the_same_round_trip(pg_dsn: str, sent: list[str]) -> None:
+    """On a new connection the PREPAREs go in the text that first runs each statement: no
+    round trip of their own."""
+    ledger = _ledger(pg_dsn)
+    try:
+        _calls(ledger, ["c0", "c1"])
+    finally:
+        ledger.close()
+    preparing = [t for t in sent if "PREPARE callgate_" in t]
+    assert preparing, sent
+    alone = [t[:120] for t in preparing if "EXECUTE callgate_" not in t]
+    assert not alone, alone
 
 
 def test_the_write_statements_keep_one_cached_plan(warm: Any) -> None:
@@ -164,11 +148,45 @@ def test_the_write_statements_keep_one_cached_plan(warm: Any) -> None:
     with warm._pool.connection() as conn:
         rows = conn.execute(
             "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements "
-            "WHERE from_sql = false"
+            "WHERE starts_with(name, 'callgate_')"
         ).fetchall()
     assert len(rows) >= 10, rows
     replanned = [(text[:80], custom) for text, generic, custom in rows if custom > 5]
     assert not replanned, replanned
+
+
+def test_a_failed_transaction_leaves_the_session_usable(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A transaction that fails after naming statements to prepare (and before the server
+    ran its PREPAREs) leaves the ledger able to write: it reads again what its session has
+    prepared."""
+    from callgate.ledger import pg_prepared
+
+    original = pg_prepared.PreparingCursor.execute
+    failed: list[str] = []
+
+    def execute(self: Any, statement: Any, params: Any = None, /) -> Any:
+        if not failed and "COMMIT" in str(statement):
+            failed.append(str(statement))
+            raise psycopg.OperationalError("the connection broke (a test)")
+        return original(self, statement, params)
+
+    monkeypatch.setattr(pg_prepared.PreparingCursor, "execute", execute)
+    from callgate.ledger import LedgerError
+
+    ledger = _ledger(pg_dsn)  # a new session: its first COMMIT text prepares the writes
+    try:
+        start, _ = _call(ledger, "x0")
+        start = dataclasses.replace(start, run_id="r2")
+        with pytest.raises((psycopg.OperationalError, LedgerError)):
+            ledger.begin_attempt(start)
+        assert "PREPARE callgate_" in failed[0]
+        assert ledger.begin_attempt(start).kind.value == "run"  # the same statements
+        _calls(ledger, ["c7", "c8"])
+        assert ledger.verify().ok
+    finally:
+        ledger.close()
 
 
 def test_prepare_false_leaves_no_prepared_statement(pg_dsn: str) -> None:
@@ -183,6 +201,5 @@ def test_prepare_false_leaves_no_prepared_statement(pg_dsn: str) -> None:
             row = conn.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()
         assert row is not None
         assert row[0] == 0
-        assert ledger.verify().ok
     finally:
         ledger.close()

@@ -1,7 +1,7 @@
-"""A PostgreSQL write transaction is two round trips (issue 31). Without pipeline mode the
-locks, record numbers and the rows it reads go as one text, its writes and the commit as
-another. A round trip is one ``execute`` on the ledger's cursor (client-side binding sends
-one text each). With pipeline mode: tests/ledger/test_pg_statements.py."""
+"""A PostgreSQL write transaction is two round trips (issue 31): the locks, record numbers
+and the rows it reads go as one text, its writes and the commit as another. A round trip
+is one ``execute`` on the ledger's cursor (client-side binding sends one text each). With
+prepared statements (the default): tests/ledger/test_pg_statements.py."""
 
 from __future__ import annotations
 
@@ -70,15 +70,13 @@ def _call(ledger: Any, call_id: str) -> tuple[AttemptStart, AttemptFinish]:
 
 
 def test_a_side_effecting_call_is_two_round_trips_per_commit(
-    pg_dsn: str, executes: list[str], monkeypatch: pytest.MonkeyPatch
+    pg_dsn: str, executes: list[str]
 ) -> None:
-    """Without pipeline mode (a libpq too old for it), a durable start (with its deferred
-    admission) and a durable outcome: two round trips each, the first opening with BEGIN
-    and the locks, the second ending with COMMIT."""
+    """A durable start (with its deferred admission) and a durable outcome: two round trips
+    each, the first opening with BEGIN and the locks, the second ending with COMMIT."""
     from callgate.ledger import PostgresLedger
 
-    monkeypatch.setattr(psycopg.Pipeline, "is_supported", classmethod(lambda cls: False))
-    ledger = PostgresLedger(pg_dsn, worker="w")
+    ledger = PostgresLedger(pg_dsn, worker="w", prepare=False)  # the statements' texts
     try:
         for warm in ("c0", "c1"):  # the run's chain exists, the truth has read the journal
             start, finish = _call(ledger, warm)

@@ -10,6 +10,7 @@ import hashlib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from callgate.ledger.pg_prepared import UNPREPARED
 from callgate.ledger.sql_dialects import _ROOT, Dialect, Opened, _root
 from callgate.ledger.sql_schema import Cursor
 from callgate.ledger.sql_statements import CALL_COLUMNS, CHAIN_HEADS, JOURNAL_COLUMNS, KEY_COLUMNS
@@ -40,12 +41,11 @@ class PostgresDialect(Dialect):
         since: int | None,
         root: bool = False,
     ) -> Opened:
-        # One round trip: on a connection in pipeline mode, every statement is sent before
-        # the first result is read (`callgate.ledger.pg_pipeline`); else one text of
-        # several statements (client-side binding, `psycopg.ClientCursor`). They run in
-        # order, so the numbers are drawn and the rows read after the locks are granted.
+        # One text of several statements (client-side binding, `psycopg.ClientCursor`; each
+        # a prepared statement of the session: `callgate.ledger.pg_prepared`): one round
+        # trip. They run in order, so the numbers are drawn and the rows read after the
+        # locks are granted.
         mogrify = getattr(cur, "mogrify", None)
-        submit = getattr(cur, "submit", None)
         parts: list[tuple[str | None, str, Sequence[Any] | None]] = [
             (None, text, params) for text, params in prelude
         ]
@@ -76,17 +76,16 @@ class PostgresDialect(Dialect):
         if root:
             parts.append(("root", _ROOT, None))
         got: dict[str, list[Any]] = {}
-        if submit is not None:
-            sent = [
-                (label, submit(text, params, prepare=text is not _SINCE))
-                for label, text, params in parts
-            ]
-            for label, result in sent:
-                if label is not None:
-                    got[label] = list(result.fetchall())
-        elif mogrify is None:  # a plain cursor (a migration): one statement at a time
+        if mogrify is None:  # a plain cursor (a migration): one statement at a time
             for label, text, params in parts:
                 cur.execute(text, params)
+                if label is not None:
+                    got[label] = list(cur.fetchall())
+        elif parts and hasattr(cur, "batch"):  # prepared statements of the session
+            cur.execute(cur.batch([(text, params) for _, text, params in parts]))
+            for i, (label, _, _) in enumerate(parts):
+                if i:
+                    cur.nextset()  # type: ignore[attr-defined]
                 if label is not None:
                     got[label] = list(cur.fetchall())
         elif parts:
@@ -112,7 +111,7 @@ class PostgresDialect(Dialect):
             read, chain_rows = None, None
         else:
             heads = {str(c): (int(s_), str(h)) for c, s_, h in rows if int(s_) > 0}
-        prefetched = mogrify is not None or submit is not None
+        prefetched = mogrify is not None
         wanted = set(calls)
         return Opened(
             heads,
@@ -196,6 +195,9 @@ _SINCE = (
     "SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, "
     "pg_snapshot_xmin(pg_current_snapshot())::text "
 )
+
+
+UNPREPARED.add(_SINCE)
 
 
 def _distinct(values: Iterable[str]) -> list[str]:

@@ -27,13 +27,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import threading
+import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from callgate.ledger.base import LedgerError
 from callgate.ledger.migrate import MIGRATION_HOOKS
 from callgate.ledger.pg_dialect import PostgresDialect
-from callgate.ledger.pg_pipeline import PipelineCursor
+from callgate.ledger.pg_prepared import PreparedStatements, PreparingCursor
 from callgate.ledger.sql import SqlLedger
 from callgate.ledger.sql_schema import SCHEMA_VERSION, apply_migrations
 from callgate.ledger.sql_writes import Item, Transaction, run_items
@@ -96,9 +97,9 @@ class PostgresLedger(SqlLedger):
             Writes fail.
         chain_key: the key of a keyed journal, as for `SQLiteLedger`.
         prepare: prepare each statement of a write transaction on its first use in a
-            session (the server parses and plans it once per connection). Pass False
-            behind a pooler in transaction mode that does not keep prepared statements
-            (PgBouncer before 1.21, or without ``max_prepared_statements``).
+            session (SQL ``PREPARE``: the server parses and plans it once per
+            connection). Pass False behind a pooler that shares a server session
+            between clients (PgBouncer in transaction mode).
     """
 
     def __init__(
@@ -125,7 +126,10 @@ class PostgresLedger(SqlLedger):
             ) from exc
         self._psycopg = psycopg
         self._prepare = prepare
-        self._pipelined = psycopg.Pipeline.is_supported()
+        self._sessions: weakref.WeakKeyDictionary[Any, PreparedStatements] = (
+            weakref.WeakKeyDictionary()
+        )
+        """What each pooled connection has prepared (`callgate.ledger.pg_prepared`)."""
         self._errors = (psycopg.Error, psycopg_pool.PoolTimeout)
         self._transient = (psycopg.OperationalError, psycopg_pool.PoolTimeout)
         self._pool = psycopg_pool.ConnectionPool(
@@ -204,41 +208,33 @@ class PostgresLedger(SqlLedger):
         with self._tx_lock:
             deferred = self._take_deferred()
             try:
-                # Two round trips: the locks and the reads in one, the writes and the
-                # commit in the other.
+                # One text of several statements per round trip (client-side binding):
+                # the locks and the reads in one, the writes and the commit in the other;
+                # each statement one the session prepared (`callgate.ledger.pg_prepared`).
                 with self._pool.connection() as conn:
-                    prelude = _DURABLE if durable else _LIGHT
                     try:
-                        if self._pipelined:
-                            # Statements bound on the server and prepared once per session;
-                            # the pipeline's end (a Sync) waits for the COMMIT.
-                            with conn.pipeline():
-                                cur = PipelineCursor(conn, prepare=self._prepare)
-                                tx = Transaction(
-                                    cur,
-                                    _DIALECT,
-                                    self.worker,
-                                    self._rows,
-                                    self._truth,
-                                    prelude=prelude,
-                                )
-                                results = run_items(tx, [*deferred, *items])
-                                tx.finish("COMMIT")
-                        else:  # a libpq without pipeline mode: one text per round trip
-                            client = self._psycopg.ClientCursor(conn)
-                            tx = Transaction(
-                                client,
-                                _DIALECT,
-                                self.worker,
-                                self._rows,
-                                self._truth,
-                                prelude=prelude,
-                            )
-                            results = run_items(tx, [*deferred, *items])
-                            tx.finish("COMMIT")
+                        cur: Any = self._psycopg.ClientCursor(conn)
+                        if self._prepare:
+                            prepared = self._sessions.get(conn)
+                            if prepared is None:
+                                prepared = self._sessions[conn] = PreparedStatements()
+                            cur = PreparingCursor(cur, prepared)
+                        tx = Transaction(
+                            cur,
+                            _DIALECT,
+                            self.worker,
+                            self._rows,
+                            self._truth,
+                            prelude=_DURABLE if durable else _LIGHT,
+                        )
+                        results = run_items(tx, [*deferred, *items])
+                        tx.finish("COMMIT")
                     except BaseException:
                         with contextlib.suppress(Exception):
                             conn.rollback()
+                            prepared = self._sessions.get(conn)
+                            if prepared is not None:
+                                prepared.reread(conn)
                         raise
                 self._unbound += tx.committed()
             except BaseException as exc:

@@ -118,7 +118,6 @@ class Transaction:
         "_orphans",
         "_pending",
         "_plan",
-        "_queue",
         "_records",
         "_rooted",
         "_since",
@@ -148,13 +147,10 @@ class Transaction:
         """Statements to send with the next one (a dialect that batches: PostgreSQL)."""
         self._batches = sql.batches and hasattr(cur, "mogrify")
         """Whether statements are sent as one text per round trip (client-side binding)."""
-        self._queue: Callable[[str, Sequence[Any]], None] | None = getattr(cur, "queue", None)
-        """How a statement whose result is not read is sent without waiting (a cursor on a
-        connection in pipeline mode: `callgate.ledger.pg_pipeline.PipelineCursor`)."""
-        self._json = sql.batches and (self._batches or self._queue is not None)
+        self._json = self._batches
         """Whether a table's rows go as one JSON parameter (`json_rows`)."""
         self._writes: list[tuple[str, Sequence[Any]]] | None = None
-        """The statements of `write`, sent as one (`with_statements`) on a pipeline."""
+        """The statements of `write` while it runs, sent as one (`with_statements`)."""
         self.truth = truth
         """The journal's own keys and approvals (`callgate.ledger.truth`): None only for a
         migration, which decides nothing."""
@@ -227,8 +223,6 @@ class Transaction:
             self._writes.append((self.sql(statement), params))
         elif self._batches:
             self._pending.append((self.sql(statement), params))
-        elif self._queue is not None:
-            self._queue(self.sql(statement), params)
         else:
             self.cur.execute(self.sql(statement), params)
 
@@ -238,8 +232,7 @@ class Transaction:
             self.cur.execute(self._text())
 
     def finish(self, last: str) -> None:
-        """Send the batched statements and ``last`` (``COMMIT``) in one round trip (on a
-        pipeline: queue ``last``; the pipeline's end waits for it)."""
+        """Send the batched statements and ``last`` (``COMMIT``) in one round trip."""
         if not self._batches:
             self.emit(last)
             return
@@ -502,10 +495,10 @@ class Transaction:
 
     def write(self) -> None:
         """Write the records and the changed rows, and move the chains' heads (on a
-        pipeline: as one statement, each table's write a data-modifying ``WITH`` part)."""
+        batches: as one statement, each table's write a data-modifying ``WITH`` part)."""
         if not self._records:
             return
-        if self._queue is None or self._legacy:
+        if not self._batches or self._legacy:
             self._write()
             return
         self._writes = []
@@ -516,7 +509,7 @@ class Transaction:
             self._writes = None
         if writes:
             text = with_statements(tuple(t for t, _ in writes))
-            self._queue(text, [v for _, params in writes for v in params])
+            self.emit(text, [v for _, params in writes for v in params])
 
     def _write(self) -> None:
         records = self._records
@@ -621,12 +614,16 @@ def _json(names: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 def batch_text(cur: Cursor, statements: Sequence[tuple[str, Sequence[Any]]]) -> str:
     """``statements`` as one text, their parameters bound client-side in one pass (a
     client-side binding cursor: `psycopg.ClientCursor`)."""
+    batch = getattr(cur, "batch", None)  # prepared statements of the session (PostgreSQL)
+    if batch is not None:
+        text: str = batch(statements)
+        return text
     template = "; ".join(text for text, _ in statements)
     params = [value for _, values in statements for value in values]
     if not params:
         return template
-    text: str = cur.mogrify(template, params)  # type: ignore[attr-defined]
-    return text
+    bound: str = cur.mogrify(template, params)  # type: ignore[attr-defined]
+    return bound
 
 
 def _journal_row(r: AuditRecord) -> tuple[Any, ...]:
