@@ -253,6 +253,22 @@ def test_what_a_sqlite_transaction_skips_reading_is_what_the_file_holds(
             ledger.close()
 
 
+@pytest.mark.parametrize("size", [1, 16, 400])
+def test_a_batch_read_finds_each_row_by_its_primary_key(tmp_path: Path, size: int) -> None:
+    """The one read of a transaction's calls' and keys' rows searches both tables by their
+    primary keys (never a scan, which would grow with the ledger)."""
+    ledger = SQLiteLedger(tmp_path / "callgate.db")
+    try:
+        text = sqlite_dialect._read_text(True, size, size)
+        plan = ledger._conn.execute("EXPLAIN QUERY PLAN " + text, ["x"] * (3 * size)).fetchall()
+        details = [str(row[3]) for row in plan]
+        assert not [d for d in details if d.startswith("SCAN") and "calls" in d], details
+        assert not [d for d in details if d.startswith("SCAN") and "idempotency" in d], details
+        assert sum("USING PRIMARY KEY" in d for d in details) == 2, details
+    finally:
+        ledger.close()
+
+
 def test_kept_journal_rows_have_the_columns_a_journal_read_returns() -> None:
     """The rows a `SqliteDialect` keeps of its own records are in ``JOURNAL_COLUMNS`` order."""
     assert JOURNAL_COLUMNS == "seq, at, kind, run_id, call_id, data, prev_hash, hash, chain"

@@ -269,11 +269,10 @@ class SqliteDialect(Dialect):
         for i in range(0, len(calls), _PAIRS):
             part = calls[i : i + _PAIRS]
             cur.execute(
-                f"SELECT {CALL_COLUMNS} FROM calls WHERE (run_id, call_id) IN "
-                f"(VALUES {', '.join(['(?, ?)'] * len(part))})",
+                f"SELECT {_CALLS_FROM.format(_values(len(part)))}",
                 [v for pair in part for v in pair],
             )
-            found.extend(cur.fetchall())
+            found.extend(r[:_CALL_WIDTH] for r in cur.fetchall())
         return found
 
     def _read_keys(self, cur: Cursor, keys: Sequence[str]) -> list[Any]:
@@ -289,6 +288,20 @@ class SqliteDialect(Dialect):
         return found
 
 
+_CALLS_FROM = (
+    ", ".join("c." + c.strip() for c in CALL_COLUMNS.split(","))
+    + _PAD[_CALL_WIDTH]
+    + " FROM (VALUES {}) AS v CROSS JOIN calls AS c"
+    " ON c.run_id = v.column1 AND c.call_id = v.column2"
+)
+"""Calls' rows by (run, call) pairs: the pairs first (``CROSS JOIN`` keeps that order), each
+found by the primary key (``(run_id, call_id) IN (VALUES ...)`` scans the table)."""
+
+
+def _values(pairs: int) -> str:
+    return ", ".join(["(?, ?)"] * pairs)
+
+
 @functools.lru_cache(maxsize=256)
 def _read_text(version: bool, calls: int, keys: int) -> str:
     """The text of `SqliteDialect._read`: its parts tagged 0 (``data_version``), 1 (a
@@ -297,10 +310,7 @@ def _read_text(version: bool, calls: int, keys: int) -> str:
     if version:
         parts.append(f"SELECT 0, data_version{_PAD[1]} FROM pragma_data_version()")
     if calls:
-        parts.append(
-            f"SELECT 1, {CALL_COLUMNS}{_PAD[_CALL_WIDTH]} FROM calls WHERE "
-            f"(run_id, call_id) IN (VALUES {', '.join(['(?, ?)'] * calls)})"
-        )
+        parts.append(f"SELECT 1, {_CALLS_FROM.format(_values(calls))}")
     if keys:
         parts.append(
             f"SELECT 2, {KEY_COLUMNS}{_PAD[_KEY_WIDTH]} FROM idempotency_keys WHERE key IN "
