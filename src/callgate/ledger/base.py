@@ -38,7 +38,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from callgate.approvals import Approvals, MemoryApprovals
 from callgate.errors import LedgerError
@@ -55,6 +55,7 @@ __all__ = [
     "CallState",
     "Claim",
     "ClaimKind",
+    "Ending",
     "Ledger",
     "LedgerError",
     "LedgerQueries",
@@ -118,7 +119,18 @@ def may_decide(current: CallState | None, new: CallState) -> bool:
     return current is None or current in _DECIDABLE_FROM[new]
 
 
-def may_finish(current: CallState | None, outcome: Outcome) -> bool:
+class Ending(Protocol):
+    """What `may_finish` reads of an attempt's end: an `Outcome`, or the record of one
+    (`callgate.ledger.record_data.AttemptEnded`)."""
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def reconciled(self) -> bool: ...
+
+
+def may_finish(current: CallState | None, outcome: Ending) -> bool:
     """Whether an attempt's outcome may be written over a call in state ``current``.
 
     ``running → ok | error | unknown``; ``unknown → ok | error`` only for a

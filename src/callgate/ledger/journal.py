@@ -36,10 +36,14 @@ from callgate.ledger.base import (
     may_finish,
 )
 from callgate.ledger.record_data import (
+    ApprovalDecided,
+    ApprovalRequested,
+    ApprovalUsed,
     AttemptEnded,
     AttemptStarted,
     Decision,
     KeyAnswered,
+    read,
 )
 from callgate.ledger.records import APPROVAL_CHANGES, OUTCOMES, RecordKind
 
@@ -239,7 +243,7 @@ def _decision(st: IndexState, rec: AuditRecord) -> str | None:
     current = st.call(rec.run_id, rec.call_id)
     if current is not None and not may_decide(current.state, state):
         return None
-    d = Decision.decode(rec.data, rec.at)
+    d = read(Decision, rec.data) or Decision.decode(rec.data, rec.at)
     st.put_call(
         CallRecord(
             run_id=rec.run_id,
@@ -268,7 +272,7 @@ def _decision(st: IndexState, rec: AuditRecord) -> str | None:
 
 def _started(st: IndexState, rec: AuditRecord) -> str | None:
     assert rec.call_id is not None
-    d = AttemptStarted.decode(rec.data, rec.at)
+    d = read(AttemptStarted, rec.data) or AttemptStarted.decode(rec.data, rec.at)
     attempt = d.attempt
     side = d.side_effecting
     started = d.started_at
@@ -311,12 +315,11 @@ def _finished(st: IndexState, rec: AuditRecord) -> str | None:
     status = rec.kind[8:]
     if status not in _OUTCOMES or rec.call_id is None:
         return None
-    d = AttemptEnded.decode(rec.data, rec.at, status)
+    d = read(AttemptEnded, rec.data) or AttemptEnded.decode(rec.data, rec.at, status)
     reconciled = d.reconciled
     finished = d.finished_at
     current = st.call(rec.run_id, rec.call_id)
-    check = Outcome(status=status, content="", reconciled=reconciled)
-    if not may_finish(current.state if current is not None else None, check):
+    if not may_finish(current.state if current is not None else None, d):
         state = current.state.value if current is not None else "absent"
         return f"ends an attempt of a call that was {state}"
     if current is not None:
@@ -346,7 +349,7 @@ def _settled(st: IndexState, rec: AuditRecord) -> str | None:
     """A key answered for another call: the call settles without running (if admitted)."""
     if rec.call_id is None or not isinstance(rec.data.get("settled"), str):
         return None
-    d = KeyAnswered.decode(rec.data, rec.at)
+    d = read(KeyAnswered, rec.data) or KeyAnswered.decode(rec.data, rec.at)
     assert d.settled is not None
     current = st.call(rec.run_id, rec.call_id)
     if current is not None and current.state is CallState.ADMITTED:
@@ -359,55 +362,38 @@ def _settled(st: IndexState, rec: AuditRecord) -> str | None:
 
 
 def _approval(st: IndexState, rec: AuditRecord) -> str | None:
-    d = rec.data
-    approval_id = str(d.get("approval_id"))
     what = rec.kind[9:]
-    current = st.approval(approval_id)
     if what == "requested":
-        st.put_approval(
-            ApprovalRequest(
-                id=approval_id,
-                run_id=rec.run_id,
-                call_id=rec.call_id or "",
-                principal=str(d.get("actor")),
-                tool=str(d.get("tool")),
-                arguments_json=str(d.get("arguments")),
-                arguments_hash=str(d.get("arguments_hash")),
-                resource_version=d.get("resource_version"),
-                effects=tuple(d.get("effects") or ()),
-                preview=str(d.get("preview") or ""),
-                policy_version=d.get("policy_version"),
-                created_at=float(d.get("created_at") or rec.at),
-                expires_at=float(d.get("expires_at") or 0.0),
-                resumable=bool(d.get("resumable")),
-            )
-        )
+        asked = ApprovalRequested.decode(rec.data, rec.at)
+        st.put_approval(asked.request(rec.run_id, rec.call_id or ""))
         return None
+    approval_id = str(rec.data.get("approval_id"))
+    current = st.approval(approval_id)
     if current is None:
         return f"{what} approval {approval_id}, which was never requested"
     if what in ("approved", "denied"):
-        at = float(d.get("decided_at") or rec.at)
+        decided = ApprovalDecided.decode(rec.data, rec.at)
         if current.status is not ApprovalStatus.PENDING:
             return f"decides approval {approval_id}, which was {current.status.value}"
         st.put_approval(
             dataclasses.replace(
                 current,
                 status=ApprovalStatus(what),
-                decided_by=d.get("actor"),
-                decided_at=at,
-                reason=d.get("reason"),
+                decided_by=decided.actor,
+                decided_at=decided.decided_at,
+                reason=decided.reason,
                 decision_seq=rec.seq,
             )
         )
     elif what == "used":
-        used_at = float(d.get("used_at") or rec.at)
+        used = ApprovalUsed.decode(rec.data, rec.at)
         if current.status is not ApprovalStatus.APPROVED:
             return f"uses approval {approval_id}, which was {current.status.value}"
-        if current.expires_at <= used_at:
+        if current.expires_at <= used.used_at:
             return f"uses approval {approval_id} after it expired"
         st.put_approval(
             dataclasses.replace(
-                current, status=ApprovalStatus.USED, used_at=used_at, used_by=d.get("used_by")
+                current, status=ApprovalStatus.USED, used_at=used.used_at, used_by=used.used_by
             )
         )
     elif what == "released":

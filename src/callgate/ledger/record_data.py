@@ -9,31 +9,68 @@ record is read (and reported by its hash) rather than raising where the fold did
 
 The data of approval records is built by `callgate.approvals` (``requested_data``,
 ``decided_data``, ``used_data``), a layer below the ledger that the in-memory approval
-store writes through; the fold reads it back here (`ApprovalRequested.decode`, ...).
+store writes through: `ApprovalRequested`, `ApprovalDecided` and `ApprovalUsed` encode
+with those functions and decode here.
 The ``migrated.*`` records of a migration are written and read by
 `callgate.ledger.migrate` and `callgate.ledger.journal`.
+
+Records are values: the dataclasses are not frozen only because a frozen one costs twice
+as much to build, and the fold builds one per record it reads (`callgate.ledger.journal`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+from callgate.approvals import ApprovalRequest, decided_data, requested_data, used_data
 from callgate.ledger.base import AttemptFinish, AttemptStart, CallRecord, Outcome
 
 __all__ = [
+    "ApprovalDecided",
     "ApprovalForged",
+    "ApprovalRequested",
+    "ApprovalUsed",
     "AttemptEnded",
     "AttemptStarted",
     "Checkpoint",
     "Decision",
+    "Encoded",
     "KeyAnswered",
     "KeyForged",
     "Released",
     "RunOpened",
     "number_or",
+    "read",
 ]
+
+_R = TypeVar("_R")
+
+
+class Encoded(dict[str, Any]):
+    """A record's data as this process encoded it, carrying the typed record it was encoded
+    from (``body``): the journal's fold reads that (`read`) rather than decoding the data it
+    was just given. It is stored, hashed and compared as the plain JSON object it is."""
+
+    __slots__ = ("body",)
+
+    body: Any
+
+
+def read(cls: type[_R], data: Mapping[str, Any]) -> _R | None:
+    """The typed record ``data`` was encoded from by this process (None: decode it)."""
+    if type(data) is Encoded:
+        body = data.body
+        if type(body) is cls:
+            return body
+    return None
+
+
+def _encoded(body: Any, data: dict[str, Any]) -> Encoded:
+    found = Encoded(data)
+    found.body = body
+    return found
 
 
 def number_or(value: Any, default: float) -> float:
@@ -41,7 +78,7 @@ def number_or(value: Any, default: float) -> float:
     return float(value) if isinstance(value, int | float) else default
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class Decision:
     """A ``call.<proposed|rejected|pending|admitted>`` record: the whole decision."""
 
@@ -95,6 +132,10 @@ class Decision:
             "updated_at": self.updated_at,
         }
 
+    def encoded(self) -> Encoded:
+        """`encode`, carrying this record for the fold (`Encoded`)."""
+        return _encoded(self, self.encode())
+
     @classmethod
     def decode(cls, d: Mapping[str, Any], at: float) -> Decision:
         """``d`` read back; times that are not numbers are the record's time ``at``."""
@@ -116,7 +157,7 @@ class Decision:
         )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class AttemptStarted:
     """An ``attempt.started`` record; for a side effect, the key it takes and what it spends
     of each budget (`callgate.ledger.budgets`)."""
@@ -161,6 +202,10 @@ class AttemptStarted:
             data["budgets"] = [[key, amount] for key, amount in self.budgets]
         return data
 
+    def encoded(self) -> Encoded:
+        """`encode`, carrying this record for the fold (`Encoded`)."""
+        return _encoded(self, self.encode())
+
     @classmethod
     def decode(cls, d: Mapping[str, Any], at: float) -> AttemptStarted:
         get = d.get
@@ -187,7 +232,7 @@ def _charges(value: Any) -> tuple[tuple[str, float], ...]:
         return ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class AttemptEnded:
     """An ``attempt.<ok|error|unknown>`` record: the whole outcome, content included, who
     settled it and the evidence it left."""
@@ -242,6 +287,10 @@ class AttemptEnded:
         data["idempotency_key"] = self.idempotency_key
         return data
 
+    def encoded(self) -> Encoded:
+        """`encode`, carrying this record for the fold (`Encoded`)."""
+        return _encoded(self, self.encode())
+
     @classmethod
     def decode(cls, d: Mapping[str, Any], at: float, status: str | None = None) -> AttemptEnded:
         """``d`` read back; ``status``: the one the record's kind says (else the stored one)."""
@@ -277,7 +326,7 @@ class AttemptEnded:
         )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class KeyAnswered:
     """An ``idempotency.<replay|in_progress|conflict|over_budget>`` record: a key (or a
     budget) answered for another call, which then did not run; an admitted call settles
@@ -300,6 +349,10 @@ class KeyAnswered:
             data["started_at"] = self.started_at
         return data
 
+    def encoded(self) -> Encoded:
+        """`encode`, carrying this record for the fold (`Encoded`)."""
+        return _encoded(self, self.encode())
+
     @classmethod
     def decode(cls, d: Mapping[str, Any], at: float) -> KeyAnswered:
         get = d.get
@@ -318,7 +371,7 @@ class KeyAnswered:
         )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class KeyForged:
     """An ``idempotency.forged`` record: a key's row differed from the journal."""
 
@@ -342,7 +395,7 @@ class KeyForged:
         )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class ApprovalForged:
     """An ``approval.forged`` record: an approval's row differed from its records."""
 
@@ -362,7 +415,7 @@ class ApprovalForged:
         )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class Released:
     """An ``approval.released`` record: a used approval given back by the call that took
     it (``by``), whose handler never ran."""
@@ -378,7 +431,7 @@ class Released:
         return cls(approval_id=str(d.get("approval_id")), by=str(d.get("by")))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class RunOpened:
     """A ``run.opened`` record (who owns the run id), and the ``actor`` every other
     ``run.*`` record (``run.intent``, ``run.trusted``, ``run.exposed``) adds to its facts."""
@@ -394,7 +447,7 @@ class RunOpened:
         return cls(actor=str(d.get("actor")))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class Checkpoint:
     """A ``journal.checkpoint`` record: the heads ``[chain, seq, hash]`` it binds
     (`callgate.ledger.chains`), sorted."""
@@ -420,3 +473,122 @@ class Checkpoint:
                 raise ValueError("a head entry is not [chain, seq, hash]")
             found.append((chain, int(seq), h))
         return cls(actor=str(d.get("actor") or ""), heads=tuple(found))
+
+
+@dataclass(slots=True, kw_only=True)
+class ApprovalRequested:
+    """An ``approval.requested`` record: the request as a person will decide it."""
+
+    actor: str
+    approval_id: str
+    tool: str
+    arguments: str
+    arguments_hash: str
+    resource_version: str | None
+    effects: tuple[str, ...]
+    preview: str
+    policy_version: str | None
+    expires_at: float
+    created_at: float
+    resumable: bool
+
+    encode = staticmethod(requested_data)
+    """The data of a new request (`callgate.approvals.requested_data`)."""
+
+    @classmethod
+    def decode(cls, d: Mapping[str, Any], at: float) -> ApprovalRequested:
+        get = d.get
+        return cls(
+            actor=str(get("actor")),
+            approval_id=str(get("approval_id")),
+            tool=str(get("tool")),
+            arguments=str(get("arguments")),
+            arguments_hash=str(get("arguments_hash")),
+            resource_version=get("resource_version"),
+            effects=tuple(get("effects") or ()),
+            preview=str(get("preview") or ""),
+            policy_version=get("policy_version"),
+            expires_at=float(get("expires_at") or 0.0),
+            created_at=float(get("created_at") or at),
+            resumable=bool(get("resumable")),
+        )
+
+    def request(self, run_id: str, call_id: str) -> ApprovalRequest:
+        """The pending request it records."""
+        return ApprovalRequest(
+            id=self.approval_id,
+            run_id=run_id,
+            call_id=call_id,
+            principal=self.actor,
+            tool=self.tool,
+            arguments_json=self.arguments,
+            arguments_hash=self.arguments_hash,
+            resource_version=self.resource_version,
+            effects=self.effects,
+            preview=self.preview,
+            policy_version=self.policy_version,
+            created_at=self.created_at,
+            expires_at=self.expires_at,
+            resumable=self.resumable,
+        )
+
+
+@dataclass(slots=True, kw_only=True)
+class ApprovalDecided:
+    """An ``approval.approved`` or ``approval.denied`` record: who decided, when and why,
+    and the request's identity the decision binds (checked when the approval is spent)."""
+
+    actor: str | None
+    approval_id: str
+    principal: str | None
+    expires_at: float | None
+    tool: str | None
+    arguments_hash: str | None
+    resource_version: str | None
+    policy_version: str | None
+    reason: str | None
+    decided_at: float
+
+    encode = staticmethod(decided_data)
+    """The data of a decision (`callgate.approvals.decided_data`)."""
+
+    @classmethod
+    def decode(cls, d: Mapping[str, Any], at: float) -> ApprovalDecided:
+        get = d.get
+        return cls(
+            actor=get("actor"),
+            approval_id=str(get("approval_id")),
+            principal=get("principal"),
+            expires_at=get("expires_at"),
+            tool=get("tool"),
+            arguments_hash=get("arguments_hash"),
+            resource_version=get("resource_version"),
+            policy_version=get("policy_version"),
+            reason=get("reason"),
+            decided_at=float(get("decided_at") or at),
+        )
+
+
+@dataclass(slots=True, kw_only=True)
+class ApprovalUsed:
+    """An ``approval.used`` record: the call it released (``used_by``), and when."""
+
+    actor: str | None
+    approval_id: str
+    decided_by: str | None
+    used_at: float
+    used_by: str | None
+
+    encode = staticmethod(used_data)
+    """The data of a use (`callgate.approvals.used_data`)."""
+
+    @classmethod
+    def decode(cls, d: Mapping[str, Any], at: float) -> ApprovalUsed:
+        get = d.get
+        return cls(
+            actor=get("actor"),
+            approval_id=str(get("approval_id")),
+            decided_by=get("decided_by"),
+            used_at=float(get("used_at") or at),
+            used_by=get("used_by"),
+        )

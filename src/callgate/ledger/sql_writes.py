@@ -20,14 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from callgate.approvals import (
-    ApprovalRequest,
-    ApprovalStatus,
-    decided_data,
-    requested_data,
-    undecidable,
-    used_data,
-)
+from callgate.approvals import ApprovalRequest, ApprovalStatus, undecidable
 from callgate.errors import LedgerError
 from callgate.ledger.base import (
     AttemptFinish,
@@ -47,7 +40,10 @@ from callgate.ledger.budgets import BudgetCharge
 from callgate.ledger.chains import CHECKPOINT, LEGACY_CHAIN, ROOT_CHAIN
 from callgate.ledger.journal import MIGRATED, KeyRow, outcome_from_record
 from callgate.ledger.record_data import (
+    ApprovalDecided,
     ApprovalForged,
+    ApprovalRequested,
+    ApprovalUsed,
     AttemptEnded,
     AttemptStarted,
     Checkpoint,
@@ -56,6 +52,7 @@ from callgate.ledger.record_data import (
     KeyForged,
     Released,
     RunOpened,
+    read,
 )
 from callgate.ledger.records import RecordKind
 from callgate.ledger.sql_codecs import (
@@ -203,13 +200,13 @@ RUN = Claim(kind=ClaimKind.RUN)
 
 
 def _decide(tx: Transaction, r: CallRecord) -> None:
-    tx.append(f"call.{r.state.value}", r.run_id, r.call_id, Decision.of(r, time.time()).encode())
+    tx.append(f"call.{r.state.value}", r.run_id, r.call_id, Decision.of(r, time.time()).encoded())
 
 
 def _begin(tx: Transaction, s: AttemptStart) -> Claim:
     """Take the key and start the attempt, or say why it may not run (the call settles)."""
     if not s.side_effecting:
-        tx.append(_K.ATTEMPT_STARTED, s.run_id, s.call_id, AttemptStarted.of(s, tx.worker).encode())
+        _start(tx, s)
         return RUN
     current = tx.call(s.run_id, s.call_id)
     key = true_key(tx, s.idempotency_key)  # never the row alone (`callgate.ledger.truth`)
@@ -233,13 +230,13 @@ def _begin(tx: Transaction, s: AttemptStart) -> Claim:
         extra: dict[str, float] = {}
         for rec in tx.appended:
             if rec.kind == _K.ATTEMPT_STARTED:
-                for budget, amount in AttemptStarted.decode(rec.data, rec.at).budgets:
+                for budget, amount in _started(rec).budgets:
                     extra[budget] = extra.get(budget, 0.0) + amount
         why = tx.truth.state.budgets.refusal([BudgetCharge(*b) for b in s.budgets], extra)
         if why is not None:
             claim = Claim(kind=ClaimKind.OVER_BUDGET, holder=(s.run_id, s.call_id), reason=why)
     if claim is None:
-        tx.append(_K.ATTEMPT_STARTED, s.run_id, s.call_id, AttemptStarted.of(s, tx.worker).encode())
+        _start(tx, s)
         return RUN
     answered = KeyAnswered(actor=tx.worker, holder=claim.holder)
     if current is not None and current.state is CallState.ADMITTED:
@@ -251,8 +248,17 @@ def _begin(tx: Transaction, s: AttemptStart) -> Claim:
             stage=stage,
             started_at=s.started_at,
         )
-    tx.append(f"idempotency.{claim.kind.value}", s.run_id, s.call_id, answered.encode())
+    tx.append(f"idempotency.{claim.kind.value}", s.run_id, s.call_id, answered.encoded())
     return claim
+
+
+def _started(rec: AuditRecord) -> AttemptStarted:
+    return read(AttemptStarted, rec.data) or AttemptStarted.decode(rec.data, rec.at)
+
+
+def _start(tx: Transaction, s: AttemptStart) -> None:
+    data = AttemptStarted.of(s, tx.worker).encoded()
+    tx.append(_K.ATTEMPT_STARTED, s.run_id, s.call_id, data)
 
 
 def _key_outcome(tx: Transaction, key: KeyRow) -> Outcome:
@@ -271,7 +277,7 @@ def _finish(tx: Transaction, f: AttemptFinish) -> bool:
     if not may_finish(current.state if current is not None else None, f.outcome):
         return False
     ended = AttemptEnded.of(f, tx.worker)
-    tx.append(f"attempt.{f.outcome.status}", f.run_id, f.call_id, ended.encode())
+    tx.append(f"attempt.{f.outcome.status}", f.run_id, f.call_id, ended.encoded())
     return True
 
 
@@ -326,7 +332,9 @@ def _request(tx: Transaction, request: ApprovalRequest) -> ApprovalRequest:
             )
         ):
             return found
-    tx.append(_K.APPROVAL_REQUESTED, request.run_id, request.call_id, requested_data(request))
+    tx.append(
+        _K.APPROVAL_REQUESTED, request.run_id, request.call_id, ApprovalRequested.encode(request)
+    )
     stored = tx.approval(request.id)
     assert stored is not None
     return stored
@@ -343,7 +351,9 @@ def _decide_approval(
         return undecidable(current, approval_id, now)
     status = ApprovalStatus.APPROVED if approve else ApprovalStatus.DENIED
     decided = replace(current, status=status, decided_by=by, decided_at=now, reason=reason)
-    tx.append(f"approval.{status.value}", current.run_id, current.call_id, decided_data(decided))
+    tx.append(
+        f"approval.{status.value}", current.run_id, current.call_id, ApprovalDecided.encode(decided)
+    )
     stored = tx.approval(approval_id)
     assert stored is not None
     return stored
@@ -378,7 +388,7 @@ def _consume(tx: Transaction, c: Consume) -> ApprovalRequest | None:
         ):
             continue
         used = replace(row, status=ApprovalStatus.USED, used_at=c.now, used_by=c.used_by)
-        tx.append("approval.used", row.run_id, row.call_id, used_data(used))
+        tx.append("approval.used", row.run_id, row.call_id, ApprovalUsed.encode(used))
         return tx.approval(approval_id)
     return None
 
@@ -644,6 +654,11 @@ def run_items(tx: Transaction, items: Sequence[Item]) -> list[Any]:
             results.append(_checkpoint(tx, payload))
         else:  # pragma: no cover - a programming error
             raise ValueError(f"unknown ledger item kind {kind}")
+    truth = tx.truth
+    if truth is not None and not tx._caught_up and truth.follows(tx.appended):
+        # Nothing was written since the truth's last record: fold these as its own once
+        # committed (`Transaction.committed`), not read back, parsed and hashed again.
+        tx._caught_up = True
     tx.write()
     return results
 
