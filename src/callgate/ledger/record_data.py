@@ -51,7 +51,9 @@ _R = TypeVar("_R")
 class Encoded(dict[str, Any]):
     """A record's data as this process encoded it, carrying the typed record it was encoded
     from (``body``): the journal's fold reads that (`read`) rather than decoding the data it
-    was just given. It is stored, hashed and compared as the plain JSON object it is."""
+    was just given. It is stored, hashed and compared as the plain JSON object it is. The
+    kinds every call writes (`Decision`, `AttemptStarted`, `AttemptEnded`, `KeyAnswered`)
+    encode into one."""
 
     __slots__ = ("body",)
 
@@ -65,12 +67,6 @@ def read(cls: type[_R], data: Mapping[str, Any]) -> _R | None:
         if type(body) is cls:
             return body
     return None
-
-
-def _encoded(body: Any, data: dict[str, Any]) -> Encoded:
-    found = Encoded(data)
-    found.body = body
-    return found
 
 
 def number_or(value: Any, default: float) -> float:
@@ -115,26 +111,24 @@ class Decision:
             updated_at=r.updated_at or at,
         )
 
-    def encode(self) -> dict[str, Any]:
-        return {
-            "actor": self.actor,
-            "tool": self.tool,
-            "tool_version": self.tool_version,
-            "arguments": self.arguments,
-            "stage": self.stage,
-            "decided_by": self.decided_by,
-            "effects": list(self.effects),
-            "approval_id": self.approval_id,
-            "message": self.message,
-            "request_hash": self.request_hash,
-            "idempotency_key": self.idempotency_key,
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-        }
-
-    def encoded(self) -> Encoded:
-        """`encode`, carrying this record for the fold (`Encoded`)."""
-        return _encoded(self, self.encode())
+    def encode(self) -> Encoded:
+        data = Encoded(
+            actor=self.actor,
+            tool=self.tool,
+            tool_version=self.tool_version,
+            arguments=self.arguments,
+            stage=self.stage,
+            decided_by=self.decided_by,
+            effects=list(self.effects),
+            approval_id=self.approval_id,
+            message=self.message,
+            request_hash=self.request_hash,
+            idempotency_key=self.idempotency_key,
+            created_at=self.created_at,
+            updated_at=self.updated_at,
+        )
+        data.body = self
+        return data
 
     @classmethod
     def decode(cls, d: Mapping[str, Any], at: float) -> Decision:
@@ -187,24 +181,21 @@ class AttemptStarted:
             budgets=tuple((key, amount) for key, amount, _ in s.budgets),
         )
 
-    def encode(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "actor": self.actor,
-            "attempt": self.attempt,
-            "idempotency_key": self.idempotency_key,
-            "request_hash": self.request_hash,
-            "tool_version": self.tool_version,
-            "started_at": self.started_at,
-            "key_expires_at": self.key_expires_at,
-            "side_effecting": self.side_effecting,
-        }
+    def encode(self) -> Encoded:
+        data = Encoded(
+            actor=self.actor,
+            attempt=self.attempt,
+            idempotency_key=self.idempotency_key,
+            request_hash=self.request_hash,
+            tool_version=self.tool_version,
+            started_at=self.started_at,
+            key_expires_at=self.key_expires_at,
+            side_effecting=self.side_effecting,
+        )
+        data.body = self
         if self.budgets:
             data["budgets"] = [[key, amount] for key, amount in self.budgets]
         return data
-
-    def encoded(self) -> Encoded:
-        """`encode`, carrying this record for the fold (`Encoded`)."""
-        return _encoded(self, self.encode())
 
     @classmethod
     def decode(cls, d: Mapping[str, Any], at: float) -> AttemptStarted:
@@ -269,27 +260,24 @@ class AttemptEnded:
             idempotency_key=f.idempotency_key,
         )
 
-    def encode(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "actor": self.actor,
-            "attempt": self.attempt,
-            "status": self.status,
-            "stage": self.stage,
-            "error": self.error,
-            "reconciled": self.reconciled,
-            "transaction_id": self.transaction_id,
-            "evidence_id": self.evidence_id,
-        }
+    def encode(self) -> Encoded:
+        data = Encoded(
+            actor=self.actor,
+            attempt=self.attempt,
+            status=self.status,
+            stage=self.stage,
+            error=self.error,
+            reconciled=self.reconciled,
+            transaction_id=self.transaction_id,
+            evidence_id=self.evidence_id,
+        )
+        data.body = self
         if self.note is not None:
             data["note"] = self.note
         data["content"] = self.content
         data["finished_at"] = self.finished_at
         data["idempotency_key"] = self.idempotency_key
         return data
-
-    def encoded(self) -> Encoded:
-        """`encode`, carrying this record for the fold (`Encoded`)."""
-        return _encoded(self, self.encode())
 
     @classmethod
     def decode(cls, d: Mapping[str, Any], at: float, status: str | None = None) -> AttemptEnded:
@@ -338,20 +326,17 @@ class KeyAnswered:
     stage: str = "execute"
     started_at: float = 0.0
 
-    def encode(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "actor": self.actor,
-            "holder": list(self.holder) if self.holder else None,
-        }
+    def encode(self) -> Encoded:
+        data = Encoded(
+            actor=self.actor,
+            holder=list(self.holder) if self.holder else None,
+        )
+        data.body = self
         if self.settled is not None:
             data["settled"] = self.settled
             data["stage"] = self.stage
             data["started_at"] = self.started_at
         return data
-
-    def encoded(self) -> Encoded:
-        """`encode`, carrying this record for the fold (`Encoded`)."""
-        return _encoded(self, self.encode())
 
     @classmethod
     def decode(cls, d: Mapping[str, Any], at: float) -> KeyAnswered:

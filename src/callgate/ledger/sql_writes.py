@@ -200,7 +200,7 @@ RUN = Claim(kind=ClaimKind.RUN)
 
 
 def _decide(tx: Transaction, r: CallRecord) -> None:
-    tx.append(f"call.{r.state.value}", r.run_id, r.call_id, Decision.of(r, time.time()).encoded())
+    tx.append(f"call.{r.state.value}", r.run_id, r.call_id, Decision.of(r, time.time()).encode())
 
 
 def _begin(tx: Transaction, s: AttemptStart) -> Claim:
@@ -248,7 +248,7 @@ def _begin(tx: Transaction, s: AttemptStart) -> Claim:
             stage=stage,
             started_at=s.started_at,
         )
-    tx.append(f"idempotency.{claim.kind.value}", s.run_id, s.call_id, answered.encoded())
+    tx.append(f"idempotency.{claim.kind.value}", s.run_id, s.call_id, answered.encode())
     return claim
 
 
@@ -257,7 +257,7 @@ def _started(rec: AuditRecord) -> AttemptStarted:
 
 
 def _start(tx: Transaction, s: AttemptStart) -> None:
-    data = AttemptStarted.of(s, tx.worker).encoded()
+    data = AttemptStarted.of(s, tx.worker).encode()
     tx.append(_K.ATTEMPT_STARTED, s.run_id, s.call_id, data)
 
 
@@ -277,7 +277,7 @@ def _finish(tx: Transaction, f: AttemptFinish) -> bool:
     if not may_finish(current.state if current is not None else None, f.outcome):
         return False
     ended = AttemptEnded.of(f, tx.worker)
-    tx.append(f"attempt.{f.outcome.status}", f.run_id, f.call_id, ended.encoded())
+    tx.append(f"attempt.{f.outcome.status}", f.run_id, f.call_id, ended.encode())
     return True
 
 
