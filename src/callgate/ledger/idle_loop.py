@@ -44,6 +44,10 @@ def loop_idle() -> bool:
         return False
     if len(selector.get_map()) > 1:
         return False
+    # Every task of the process, done or not, of any loop: one (this) is a quick yes.
+    every: Any = getattr(asyncio.tasks, "_all_tasks", None)
+    if every is not None and len(every) <= 1:
+        return True
     return len(asyncio.all_tasks(loop)) <= 1
 
 
