@@ -37,12 +37,14 @@ from callgate.ledger.base import (
 )
 from callgate.ledger.record_data import (
     ApprovalDecided,
+    ApprovalForged,
     ApprovalRequested,
     ApprovalUsed,
     AttemptEnded,
     AttemptStarted,
     Decision,
     KeyAnswered,
+    KeyForged,
     read,
 )
 from callgate.ledger.records import APPROVAL_CHANGES, OUTCOMES, RecordKind
@@ -486,14 +488,16 @@ def derive(records: Iterable[AuditRecord]) -> tuple[Derived, list[str]]:
         except UNREADABLE as exc:
             problem = f"its data cannot be read as a {rec.kind} record ({type(exc).__name__})"
         if problem is None and rec.kind == FORGED:
+            forged = ApprovalForged.decode(rec.data)
             problem = (
-                f"the ledger found approval {rec.data.get('approval_id')} forged and restored "
-                f"it from the journal ({rec.data.get('problem')}): the database was edited"
+                f"the ledger found approval {forged.approval_id} forged and restored "
+                f"it from the journal ({forged.problem}): the database was edited"
             )
-        elif problem is None and rec.kind == "idempotency.forged":
+        elif problem is None and rec.kind == RecordKind.KEY_FORGED:
+            edited = KeyForged.decode(rec.data)
             problem = (
-                f"the ledger found idempotency key {rec.data.get('idempotency_key')!r} edited "
-                f"({rec.data.get('problem')}) and answered from the journal"
+                f"the ledger found idempotency key {edited.idempotency_key!r} edited "
+                f"({edited.problem}) and answered from the journal"
             )
         if problem is not None:
             problems.append(f"record {rec.seq} ({rec.kind}): {problem}")

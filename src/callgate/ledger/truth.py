@@ -36,7 +36,7 @@ from callgate.ledger.chains import (
     checkpoint_heads,
 )
 from callgate.ledger.journal import RUN_FACT, UNREADABLE, Derived, apply
-from callgate.ledger.record_data import RunOpened
+from callgate.ledger.record_data import AttemptStarted, Decision, RunOpened, read
 from callgate.ledger.records import DECISIONS
 
 if TYPE_CHECKING:
@@ -410,7 +410,10 @@ class JournalTruth:
         kind = rec.kind
         if kind.startswith("call."):  # only a run's first decision: its owner
             if rec.run_id not in self.state.owners and kind[5:] in _DECISIONS:
-                self.state.owners[rec.run_id] = str(rec.data.get("actor"))
+                decided = read(Decision, rec.data)
+                self.state.owners[rec.run_id] = (
+                    decided.actor if decided is not None else str(rec.data.get("actor"))
+                )
         elif kind.startswith(_READ):
             try:  # noqa: SIM105 (a try costs less than `contextlib.suppress`: a hot path)
                 apply(self.state, rec)
@@ -419,10 +422,11 @@ class JournalTruth:
         if kind.startswith(RUN_FACT):
             self.state.fact(rec)
         elif kind == "attempt.started" and rec.call_id is not None:
-            charges = rec.data.get("budgets")
-            if isinstance(charges, list):
-                with contextlib.suppress(*UNREADABLE, IndexError):
-                    self.state.budgets.charge(rec.run_id, rec.call_id, charges)
+            data = rec.data
+            with contextlib.suppress(*UNREADABLE):  # (reported by `verify`)
+                started = read(AttemptStarted, data) or AttemptStarted.decode(data, rec.at)
+                if started.budgets:
+                    self.state.budgets.charge(rec.run_id, rec.call_id, started.budgets)
         elif kind == "attempt.error" and rec.call_id is not None:
             self.state.budgets.give_back(rec.run_id, rec.call_id)
         chain = chain_of(rec)
