@@ -35,7 +35,7 @@ from callgate.ledger.chains import (
     chain_of,
     checkpoint_heads,
 )
-from callgate.ledger.journal import RUN_FACT, UNREADABLE, Derived, apply
+from callgate.ledger.journal import RUN_FACT, UNREADABLE, Derived, change
 from callgate.ledger.record_data import AttemptStarted, Decision, RunOpened, read
 from callgate.ledger.records import DECISIONS
 
@@ -416,7 +416,7 @@ class JournalTruth:
                 )
         elif kind.startswith(_READ):
             try:  # noqa: SIM105 (a try costs less than `contextlib.suppress`: a hot path)
-                apply(self.state, rec)
+                change(self.state, rec)  # (no call rows here: nothing to `link`)
             except UNREADABLE:
                 pass  # A record no ledger writes that still hashes right changes nothing here.
         if kind.startswith(RUN_FACT):
