@@ -28,11 +28,12 @@ call (``tests/ledger/test_sqlite_statements.py``).
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from callgate.ledger.base import GENESIS, AuditRecord
-from callgate.ledger.chains import ROOT_CHAIN, chain_of, run_chain
+from callgate.ledger.chains import ROOT_CHAIN, run_chain
 from callgate.ledger.sql_dialects import _ROOT, Dialect, Opened, _root
 from callgate.ledger.sql_schema import HEAD_SEQ, Cursor
 from callgate.ledger.sql_statements import CALL_COLUMNS, KEY_COLUMNS
@@ -117,25 +118,42 @@ class SqliteDialect(Dialect):
         self._changes = changes
         if not records:
             return
-        ordered = sorted(records, key=_seq)
+        if len(records) > 1 and any(a.seq >= b.seq for a, b in itertools.pairwise(records)):
+            records = sorted(records, key=_seq)  # appended in number order: not expected
         heads = self._heads
         if len(heads) > KEPT_HEADS:
             heads.clear()  # read again when next locked
-        for rec in ordered:
-            heads[chain_of(rec)] = (rec.seq, rec.hash)
-        top = ordered[-1].seq
-        if self._last is not None:
-            self._last = max(self._last, top)
+        for rec in records:
+            heads[rec.chain or "r:" + rec.run_id] = (rec.seq, rec.hash)  # `chain_of`
+        top = records[-1].seq
+        if self._last is not None and top > self._last:
+            self._last = top
         after = self._after
         if after is not None:
+            kept = self._kept
             if (
-                len(self._kept) + len(ordered) > KEPT_RECORDS
-                or ordered[0].seq <= after
+                len(kept) + len(records) > KEPT_RECORDS
+                or records[0].seq <= after
                 or top >= HEAD_SEQ
             ):
                 self._after, self._kept = None, []
             else:
-                self._kept.extend(map(_journal_row, ordered))
+                kept.extend(
+                    [
+                        (
+                            r.seq,
+                            r.at,
+                            r.kind,
+                            r.run_id,
+                            r.call_id,
+                            r.data_json,
+                            r.prev_hash,
+                            r.hash,
+                            r.chain,
+                        )
+                        for r in records
+                    ]
+                )
 
     def forget(self) -> None:
         """Know nothing: the next transaction reads everything from the file."""
@@ -326,8 +344,3 @@ def _read_text(version: bool, calls: int, keys: int) -> str:
 
 def _seq(r: AuditRecord) -> int:
     return r.seq
-
-
-def _journal_row(r: AuditRecord) -> tuple[Any, ...]:
-    """A record as a journal read returns it (``JOURNAL_COLUMNS``)."""
-    return (r.seq, r.at, r.kind, r.run_id, r.call_id, r.data_json, r.prev_hash, r.hash, r.chain)
