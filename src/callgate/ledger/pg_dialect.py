@@ -72,7 +72,7 @@ class PostgresDialect(Dialect):
         if since != -1:
             if since is None:
                 parts.append(("chain_rows", CHAIN_HEADS, None))
-            parts.append(("since", _SINCE, (since or 0,)))
+            parts.append(("since", _SINCE, _since_params(since)))
         if root:
             parts.append(("root", _ROOT, None))
         got: dict[str, list[Any]] = {}
@@ -156,7 +156,7 @@ class PostgresDialect(Dialect):
         return sorted(int(r[0]) for r in cur.fetchall())
 
     def since(self, cur: Cursor, mark: int | None) -> tuple[list[Any], int | None]:
-        cur.execute(_SINCE, (mark or 0,))
+        cur.execute(_SINCE, _since_params(mark))
         return _since_rows(cur.fetchall(), mark)
 
     def unbound(self, cur: Cursor, root: str) -> list[tuple[str, int, str]]:
@@ -187,16 +187,20 @@ _CALLS = f"SELECT {CALL_COLUMNS} FROM calls WHERE run_id = ANY(%s) AND call_id =
 `PostgresDialect.open` drops): a probe of the primary key, whatever the plan's estimate
 of the number of pairs (a join against ``unnest`` of a parameter may scan the table)."""
 _KEYS = f"SELECT {KEY_COLUMNS} FROM idempotency_keys WHERE key = ANY(%s)"
-# Every transaction older than the snapshot's xmin has ended: what it wrote is read now or
-# was read before; rows of younger ones are read again next time (and skipped by number if
-# folded already). The xmin comes in a last row of its own (seq NULL).
+# What a read has not seen yet is exactly what its snapshot did not show: the rows of the
+# transactions running when it was taken (its xip list, and this transaction's own id,
+# whose later records the snapshot cannot show either) and of those that began after it
+# (ids from its xmax on). The next read asks for those alone, so a session holding a
+# transaction open elsewhere never makes a writer read again what it has read (as a read
+# from the snapshot's xmin did, every time, until that session ended). The read's own
+# snapshot comes in a last row of its own (seq NULL): its xmax, then the ids still open.
 _SINCE = (
-    f"SELECT {JOURNAL_COLUMNS} FROM journal WHERE xid >= %s UNION ALL "
-    "SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, "
-    "pg_snapshot_xmin(pg_current_snapshot())::text "
+    f"SELECT {JOURNAL_COLUMNS} FROM journal WHERE xid >= %s OR xid = ANY(%s::bigint[]) "
+    "UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, concat_ws(' ', "
+    "pg_snapshot_xmax(pg_current_snapshot())::text, (SELECT string_agg(x::text, ' ') "
+    "FROM pg_snapshot_xip(pg_current_snapshot()) AS x), "
+    "pg_current_xact_id_if_assigned()::text)"
 )
-
-
 UNPREPARED.add(_SINCE)
 
 
@@ -207,8 +211,32 @@ def _distinct(values: Iterable[str]) -> list[str]:
 def _since_rows(rows: Sequence[Any], mark: int | None) -> tuple[list[Any], int | None]:
     found = [r for r in rows if r[0] is not None]
     found.sort(key=lambda r: r[0])
-    after = [int(r[8]) for r in rows if r[0] is None]
-    return found, after[0] if after else mark
+    after = [str(r[8]) for r in rows if r[0] is None]
+    if not after:
+        return found, mark
+    xmax, *running = (int(x) for x in after[0].split())
+    return found, _mark(xmax, running)
+
+
+_PACKED = 1 << 64
+"""Marks from here on are packed (`_mark`); one below is a plain lower bound of ids."""
+
+
+def _mark(xmax: int, running: Iterable[int]) -> int:
+    """The truth's mark (an int, opaque to it) after a read whose snapshot had ``xmax``
+    and the transaction ids ``running`` still open: each id in 8 bytes after a 1 byte."""
+    ids = [xmax, *sorted({x for x in running if x < xmax})]
+    return int.from_bytes(b"\x01" + b"".join(x.to_bytes(8, "big") for x in ids), "big")
+
+
+def _since_params(mark: int | None) -> tuple[int, list[int]]:
+    """The read's parameters from the truth's mark: read ids from the first on, and the
+    others listed (None or 0: the whole journal)."""
+    if not mark or mark < _PACKED:
+        return (mark or 0, [])
+    packed = mark.to_bytes((mark.bit_length() + 7) // 8, "big")[1:]
+    ids = [int.from_bytes(packed[i : i + 8], "big") for i in range(0, len(packed), 8)]
+    return ids[0], ids[1:]
 
 
 _PG: dict[str, str] = {}
