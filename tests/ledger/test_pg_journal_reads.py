@@ -143,7 +143,11 @@ def test_a_writer_still_reads_what_a_transaction_open_at_its_last_read_commits(
     finish = Transaction.finish
 
     def slow_finish(self: Any, last: str) -> None:
-        if threading.current_thread().name == "slow":
+        if threading.current_thread().name == "slow" and not holding.is_set():
+            # Its transaction has an id before the other writer reads (as one that has
+            # locked or written rows has); its records are sent with its commit.
+            self.cur.execute("SELECT pg_current_xact_id()")
+            self.cur.fetchall()
             holding.set()
             release.wait(30)
         finish(self, last)
@@ -164,6 +168,8 @@ def test_a_writer_still_reads_what_a_transaction_open_at_its_last_read_commits(
         worker = threading.Thread(target=slow_call, name="slow")
         worker.start()
         assert holding.wait(30), "the other writer never reached its commit"
+        with psycopg.connect(pg_dsn) as bump:  # a later transaction ends first: the open
+            bump.execute("SELECT pg_current_xact_id()")  # one is below the snapshot's xmax
         _call(mine, "ra", "c1")  # reads while the other writer's transaction is open
         release.set()
         worker.join(30)
