@@ -40,7 +40,6 @@ from callgate.ledger.base import (
     Ledger,
     Outcome,
 )
-from callgate.ledger.idle_loop import as_if_no_loop
 from callgate.redact import Redactor
 from callgate.render import bounded
 from callgate.sync_loop import run_sync
@@ -607,9 +606,7 @@ async def _call_async(step: _Invoke) -> Any:
             return await step.fn(*step.args, **step.kwargs)
     bound = functools.partial(step.fn, *step.args, **step.kwargs)
     if step.timeout is None and not step.offload:
-        # In place, on the loop's thread (a lone call on an idle loop, `loop_idle`): seen
-        # by the handler as a worker thread would be, with no running event loop.
-        value = as_if_no_loop(bound)
+        value = bound()
     else:
         with anyio.fail_after(step.timeout):
             value = await anyio.to_thread.run_sync(bound, abandon_on_cancel=True)

@@ -691,9 +691,9 @@ def _thread_registry() -> Registry:
 
 
 @pytest.mark.sync_driver
-def test_lone_sync_call_leaves_the_loop_thread_only_when_the_loop_has_other_work() -> None:
-    """``submit``: no thread hop. ``asubmit``: in place on an idle loop (nothing to hold
-    up), a worker thread while another task is on the loop."""
+def test_lone_sync_call_runs_in_the_calling_thread_under_submit_only() -> None:
+    """``submit``: no thread hop. ``asubmit``: a worker thread, never the event loop's,
+    on an idle loop as beside another task."""
     run = Gate(_thread_registry()).run(authority=AUTH)
     [obs] = run.submit([ToolCall(id="a", name="where", arguments={"k": "x"})])
     assert obs.result == threading.get_ident()
@@ -708,7 +708,7 @@ def test_lone_sync_call_leaves_the_loop_thread_only_when_the_loop_has_other_work
             [o] = await run.asubmit([ToolCall(id="c", name="where", arguments={"k": "x"})])
         return o
 
-    assert anyio.run(alone).result == threading.get_ident()
+    assert anyio.run(alone).result != threading.get_ident()
     assert anyio.run(beside_another_task).result != threading.get_ident()
 
 

@@ -35,7 +35,6 @@ from callgate.gate.resume import Fact, exposed_fact, intent_fact, rebuild, resto
 from callgate.gate.run_state import RunState
 from callgate.ledger import default_ledger
 from callgate.ledger.base import CallState, Ledger, LedgerError
-from callgate.ledger.idle_loop import loop_idle
 from callgate.redact import DEFAULT_SECRET_PATTERNS, Redactor, redactor_for
 from callgate.schedule import (
     Batch,
@@ -506,10 +505,7 @@ class Run:
                 )
             elif work.admitted:  # one call, awaited here
                 item = work.admitted[0]
-                # A sync handler runs in place only on an idle loop, where it can hold up
-                # no other task, timer or watched file (as `submit` runs it, no thread
-                # hop); else in a worker thread, so it never blocks the caller's loop.
-                item.offload = not loop_idle()
+                item.offload = True  # a sync handler never blocks the caller's event loop
                 done = [await self._execute(item)]
             else:
                 done = []

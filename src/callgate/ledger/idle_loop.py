@@ -1,29 +1,22 @@
-"""Whether the running event loop has nothing to do but the current task (`loop_idle`),
-and how to run a function on it as a worker thread would see it (`as_if_no_loop`).
+"""Whether the running event loop has nothing to do but the current task (`loop_idle`).
 
-An idle loop cannot be held up: no other task waits to run, no timer is due (so
-no timeout around the current task either: `anyio.fail_after` and
-`asyncio.timeout` each set one), no callback is queued and no file is watched
-but the loop's own wake-up pipe. Work done there without yielding delays no one,
-so a lone call under ``asubmit`` does it in place, as ``submit`` does, instead
-of paying a thread hop (docs/execution.md, docs/design-notes.md).
+An idle loop cannot be held up by work done without yielding: no other task
+waits to run, no timer is due (so no timeout around the current task either:
+`anyio.fail_after` and `asyncio.timeout` each set one), no callback is queued
+and no file is watched but the loop's own wake-up pipe. The SQLite ledger's
+group commit uses it to commit a lone item in place, as ``submit`` does, with no
+yield and no thread hop (docs/design-notes.md). Tool handlers do not: a sync
+handler under ``asubmit`` always runs in a worker thread, since it may call back
+into the loop (``anyio.from_thread``, ``run_coroutine_threadsafe``), and work
+other threads hand the loop while it runs is not visible here.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
-__all__ = ["as_if_no_loop", "loop_idle"]
-
-T = TypeVar("T")
-
-try:  # anyio's marker of the running library (anyio.run refuses to start under it)
-    from sniffio import current_async_library_cvar as _library
-except ImportError:  # pragma: no cover - sniffio comes with anyio
-    _library = None  # type: ignore[assignment]
+__all__ = ["loop_idle"]
 
 
 def loop_idle() -> bool:
@@ -49,20 +42,3 @@ def loop_idle() -> bool:
     if every is not None and len(every) <= 1:
         return True
     return len(asyncio.all_tasks(loop)) <= 1
-
-
-def as_if_no_loop(fn: Callable[[], T]) -> T:
-    """``fn()`` run in this thread as a worker thread would see it: no running event loop
-    (so ``asyncio.run``, ``anyio.run`` or a sync ``submit`` inside it work as they do in a
-    worker thread), restored when it returns or raises."""
-    loop = asyncio.events._get_running_loop()
-    token: contextvars.Token[str | None] | None = None
-    asyncio.events._set_running_loop(None)
-    if _library is not None:
-        token = _library.set(None)
-    try:
-        return fn()
-    finally:
-        if token is not None and _library is not None:
-            _library.reset(token)
-        asyncio.events._set_running_loop(loop)

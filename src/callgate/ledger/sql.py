@@ -27,6 +27,7 @@ Durability classes, the reason this module exists:
 from __future__ import annotations
 
 import abc
+import asyncio
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -106,6 +107,25 @@ class _Waiter:
         self.durable = durable
         self.result: Any = None
         self.error: BaseException | None = None
+
+
+class _Once:
+    """``fn(batch)`` made exactly once, by whichever thread comes first; the other one
+    waits until it is made (a worker thread handed it, or the loop's thread taking it
+    back when the worker never began it)."""
+
+    __slots__ = ("batch", "fn", "lock", "made")
+
+    def __init__(self, fn: Callable[[list[_Waiter]], None], batch: list[_Waiter]) -> None:
+        self.fn, self.batch = fn, batch
+        self.lock = threading.Lock()
+        self.made = False
+
+    def commit(self) -> None:
+        with self.lock:
+            if not self.made:
+                self.made = True
+                self.fn(self.batch)
 
 
 class _Group:
@@ -297,13 +317,20 @@ class SqlLedger(Ledger):
 
         On an idle loop (`loop_idle`: no other task, timer, callback or watched file)
         nobody can join, so the item commits at once on the caller's thread, exactly
-        as the sync form does: ``asubmit`` costs a lone call no more than ``submit``.
-        Otherwise the first caller leads: it yields once so that concurrent callers
-        can queue, then commits everything queued, in a worker thread, again and
-        again until the queue is empty; a caller that found nobody queued with it
-        commits on its own thread (a hop would only add its cost). Callers arriving
-        during a commit join the next one. Waiting is shielded from cancellation: the
-        item is in a transaction already, so its caller must learn the result.
+        as the sync form does, with no await (so no cancellation point): ``asubmit``
+        costs a lone commit no more than ``submit``. Otherwise the first caller leads:
+        it yields once so that concurrent callers can queue, then commits everything
+        queued, in a worker thread, again and again until the queue is empty; a caller
+        that found nobody queued with it commits on its own thread (a hop would only
+        add its cost). Callers arriving during a commit join the next one.
+
+        Once queued, an item is committed before its caller goes on, whatever happens:
+        anyio's shield stops anyio's cancellations, and a native one (``task.cancel()``,
+        Ctrl-C under ``asyncio.run``; it passes the shield) is held until the item, and
+        for a leader everything queued behind it, is committed, then raised. So the
+        ledger keeps the truth (a finished handler's outcome is its outcome, not
+        ``unknown``), no item stays queued for an unrelated later call to commit, and no
+        follower waits for a leader that is gone (tests/core/test_lone_asubmit.py).
         """
         ident = threading.get_ident()
         group = self._groups.get(ident)
@@ -315,31 +342,73 @@ class SqlLedger(Ledger):
             return self._transact((item,), durable=durable)[0]
         waiter = _Waiter(item, durable)
         group.queue.append(waiter)
+        interrupted: BaseException | None = None
         with anyio.CancelScope(shield=True):
             if group.leading:
                 if group.done is None:
                     group.done = anyio.Event()
-                await group.done.wait()
+                done = group.done  # the event of the batch this item is in
+                while not done.is_set():
+                    try:
+                        await done.wait()
+                    except asyncio.CancelledError as exc:  # native: held, the leader commits
+                        interrupted = exc
             else:
-                group.leading = True
-                try:
-                    await anyio.sleep(0)
-                    while group.queue:
-                        batch, group.queue = group.queue, []
-                        done, group.done = group.done, None
-                        if len(batch) == 1 and done is None:
-                            # A lone call commits here, as `submit` does: a thread hop
-                            # would only add its cost, since nobody waits to join.
-                            self._commit_group(batch)
-                        else:
-                            await anyio.to_thread.run_sync(self._commit_group, batch)
-                        if done is not None:
-                            done.set()
-                finally:
-                    group.leading = False
+                interrupted = await self._lead(group)
+        if interrupted is not None:
+            raise interrupted
         if waiter.error is not None:
             raise waiter.error
         return waiter.result
+
+    async def _lead(self, group: _Group) -> BaseException | None:
+        """Commit ``group``'s queue until it is empty; a native cancellation met on the
+        way, held until then (any other interruption: the rest commits in place first)."""
+        interrupted: BaseException | None = None
+        group.leading = True
+        try:
+            try:
+                await anyio.sleep(0)
+            except asyncio.CancelledError as exc:
+                interrupted = exc
+            while group.queue:
+                batch, group.queue = group.queue, []
+                done, group.done = group.done, None
+                try:
+                    if len(batch) == 1 and done is None:
+                        # A lone call commits here, as `submit` does: a thread hop
+                        # would only add its cost, since nobody waits to join.
+                        self._commit_group(batch)
+                    else:
+                        interrupted = await self._commit_off_loop(batch) or interrupted
+                finally:
+                    if done is not None:
+                        done.set()
+        except BaseException:
+            while group.queue:  # nobody queued may wait for a leader that is gone
+                batch, group.queue = group.queue, []
+                done, group.done = group.done, None
+                self._commit_group(batch)
+                if done is not None:
+                    done.set()
+            raise
+        finally:
+            group.leading = False
+        return interrupted
+
+    async def _commit_off_loop(self, batch: list[_Waiter]) -> BaseException | None:
+        """``_commit_group(batch)`` in a worker thread; on a native cancellation, the
+        commit is still made (waited for, or made here if the worker never began it)
+        and the cancellation returned to be raised once the queue is done."""
+        once = _Once(self._commit_group, batch)
+        try:
+            await anyio.to_thread.run_sync(once.commit)
+        except BaseException as exc:
+            once.commit()
+            if isinstance(exc, asyncio.CancelledError):
+                return exc
+            raise
+        return None
 
     def _commit_group(self, batch: list[_Waiter]) -> None:
         """One transaction for the whole batch; if it fails, each item alone, to isolate it."""
