@@ -9,6 +9,7 @@ import pydantic_core
 from hypothesis import given
 from hypothesis import strategies as st
 
+from callgate.ledger import AttemptFinish, AttemptStart, CallRecord, CallState, Outcome
 from callgate.ledger.record_data import (
     ApprovalForged,
     AttemptEnded,
@@ -152,3 +153,104 @@ def test_a_checkpoint_reads_back(actor: str, heads: list[tuple[str, int, str]]) 
     checkpoint = Checkpoint.of(heads, actor)
     assert Checkpoint.decode(_stored(checkpoint.encode())) == checkpoint
     assert list(checkpoint.heads) == sorted(heads)
+
+
+# -- `of`: what a writer folds is what a reader decodes ------------------------------------
+
+odd_times = (
+    st.none()
+    | times
+    | st.integers(min_value=-(10**400), max_value=10**400)
+    | st.sampled_from([float("inf"), float("-inf"), float("nan"), 0.0])
+)
+"""What a caller may pass as a time: nothing, a number, one no stored float can hold."""
+odd_counts = st.integers(min_value=-(10**20), max_value=10**20) | st.sampled_from([0, 1, 2])
+
+
+@given(
+    st.builds(
+        CallRecord,
+        run_id=text,
+        call_id=text,
+        tool=text,
+        tool_version=maybe,
+        principal=text,
+        arguments=text,
+        state=st.sampled_from(CallState),
+        stage=st.sampled_from(["", "policy", "execute"]),
+        request_hash=maybe,
+        idempotency_key=maybe,
+        decided_by=maybe,
+        message=maybe,
+        effects=st.lists(text, max_size=3).map(tuple),
+        approval_id=maybe,
+        created_at=odd_times,
+        updated_at=odd_times,
+    )
+)
+def test_a_decision_of_a_call_is_what_its_text_decodes_to(r: CallRecord) -> None:
+    """`Decision.of` equals the decode of its own stored text (no time, no message)."""
+    body = Decision.of(r, AT)
+    assert Decision.decode(_stored(body.encode()), AT) == body
+
+
+@given(
+    st.builds(
+        AttemptStart,
+        run_id=text,
+        call_id=text,
+        tool=text,
+        tool_version=text,
+        attempt=odd_counts,
+        idempotency_key=text,
+        request_hash=text,
+        started_at=odd_times,
+        key_expires_at=odd_times,
+        side_effecting=st.booleans(),
+        budgets=st.lists(
+            st.tuples(text, odd_times.filter(lambda x: x is not None), times), max_size=2
+        ).map(tuple),
+    ),
+    text,
+)
+def test_an_attempt_start_is_what_its_text_decodes_to(s: AttemptStart, worker: str) -> None:
+    """`AttemptStarted.of` equals the decode of its own stored text."""
+    body = AttemptStarted.of(s, worker, AT)
+    back = AttemptStarted.decode(_stored(body.encode()), AT)
+    assert _no_nan(back) == _no_nan(body)
+
+
+@given(
+    st.builds(
+        AttemptFinish,
+        run_id=text,
+        call_id=text,
+        attempt=odd_counts,
+        idempotency_key=maybe,
+        outcome=st.builds(
+            Outcome,
+            status=st.sampled_from(["ok", "error", "unknown"]),
+            content=maybe,
+            error=maybe,
+            stage=st.sampled_from(["", "execute", "reconcile"]),
+            finished_at=odd_times,
+            reconciled=st.booleans(),
+            transaction_id=maybe,
+        ),
+        actor=maybe,
+        note=maybe,
+    ),
+    text,
+)
+def test_an_attempt_end_is_what_its_text_decodes_to(f: AttemptFinish, worker: str) -> None:
+    """`AttemptEnded.of` equals the decode of its own stored text (no finish time, no
+    content, an empty stage)."""
+    body = AttemptEnded.of(f, worker, AT)
+    back = AttemptEnded.decode(_stored(body.encode()), AT, f.outcome.status)
+    assert back == body
+
+
+def _no_nan(s: AttemptStarted) -> AttemptStarted:
+    """``s`` with a NaN budget amount (kept as given: NaN equals nothing) marked as text."""
+    s.budgets = tuple((k, "nan" if a != a else a) for k, a in s.budgets)  # type: ignore[misc]
+    return s

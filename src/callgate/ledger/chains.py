@@ -197,7 +197,7 @@ def verify_chains(
         root = r
         try:
             bound = checkpoint_heads(r)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, OverflowError) as exc:
             problems.append(f"record {r.seq}: an unreadable checkpoint ({exc})")
             bad.append(r.seq)
             continue

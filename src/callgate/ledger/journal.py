@@ -45,6 +45,7 @@ from callgate.ledger.record_data import (
     Decision,
     KeyAnswered,
     KeyForged,
+    float_or,
     read,
 )
 from callgate.ledger.records import APPROVAL_CHANGES, OUTCOMES, RecordKind
@@ -62,10 +63,12 @@ __all__ = [
     "changes_state",
     "derive",
     "outcome_from_record",
+    "start",
 ]
 
-UNREADABLE = (TypeError, ValueError, KeyError, AttributeError)
-"""What reading a record whose data was edited (wrong types, missing fields) raises."""
+UNREADABLE = (TypeError, ValueError, KeyError, AttributeError, OverflowError)
+"""What reading a record whose data was edited (wrong types, missing fields, a number no
+float or int column holds) raises."""
 FORGED = RecordKind.APPROVAL_FORGED.value
 """The record of an approval row found to differ from its records (and restored)."""
 RUN_FACT = "run."
@@ -164,7 +167,7 @@ def _outcome(d: Mapping[str, Any]) -> Outcome:
         content=str(d.get("content") or ""),
         error=d.get("error"),
         stage=str(d.get("stage") or "execute"),
-        finished_at=float(d.get("finished_at") or 0.0),
+        finished_at=float_or(d.get("finished_at"), 0.0),
         reconciled=bool(d.get("reconciled")),
         transaction_id=d.get("transaction_id"),
     )
@@ -273,8 +276,12 @@ def _decision(st: IndexState, rec: AuditRecord) -> str | None:
 
 
 def _started(st: IndexState, rec: AuditRecord) -> str | None:
+    return start(st, rec, read(AttemptStarted, rec.data) or AttemptStarted.decode(rec.data, rec.at))
+
+
+def start(st: IndexState, rec: AuditRecord, d: AttemptStarted) -> str | None:
+    """Change the rows attempt.started record ``rec`` changes, ``d`` its data decoded."""
     assert rec.call_id is not None
-    d = read(AttemptStarted, rec.data) or AttemptStarted.decode(rec.data, rec.at)
     attempt = d.attempt
     side = d.side_effecting
     started = d.started_at
@@ -531,12 +538,12 @@ def _attempt_step(
                 tool_version=str(a.get("tool_version")),
                 idempotency_key=str(a.get("idempotency_key")),
                 request_hash=str(a.get("request_hash")),
-                started_at=float(a.get("started_at") or 0.0),
+                started_at=float_or(a.get("started_at"), 0.0),
                 worker=str(a.get("worker") or ""),
                 outcome=_outcome(outcome) if outcome else None,
             )
     elif rec.kind == "attempt.started" and "started_at" in d:
-        s = AttemptStarted.decode(d, float(d["started_at"]))
+        s = AttemptStarted.decode(d, rec.at)
         if s.attempt not in found:
             found[s.attempt] = AttemptRecord(
                 run_id=rec.run_id,

@@ -4,8 +4,11 @@ decoder side by side.
 ``encode`` builds the record's data exactly as it has always been stored (the SQL ledgers
 keep the fields in the order written here, so the text their hashes cover never changes;
 `tests/ledger/test_record_data.py` pins every kind's text). ``decode`` reads stored data
-back as leniently as the fold always has: a missing field takes its default, so an edited
-record is read (and reported by its hash) rather than raising where the fold did not.
+back leniently: a missing field, or a number that is not one a float or a stored count can
+hold (``1e400``, ``NaN``, ``9**400``), takes its default (`number_or`, `float_or`, `int_or`),
+so an edited record is read (and reported by its hash) rather than raising (a re-signed one
+is read as far as it can be). ``of`` builds each record as its stored text decodes: the typed
+record a writer folds is the one a reader of the journal gets.
 
 The data of approval records is built by `callgate.approvals` (``requested_data``,
 ``decided_data``, ``used_data``), a layer below the ledger that the in-memory approval
@@ -20,6 +23,7 @@ as much to build, and the fold builds one per record it reads (`callgate.ledger.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -41,6 +45,9 @@ __all__ = [
     "KeyForged",
     "Released",
     "RunOpened",
+    "charges",
+    "float_or",
+    "int_or",
     "number_or",
     "read",
 ]
@@ -70,8 +77,48 @@ def read(cls: type[_R], data: Mapping[str, Any]) -> _R | None:
 
 
 def number_or(value: Any, default: float) -> float:
-    """A stored time: ``value`` when it is a number, else ``default`` (the record's time)."""
-    return float(value) if isinstance(value, int | float) else default
+    """A stored time: ``value`` when it is a finite number a float holds, else ``default``
+    (the record's time)."""
+    if isinstance(value, int | float):
+        try:
+            found = float(value)
+        except OverflowError:  # an int past 1.8e308
+            return default
+        if found - found == 0.0:  # not inf, -inf or NaN
+            return found
+    return default
+
+
+def float_or(value: Any, default: float) -> float:
+    """``float(value or default)``, or ``default`` where that raises or is not finite."""
+    try:
+        found = float(value or default)
+    except (TypeError, ValueError, OverflowError):
+        return default
+    return found if found - found == 0.0 else default
+
+
+_INT_MAX = 2**31 - 1
+"""The largest count an SQL ``INTEGER`` column holds on every backend (PostgreSQL's)."""
+
+
+def int_or(value: Any, default: int) -> int:
+    """``int(value or default)`` (an attempt's number), or ``default`` where that raises or
+    falls outside what an ``INTEGER`` column holds."""
+    try:
+        found = int(value or default)
+    except (TypeError, ValueError, OverflowError):
+        return default
+    return found if -_INT_MAX <= found <= _INT_MAX else default
+
+
+def _amount(value: Any) -> float:
+    """A budget charge's amount as a float; an int too large for one is infinite (as the
+    same number written ``1e400`` reads), so it spends every budget rather than none."""
+    try:
+        return float(value)
+    except OverflowError:
+        return float("inf") if value > 0 else float("-inf")
 
 
 @dataclass(slots=True, kw_only=True)
@@ -94,21 +141,22 @@ class Decision:
 
     @classmethod
     def of(cls, r: CallRecord, at: float) -> Decision:
-        """The decision in call record ``r``, made at ``at`` (when ``r`` has no time)."""
+        """The decision in call record ``r``, made at ``at`` (when ``r`` has no time), as its
+        stored data decodes."""
         return cls(
-            actor=r.principal,
-            tool=r.tool,
+            actor=str(r.principal),
+            tool=str(r.tool),
             tool_version=r.tool_version,
-            arguments=r.arguments,
-            stage=r.stage,
+            arguments=str(r.arguments),
+            stage=str(r.stage),
             decided_by=r.decided_by,
-            effects=r.effects,
+            effects=tuple(r.effects or ()),
             approval_id=r.approval_id,
-            message=r.message,
+            message=str(r.message or ""),
             request_hash=r.request_hash,
             idempotency_key=r.idempotency_key,
-            created_at=r.created_at,
-            updated_at=r.updated_at or at,
+            created_at=number_or(r.created_at, at),
+            updated_at=number_or(r.updated_at or at, at),
         )
 
     def encode(self) -> Encoded:
@@ -168,17 +216,20 @@ class AttemptStarted:
     """(budget key, amount): stored only when there are any."""
 
     @classmethod
-    def of(cls, s: AttemptStart, worker: str) -> AttemptStarted:
+    def of(cls, s: AttemptStart, worker: str, at: float | None = None) -> AttemptStarted:
+        """The start ``s``, as its stored data decodes (``at``: the time a start with no
+        time is given; now by default)."""
+        now = time.time() if at is None else at
         return cls(
-            actor=worker,
-            attempt=s.attempt,
-            idempotency_key=s.idempotency_key,
-            request_hash=s.request_hash,
-            tool_version=s.tool_version,
-            started_at=s.started_at,
-            key_expires_at=s.key_expires_at,
-            side_effecting=s.side_effecting,
-            budgets=tuple((key, amount) for key, amount, _ in s.budgets),
+            actor=str(worker or ""),
+            attempt=int_or(s.attempt, 1),
+            idempotency_key=str(s.idempotency_key),
+            request_hash=str(s.request_hash),
+            tool_version=str(s.tool_version),
+            started_at=number_or(s.started_at, now),
+            key_expires_at=float_or(s.key_expires_at, 0.0),
+            side_effecting=bool(s.side_effecting),
+            budgets=tuple((str(key), _amount(amount)) for key, amount, _ in s.budgets),
         )
 
     def encode(self) -> Encoded:
@@ -202,23 +253,23 @@ class AttemptStarted:
         get = d.get
         return cls(
             actor=str(get("actor") or ""),
-            attempt=int(get("attempt") or 1),
+            attempt=int_or(get("attempt"), 1),
             idempotency_key=str(get("idempotency_key")),
             request_hash=str(get("request_hash")),
             tool_version=str(get("tool_version")),
             started_at=number_or(get("started_at"), at),
-            key_expires_at=float(get("key_expires_at") or 0.0),
+            key_expires_at=float_or(get("key_expires_at"), 0.0),
             side_effecting=bool(get("side_effecting", True)),
-            budgets=_charges(get("budgets")),
+            budgets=charges(get("budgets")),
         )
 
 
-def _charges(value: Any) -> tuple[tuple[str, float], ...]:
+def charges(value: Any) -> tuple[tuple[str, float], ...]:
     """Stored budget charges ``[[key, amount], ...]``; anything else (an edit) is none."""
     if not isinstance(value, list):
         return ()
     try:
-        return tuple((str(key), float(amount)) for key, amount in value)
+        return tuple((str(key), _amount(amount)) for key, amount in value)
     except (TypeError, ValueError):
         return ()
 
@@ -243,21 +294,24 @@ class AttemptEnded:
     idempotency_key: str
 
     @classmethod
-    def of(cls, f: AttemptFinish, worker: str) -> AttemptEnded:
+    def of(cls, f: AttemptFinish, worker: str, at: float | None = None) -> AttemptEnded:
+        """The end ``f``, as its stored data decodes (``at``: the time an outcome with no
+        finish time is given; now by default)."""
         o = f.outcome
+        key = f.idempotency_key
         return cls(
-            actor=f.actor or worker,
-            attempt=f.attempt,
-            status=o.status,
-            stage=o.stage,
+            actor=str(f.actor or worker or ""),
+            attempt=int_or(f.attempt, 1),
+            status=str(o.status),
+            stage=str(o.stage or "execute"),
             error=o.error,
-            reconciled=o.reconciled,
+            reconciled=bool(o.reconciled),
             transaction_id=o.transaction_id,
             evidence_id=f.call_id if o.status == "ok" else None,
-            note=f.note,
-            content=o.content,
-            finished_at=o.finished_at,
-            idempotency_key=f.idempotency_key,
+            note=None if f.note is None else str(f.note),
+            content=str(o.content or ""),
+            finished_at=number_or(o.finished_at, time.time() if at is None else at),
+            idempotency_key=key if isinstance(key, str) else "",
         )
 
     def encode(self) -> Encoded:
@@ -287,7 +341,7 @@ class AttemptEnded:
         note = get("note")
         return cls(
             actor=str(get("actor") or ""),
-            attempt=int(get("attempt") or 1),
+            attempt=int_or(get("attempt"), 1),
             status=str(get("status")) if status is None else status,
             stage=str(get("stage") or "execute"),
             error=get("error"),
@@ -456,7 +510,10 @@ class Checkpoint:
             chain, seq, h = entry
             if not isinstance(chain, str) or not isinstance(h, str):
                 raise ValueError("a head entry is not [chain, seq, hash]")
-            found.append((chain, int(seq), h))
+            try:
+                found.append((chain, int(seq), h))
+            except OverflowError as exc:
+                raise ValueError(f"a head entry's record number is {seq!r}") from exc
         return cls(actor=str(d.get("actor") or ""), heads=tuple(found))
 
 
@@ -493,8 +550,8 @@ class ApprovalRequested:
             effects=tuple(get("effects") or ()),
             preview=str(get("preview") or ""),
             policy_version=get("policy_version"),
-            expires_at=float(get("expires_at") or 0.0),
-            created_at=float(get("created_at") or at),
+            expires_at=float_or(get("expires_at"), 0.0),
+            created_at=float_or(get("created_at"), at),
             resumable=bool(get("resumable")),
         )
 
@@ -550,7 +607,7 @@ class ApprovalDecided:
             resource_version=get("resource_version"),
             policy_version=get("policy_version"),
             reason=get("reason"),
-            decided_at=float(get("decided_at") or at),
+            decided_at=float_or(get("decided_at"), at),
         )
 
 
@@ -574,6 +631,6 @@ class ApprovalUsed:
             actor=get("actor"),
             approval_id=str(get("approval_id")),
             decided_by=get("decided_by"),
-            used_at=float(get("used_at") or at),
+            used_at=float_or(get("used_at"), at),
             used_by=get("used_by"),
         )

@@ -35,8 +35,8 @@ from callgate.ledger.chains import (
     chain_of,
     checkpoint_heads,
 )
-from callgate.ledger.journal import RUN_FACT, UNREADABLE, Derived, change
-from callgate.ledger.record_data import AttemptStarted, Decision, RunOpened, read
+from callgate.ledger.journal import RUN_FACT, UNREADABLE, Derived, change, start
+from callgate.ledger.record_data import AttemptStarted, Decision, RunOpened, charges, read
 from callgate.ledger.records import DECISIONS
 
 if TYPE_CHECKING:
@@ -381,7 +381,7 @@ class JournalTruth:
         the end of the read (which has it: it committed before the checkpoint)."""
         try:
             bound = checkpoint_heads(rec)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             self._broken(rec.seq, "an unreadable checkpoint")
         for chain, seq, h in bound:
             have = self.heads.get(chain)
@@ -414,6 +414,8 @@ class JournalTruth:
                 self.state.owners[rec.run_id] = (
                     decided.actor if decided is not None else str(rec.data.get("actor"))
                 )
+        elif kind == "attempt.started" and rec.call_id is not None:
+            self._started(rec)
         elif kind.startswith(_READ):
             try:  # noqa: SIM105 (a try costs less than `contextlib.suppress`: a hot path)
                 change(self.state, rec)  # (no call rows here: nothing to `link`)
@@ -421,12 +423,6 @@ class JournalTruth:
                 pass  # A record no ledger writes that still hashes right changes nothing here.
         if kind.startswith(RUN_FACT):
             self.state.fact(rec)
-        elif kind == "attempt.started" and rec.call_id is not None:
-            data = rec.data
-            with contextlib.suppress(*UNREADABLE):  # (reported by `verify`)
-                started = read(AttemptStarted, data) or AttemptStarted.decode(data, rec.at)
-                if started.budgets:
-                    self.state.budgets.charge(rec.run_id, rec.call_id, started.budgets)
         elif kind == "attempt.error" and rec.call_id is not None:
             self.state.budgets.give_back(rec.run_id, rec.call_id)
         chain = chain_of(rec)
@@ -439,13 +435,33 @@ class JournalTruth:
             return
         self.roots[rec.seq] = rec.hash
         if kind == CHECKPOINT:
-            with contextlib.suppress(TypeError, ValueError):
+            with contextlib.suppress(TypeError, ValueError, OverflowError):
                 for bound_chain, seq, _ in checkpoint_heads(rec):
                     if seq > self.bound.get(bound_chain, 0):
                         self.bound[bound_chain] = seq
                     head = self.heads.get(bound_chain)
                     if head is not None and head[0] <= seq:
                         self.moved.discard(bound_chain)
+
+    def _started(self, rec: AuditRecord) -> None:
+        """Fold an ``attempt.started`` record, decoded once: the key it takes, and what it
+        spends of each budget (read on its own: a start whose other data cannot be read
+        still spends; `verify` reports it)."""
+        assert rec.call_id is not None
+        data = rec.data
+        started = read(AttemptStarted, data)
+        if started is None:
+            try:
+                started = AttemptStarted.decode(data, rec.at)
+            except UNREADABLE:
+                spent = charges(data.get("budgets")) if isinstance(data, Mapping) else ()
+                if spent:
+                    self.state.budgets.charge(rec.run_id, rec.call_id, spent)
+                return
+        with contextlib.suppress(*UNREADABLE):
+            start(self.state, rec, started)
+        if started.budgets:
+            self.state.budgets.charge(rec.run_id, rec.call_id, started.budgets)
 
     def _broken(self, seq: int, problem: str) -> Any:
         # Start over next time: what was folded on the way here was not proven by the head,
