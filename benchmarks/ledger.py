@@ -17,7 +17,9 @@ callgate rows:
 * ``gate ...``: the whole pipeline (``run.submit`` / ``run.asubmit``: parse,
   validate, authorize, ledger, execute), with `SQLiteLedger` and, for
   reference, with `MemoryLedger`; ``gate side sqlite async`` is a lone call at
-  a time through ``run.asubmit``.
+  a time through ``run.asubmit`` (its sync handler in a worker thread, one hop a
+  call), ``gate side sqlite async, async tool`` the same with the ``async def``
+  twin of the tool, which runs on the loop (no hop).
 
 Syncs (``fsync`` + ``fdatasync``) are counted with ``strace -f -y`` when it
 is installed: each row runs once more in a child process, with N calls and
@@ -384,6 +386,10 @@ ROWS: dict[str, tuple[Row, str]] = {
     "gate side sqlite": (lambda r, n: gate_seq(_sqlite(r), "charge", n), "seq"),
     "gate read sqlite": (lambda r, n: gate_seq(_sqlite(r), "lookup", n), "seq"),
     "gate side sqlite async": (lambda r, n: gate_aseq(_sqlite(r), "charge", n), "seq"),
+    "gate side sqlite async, async tool": (
+        lambda r, n: gate_aseq(_sqlite(r), "charge_async", n),
+        "seq",
+    ),
     "gate side x16 sqlite": (lambda r, n: gate_batch(_sqlite(r), n), "batch"),
     "gate side memory": (lambda r, n: gate_seq(MemoryLedger(), "charge", n), "seq"),
     "gate side x16 memory": (lambda r, n: gate_batch(MemoryLedger(), n), "batch"),
@@ -474,7 +480,7 @@ def main() -> None:
     base = {"seq": medians["bare 2 commits"], "batch": medians["bare 2 commits x16"]}
     print("µs/call: CPU time of this process (--cpu)" if args.cpu else "µs/call: wall time")
     print(
-        f"{'row':<22} {'µs/call':>9} {'calls/s':>9} {'vs bare':>8} "
+        f"{'row':<34} {'µs/call':>9} {'calls/s':>9} {'vs bare':>8} "
         f"{'syncs/call':>11} {'+checkpoint':>12} {'stmts/call':>11}"
     )
     for name, (_, kind) in ROWS.items():
@@ -485,7 +491,7 @@ def main() -> None:
         sent = statements[name]
         shown = "-" if sent is None else f"{sent:.2f}"
         print(
-            f"{name:<22} {us:>9.1f} {1e6 / us:>9.0f} {us / base[kind]:>7.2f}x "
+            f"{name:<34} {us:>9.1f} {1e6 / us:>9.0f} {us / base[kind]:>7.2f}x "
             f"{commit:>11} {background:>12} {shown:>11}"
         )
     seq, batch = _size("seq", args.scale), _size("batch", args.scale)
