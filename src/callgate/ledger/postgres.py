@@ -28,7 +28,7 @@ import contextlib
 import functools
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from callgate.ledger.base import LedgerError
@@ -117,6 +117,8 @@ class PostgresLedger(SqlLedger):
         super().__init__(worker=worker, chain_key=chain_key)
         self.read_only = read_only
         self._tx_lock = threading.Lock()
+        self._reading = threading.local()
+        """The connection of this thread's `_snapshot`, while one is open."""
         try:
             import psycopg
             import psycopg_pool
@@ -250,8 +252,23 @@ class PostgresLedger(SqlLedger):
         return results[len(deferred) :]
 
     def _query_once(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
+        held = getattr(self._reading, "conn", None)
+        if held is not None:  # inside `_snapshot`: this thread's one read transaction
+            return list(held.execute(_pg(statement), params).fetchall())
         with self._pool.connection() as conn:
             return conn.execute(_pg(statement), params).fetchall()
+
+    @contextlib.contextmanager
+    def _snapshot(self) -> Iterator[None]:
+        """One REPEATABLE READ transaction on one connection: every read of this thread
+        inside sees the same committed state."""
+        with self._pool.connection() as conn, conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            self._reading.conn = conn
+            try:
+                yield
+            finally:
+                self._reading.conn = None
 
     def close(self) -> None:
         """Commit deferred writes, write a checkpoint, and close the pool."""

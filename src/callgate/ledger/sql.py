@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextlib
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import anyio
@@ -174,6 +175,8 @@ class SqlLedger(Ledger):
         self._truth = JournalTruth(self.chain_key)
         self._deferred: list[Item] = []
         self._deferred_lock = threading.Lock()
+        self._snapshotting = threading.local()
+        """Whether this thread is inside `_one_snapshot` (reads only)."""
         self._groups: dict[int, _Group] = {}
         self._rows = RowCache()
         self._unbound = 0
@@ -246,9 +249,26 @@ class SqlLedger(Ledger):
             self._deferred.append(item)
 
     def _flush(self) -> None:
-        """Commit deferred writes (lightly) so that reads see them."""
-        if self._deferred:
+        """Commit deferred writes (lightly) so that reads see them (not inside this
+        thread's read snapshot, which `verify` flushed before opening)."""
+        if self._deferred and not getattr(self._snapshotting, "on", False):
             self._transact((), durable=False)
+
+    @contextlib.contextmanager
+    def _snapshot(self) -> Iterator[None]:
+        """Reads inside see one committed state (a backend opens a read transaction)."""
+        yield
+
+    @contextlib.contextmanager
+    def _one_snapshot(self) -> Iterator[None]:
+        """`_snapshot`, marked for this thread so that no read inside tries to write."""
+        self._flush()
+        with self._snapshot():
+            self._snapshotting.on = True
+            try:
+                yield
+            finally:
+                self._snapshotting.on = False
 
     # -- writes -----------------------------------------------------------------
 
@@ -590,6 +610,12 @@ class SqlLedger(Ledger):
         (edited, inserted or deleted) is reported, and so is a record that breaks a rule
         it was written under.
         """
+        # One snapshot: a record committed between two of these reads would look like a
+        # deleted tail or an edited row while anything else writes.
+        with self._one_snapshot():
+            return self._verify_read()
+
+    def _verify_read(self) -> AuditCheck:
         records = self.audit()
         try:
             heads = self.chain_heads()

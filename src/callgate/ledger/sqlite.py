@@ -28,11 +28,12 @@ without ``close()`` and processes killed with SIGKILL in
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from callgate.ledger.base import LedgerError
@@ -265,6 +266,17 @@ class SQLiteLedger(SqlLedger):
     def _query_once(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
         with self._lock:
             return self._cur.execute(statement, params).fetchall()
+
+    @contextlib.contextmanager
+    def _snapshot(self) -> Iterator[None]:
+        """One read transaction: every read inside sees the same committed state (the
+        connection's other users wait)."""
+        with self._lock:
+            self._cur.execute("BEGIN")
+            try:
+                yield
+            finally:
+                self._cur.execute("COMMIT")  # read only: nothing is kept or lost
 
     # -- lifecycle --------------------------------------------------------------
 
