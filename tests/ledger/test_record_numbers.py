@@ -343,3 +343,20 @@ def test_an_outcome_with_missing_values_finishes_and_verifies(
     finally:
         ledger.close()
     assert check.ok, check.problems
+
+
+@pytest.mark.parametrize("huge", HUGE)
+def test_a_resigned_huge_key_expiry_keeps_the_key(base_db: Path, tmp_path: Path, huge: str) -> None:
+    """A start's key expiry re-signed past every float (1e400 as always read: never expires)
+    keeps its key: the key's ok outcome replays, the effect never runs twice."""
+    path = _copy(base_db, tmp_path)
+    seq = next(s for s, kind, _ in _rows(path) if kind == "attempt.started")
+    _rewrite(path, seq, lambda t: _edit(t, "key_expires_at", huge), resign=True)
+    ledger = SQLiteLedger(path, worker="w9")
+    try:
+        _decide(ledger, "z1", "k1")
+        claim = ledger.begin_attempt(_start("z1", "k1"))
+    finally:
+        ledger.close()
+    # -1e400: expired (as always read), so the ok key is free again; the others hold.
+    assert claim.kind is (ClaimKind.RUN if huge.startswith("-") else ClaimKind.REPLAY)

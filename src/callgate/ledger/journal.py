@@ -220,7 +220,7 @@ def change(st: IndexState, rec: AuditRecord) -> str | None:
     if kind.startswith("call."):
         return _decision(st, rec)
     if kind == "attempt.started":
-        return _started(st, rec)
+        return _started(st, rec) if rec.call_id is not None else None
     if kind.startswith("attempt."):
         return _finished(st, rec)
     if kind.startswith("idempotency."):

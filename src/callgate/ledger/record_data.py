@@ -4,11 +4,13 @@ decoder side by side.
 ``encode`` builds the record's data exactly as it has always been stored (the SQL ledgers
 keep the fields in the order written here, so the text their hashes cover never changes;
 `tests/ledger/test_record_data.py` pins every kind's text). ``decode`` reads stored data
-back leniently: a missing field, or a number that is not one a float or a stored count can
-hold (``1e400``, ``NaN``, ``9**400``), takes its default (`number_or`, `float_or`, `int_or`),
-so an edited record is read (and reported by its hash) rather than raising (a re-signed one
-is read as far as it can be). ``of`` builds each record as its stored text decodes: the typed
-record a writer folds is the one a reader of the journal gets.
+back leniently: a missing field, or a number no float or stored count holds (``1e400``,
+``NaN``, ``9**400``), takes its default (`number_or`, `float_or`, `int_or`; a key's expiry
+past every float is infinite, `expiry_or`), so an edited record is read (and reported by
+its hash) rather than raising, and a re-signed one is read as far as it can be
+(`tests/ledger/test_record_numbers.py`). ``of`` builds each record as its stored text
+decodes: the typed record a writer folds is the one a reader of the journal gets
+(`tests/ledger/test_record_codecs.py`).
 
 The data of approval records is built by `callgate.approvals` (``requested_data``,
 ``decided_data``, ``used_data``), a layer below the ledger that the in-memory approval
@@ -46,6 +48,7 @@ __all__ = [
     "Released",
     "RunOpened",
     "charges",
+    "expiry_or",
     "float_or",
     "int_or",
     "number_or",
@@ -96,6 +99,21 @@ def float_or(value: Any, default: float) -> float:
     except (TypeError, ValueError, OverflowError):
         return default
     return found if found - found == 0.0 else default
+
+
+def expiry_or(value: Any, default: float) -> float:
+    """A key's expiry, ``float(value or default)``: a number too large for a float, infinite
+    or NaN never expires (infinity: a key held, as ``1e400`` always read); one too small,
+    or a value that is no number, is ``default``."""
+    try:
+        found = float(value or default)
+    except OverflowError:
+        return float("inf") if value > 0 else default
+    except (TypeError, ValueError):
+        return default
+    if found != found or found == float("inf"):
+        return float("inf")
+    return default if found == float("-inf") else found
 
 
 _INT_MAX = 2**31 - 1
@@ -227,7 +245,7 @@ class AttemptStarted:
             request_hash=str(s.request_hash),
             tool_version=str(s.tool_version),
             started_at=number_or(s.started_at, now),
-            key_expires_at=float_or(s.key_expires_at, 0.0),
+            key_expires_at=expiry_or(s.key_expires_at, 0.0),
             side_effecting=bool(s.side_effecting),
             budgets=tuple((str(key), _amount(amount)) for key, amount, _ in s.budgets),
         )
@@ -258,7 +276,7 @@ class AttemptStarted:
             request_hash=str(get("request_hash")),
             tool_version=str(get("tool_version")),
             started_at=number_or(get("started_at"), at),
-            key_expires_at=float_or(get("key_expires_at"), 0.0),
+            key_expires_at=expiry_or(get("key_expires_at"), 0.0),
             side_effecting=bool(get("side_effecting", True)),
             budgets=charges(get("budgets")),
         )
