@@ -232,11 +232,12 @@ def test_a_context_variable_set_by_the_handler_stays_in_the_handler() -> None:
     assert asyncio.run(main()) == "caller"
 
 
-def test_a_cancel_from_another_thread_leaves_the_call_ok_or_unknown_and_nothing_queued(
+def test_a_cancel_from_another_thread_reaches_the_caller_while_the_handler_runs(
     tmp_path: Path,
 ) -> None:
-    """``loop.call_soon_threadsafe(task.cancel)`` while the handler runs: the caller is
-    cancelled, the call is recorded ok or unknown (never left running), no item stays queued."""
+    """``loop.call_soon_threadsafe(task.cancel)`` while the handler still runs: the caller
+    is cancelled before the handler returns, the call is recorded unknown (never left
+    running) and no item stays queued in the ledger's group commit."""
     started, release = threading.Event(), threading.Event()
     registry = Registry()
 
@@ -257,7 +258,6 @@ def test_a_cancel_from_another_thread_leaves_the_call_ok_or_unknown_and_nothing_
         def watchdog() -> None:
             started.wait(10)
             loop.call_soon_threadsafe(task.cancel)
-            release.set()
 
         threading.Thread(target=watchdog, daemon=True).start()
         await run.asubmit([ToolCall(id="c1", name="slow_charge", arguments={"op": "A"})])
@@ -265,24 +265,46 @@ def test_a_cancel_from_another_thread_leaves_the_call_ok_or_unknown_and_nothing_
     try:
         with pytest.raises(asyncio.CancelledError):
             _bounded(lambda: asyncio.run(main()))
+        assert not release.is_set()  # the handler had not returned yet
     finally:
         release.set()
     record = ledger.get_call(run.id, "c1")
     assert record is not None
-    assert record.state in (CallState.OK, CallState.UNKNOWN)
+    assert record.state is CallState.UNKNOWN
     assert _queued(ledger) == 0
     ledger.close()
 
 
+def test_the_callers_current_event_loop_survives_a_handler_that_runs_asyncio_run() -> None:
+    """A handler calling ``asyncio.run`` does not clear the current loop of the thread
+    that drives the caller's loop (``get_event_loop`` still answers it afterwards)."""
+    run = Gate(_registry()).run(authority=AUTH)
+
+    def app() -> bool:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        try:
+            [obs] = loop.run_until_complete(run.asubmit([_call(1, "nested")]))
+            assert obs.status is Status.OK
+            return asyncio.get_event_loop() is loop
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()
+
+    assert _bounded(app) is True
+
+
 def test_two_threads_calls_on_one_loop_run_at_once() -> None:
-    """A loop serving request threads: two lone asubmit calls of a sync tool are inside
-    their handlers at the same time (neither holds up the other)."""
+    """A loop serving request threads: a second thread's lone asubmit, handed to the loop
+    while the first call's sync handler runs, is inside its handler at the same time."""
     both = threading.Barrier(2, timeout=10)
+    first_in = threading.Event()
     registry = Registry()
 
     @registry.tool(effects="read:orders")
     def meet(k: str) -> str:
         """Waits until the other call's handler is inside too."""
+        first_in.set()
         both.wait()
         return k
 
@@ -293,6 +315,8 @@ def test_two_threads_calls_on_one_loop_run_at_once() -> None:
     statuses: dict[int, Status] = {}
 
     def request(i: int) -> None:
+        if i == 1:
+            first_in.wait(10)  # the loop was idle when the first call began
         call = ToolCall(id=f"c{i}", name="meet", arguments={"k": str(i)})
         [obs] = asyncio.run_coroutine_threadsafe(run.asubmit([call]), loop).result(30)
         statuses[i] = obs.status
