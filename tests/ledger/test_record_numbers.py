@@ -345,10 +345,11 @@ def test_an_outcome_with_missing_values_finishes_and_verifies(
     assert check.ok, check.problems
 
 
-@pytest.mark.parametrize("huge", HUGE)
+@pytest.mark.parametrize("huge", [*HUGE, "NaN", '"x"', '["a","b"]'])
 def test_a_resigned_huge_key_expiry_keeps_the_key(base_db: Path, tmp_path: Path, huge: str) -> None:
-    """A start's key expiry re-signed past every float (1e400 as always read: never expires)
-    keeps its key: the key's ok outcome replays, the effect never runs twice."""
+    """A start's key expiry re-signed past every float (1e400 as always read: never expires),
+    or to no number, keeps its key: the key's ok outcome replays, the effect never runs
+    twice."""
     path = _copy(base_db, tmp_path)
     seq = next(s for s, kind, _ in _rows(path) if kind == "attempt.started")
     _rewrite(path, seq, lambda t: _edit(t, "key_expires_at", huge), resign=True)

@@ -5,12 +5,12 @@ decoder side by side.
 keep the fields in the order written here, so the text their hashes cover never changes;
 `tests/ledger/test_record_data.py` pins every kind's text). ``decode`` reads stored data
 back leniently: a missing field, or a number no float or stored count holds (``1e400``,
-``NaN``, ``9**400``), takes its default (`number_or`, `float_or`, `int_or`; a key's expiry
-past every float is infinite, `expiry_or`), so an edited record is read (and reported by
-its hash) rather than raising, and a re-signed one is read as far as it can be
-(`tests/ledger/test_record_numbers.py`). ``of`` builds each record as its stored text
-decodes: the typed record a writer folds is the one a reader of the journal gets
-(`tests/ledger/test_record_codecs.py`).
+``NaN``, ``9**400``), takes its default (`number_or`, `float_or`, `int_or`; a key's
+expiry past every float, or not a number, is infinite: `expiry_or`), so an edited record
+is read (and reported by its hash) rather than raising, and a re-signed one is read as
+far as it can be (`tests/ledger/test_record_numbers.py`). ``of`` builds each record as
+its stored text decodes: the typed record a writer folds is the one a reader of the
+journal gets (`tests/ledger/test_record_codecs.py`).
 
 The data of approval records is built by `callgate.approvals` (``requested_data``,
 ``decided_data``, ``used_data``), a layer below the ledger that the in-memory approval
@@ -102,15 +102,16 @@ def float_or(value: Any, default: float) -> float:
 
 
 def expiry_or(value: Any, default: float) -> float:
-    """A key's expiry, ``float(value or default)``: a number too large for a float, infinite
-    or NaN never expires (infinity: a key held, as ``1e400`` always read); one too small,
-    or a value that is no number, is ``default``."""
+    """A key's expiry, ``float(value or default)``. What cannot have been written by a
+    ledger holds the key for good (infinity: an edit never frees a key): a number too large
+    for a float, infinity or NaN (as ``1e400`` always read), a value that is no number. Only
+    a number too small for a float (or minus infinity) is ``default`` (expired)."""
     try:
         found = float(value or default)
     except OverflowError:
         return float("inf") if value > 0 else default
     except (TypeError, ValueError):
-        return default
+        return float("inf")
     if found != found or found == float("inf"):
         return float("inf")
     return default if found == float("-inf") else found
