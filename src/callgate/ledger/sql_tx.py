@@ -457,7 +457,7 @@ class Transaction:
         else:
             chain, stored = run_chain(run_id), None
             if chain not in self._locked:
-                self.acquire((run_id,))
+                self._late_lock(run_id)
         seq = self._number()
         at = time.time()
         if ANCHOR in data:
@@ -487,6 +487,21 @@ class Transaction:
         self._heads[chain] = (seq, h)
         apply(self, rec)
         return rec
+
+    def _late_lock(self, run_id: str) -> None:
+        """Lock a run's chain the transaction did not plan to write (an ``*.forged`` record
+        on the run a row names). Another writer may have committed records on that chain
+        since this transaction read the journal, before it held the lock: if it read the
+        journal already, it reads it again now, under the lock, so that the truth has
+        those records before this one links to them (and before anything more is decided
+        by it)."""
+        late = self._caught_up and self.truth is not None
+        if late:
+            self._caught_up = False
+            self._since = None
+        self.acquire((run_id,), truth=late)
+        if late:
+            self.catch_up()
 
     @property
     def appended(self) -> Sequence[AuditRecord]:
@@ -581,7 +596,8 @@ class Transaction:
         truth = self.truth
         if truth is not None and self._caught_up:
             for rec in self._appended:
-                truth.trusted(rec)
+                if not truth.trusted(rec):
+                    break  # not what the truth has last of its chain: read, not assumed
         cache = self._cache
         if cache is not None:
             if len(cache.runs) > CACHE_RUNS:

@@ -133,7 +133,9 @@ class JournalTruth:
     ``heads`` holds, for each chain (`callgate.ledger.chains`), the last record folded:
     every record up to it linked to the one before it in its chain and matched its hash
     when it was read. ``mark`` is where the next read starts (a backend's own measure:
-    the last number read on SQLite, the oldest transaction still running on PostgreSQL)."""
+    the last number read on SQLite; on PostgreSQL the last read's snapshot: its xmax, the
+    transaction ids it saw still running, and this transaction's own id, so that the next
+    read asks for the records of those transactions and of every one begun since)."""
 
     __slots__ = (
         "_anchors",
@@ -405,8 +407,15 @@ class JournalTruth:
                 "not have it there: the record (or its whole run) was deleted or rewritten",
             )
 
-    def trusted(self, rec: AuditRecord) -> None:
-        """Fold a record this process wrote itself (its hash is its own)."""
+    def trusted(self, rec: AuditRecord) -> bool:
+        """Fold a record this process wrote itself (its hash is its own). A record that
+        does not link to the last record the fold has of its chain is not folded (another
+        writer's records came between, which the fold has not read): the fold starts over
+        at the next read, which reads them all (returns False)."""
+        chain = chain_of(rec)
+        if rec.prev_hash != self.heads.get(chain, (0, GENESIS))[1]:
+            self.forget()
+            return False
         kind = rec.kind
         if kind.startswith("call."):  # only a run's first decision: its owner
             if rec.run_id not in self.state.owners and kind[5:] in _DECISIONS:
@@ -425,14 +434,13 @@ class JournalTruth:
             self.state.fact(rec)
         elif kind == "attempt.error" and rec.call_id is not None:
             self.state.budgets.give_back(rec.run_id, rec.call_id)
-        chain = chain_of(rec)
         self.heads[chain] = (rec.seq, rec.hash)
         if rec.seq > self.top:
             self.top = rec.seq
         if chain != ROOT_CHAIN:
             if rec.seq > self.bound.get(chain, 0):
                 self.moved.add(chain)
-            return
+            return True
         self.roots[rec.seq] = rec.hash
         if kind == CHECKPOINT:
             with contextlib.suppress(TypeError, ValueError, OverflowError):
@@ -442,6 +450,7 @@ class JournalTruth:
                     head = self.heads.get(bound_chain)
                     if head is not None and head[0] <= seq:
                         self.moved.discard(bound_chain)
+        return True
 
     def _started(self, rec: AuditRecord) -> None:
         """Fold an ``attempt.started`` record, decoded once: the key it takes, and what it
@@ -463,11 +472,15 @@ class JournalTruth:
         if started.budgets:
             self.state.budgets.charge(rec.run_id, rec.call_id, started.budgets)
 
+    def forget(self) -> None:
+        """Start over: the next read folds the whole journal again."""
+        self.heads, self.mark, self.state = {}, None, TruthFold()
+        self.bound, self.moved, self.top, self.roots = {}, set(), 0, {}
+
     def _broken(self, seq: int, problem: str) -> Any:
         # Start over next time: what was folded on the way here was not proven by the head,
         # and nothing this process writes may be folded onto it unchecked.
-        self.heads, self.mark, self.state = {}, None, TruthFold()
-        self.bound, self.moved, self.top, self.roots = {}, set(), 0, {}
+        self.forget()
         keyed = " (a keyed journal: is this the ledger's chain key?)" if self.chain_key else ""
         raise LedgerError(
             f"the journal does not verify at record {seq}: {problem}{keyed}. A row alone never "
