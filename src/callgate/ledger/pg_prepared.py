@@ -1,25 +1,46 @@
 """Statements sent as one text per round trip, each run as a statement the session has
-prepared (SQL ``PREPARE`` / ``EXECUTE``): the server parses and plans each once per
-connection, the client binds the parameters into the text in one pass (psycopg's
-``ClientCursor``) and sends it in one message.
+prepared (SQL ``PREPARE`` / ``EXECUTE``) when it is one of bounded size: the client binds
+the parameters into the text in one pass (psycopg's ``ClientCursor``) and sends it in one
+message.
 
 A statement is prepared in the first text that runs it on a connection (``PREPARE … ;
-EXECUTE …`` in the same round trip). `PreparedStatements` is what one connection has
-prepared; after a failed transaction it is read again from ``pg_prepared_statements``
-(a text that failed may have stopped before or after its ``PREPARE``).
+EXECUTE …`` in the same round trip), if its text is at most `MAX_TEXT` characters with at
+most `MAX_PARAMS` parameters (a write of a large batch of calls, one part per call, is
+parsed for each transaction: kept, each size would hold megabytes of plans). A session
+keeps at most `MAX_PREPARED` of them: the least recently used one is dropped
+(``DEALLOCATE``, in the text that prepares the new one). `PreparedStatements` is what one
+connection has prepared; after a failed transaction it is read again from
+``pg_prepared_statements`` (a text that failed may have stopped before or after its
+``PREPARE``), keeping only the statements this ledger prepared with the text it expects
+(any other of its names is dropped: it never runs a statement it did not prepare).
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ["PREFIX", "PreparedStatements", "PreparingCursor", "prepared_form"]
+__all__ = [
+    "MAX_PARAMS",
+    "MAX_PREPARED",
+    "MAX_TEXT",
+    "PREFIX",
+    "PreparedStatements",
+    "PreparingCursor",
+    "prepared_form",
+]
 
 PREFIX = "callgate_"
 """The names of the statements the ledger prepares."""
+MAX_PREPARED = 48
+"""The most statements one session keeps prepared (least recently used dropped first)."""
+MAX_TEXT = 4096
+"""The longest statement prepared (characters): the write of a call or two, not of a batch."""
+MAX_PARAMS = 64
+"""The most parameters of a statement prepared."""
 _PREPARABLE = ("SELECT ", "INSERT ", "UPDATE ", "DELETE ", "WITH ")
 UNPREPARED: set[str] = set()
 """Statements never prepared: their best plan depends on their parameters' values (a plan
@@ -32,6 +53,8 @@ def prepared_form(statement: str, count: int) -> tuple[str, str, str] | None:
     statement written with ``%s`` placeholders, or None: not a statement to prepare."""
     if not statement.startswith(_PREPARABLE) or statement in UNPREPARED:
         return None
+    if len(statement) > MAX_TEXT or count > MAX_PARAMS:
+        return None
     pieces = statement.split("%s")
     if len(pieces) - 1 != count or "%" in statement.replace("%s", ""):
         return None
@@ -42,21 +65,79 @@ def prepared_form(statement: str, count: int) -> tuple[str, str, str] | None:
     return name, f"PREPARE {name} AS {numbered}", execute
 
 
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _deallocate(names: Iterable[str]) -> list[str]:
+    return [f"DEALLOCATE {_quoted(name)}" for name in names]
+
+
+def _prepared_by(statement: str, name: str, prepare: str) -> bool:
+    """Whether ``statement`` (``pg_prepared_statements.statement``: the whole text the
+    client sent) prepared ``name`` with exactly ``prepare``, as `PreparingCursor.batch`
+    writes it: its first ``PREPARE name`` opens the text or follows a ``"; "``, and is the
+    whole ``prepare`` statement."""
+    at = statement.find(f"PREPARE {name} ")
+    if at < 0 or (at and not statement[:at].endswith("; ")):
+        return False
+    after = at + len(prepare)
+    return statement.startswith(prepare, at) and statement[after : after + 2] in ("", "; ")
+
+
 class PreparedStatements:
-    """The ledger's statements one connection has prepared."""
+    """The ledger's statements one connection has prepared: name → ``PREPARE`` text, least
+    recently used first."""
 
-    __slots__ = ("names",)
+    __slots__ = ("limit", "names")
 
-    def __init__(self) -> None:
-        self.names: set[str] = set()
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = MAX_PREPARED if limit is None else limit
+        self.names: OrderedDict[str, str] = OrderedDict()
+
+    def use(self, name: str, prepare: str) -> bool:
+        """Mark ``name`` used now; whether it must be prepared first (new on the session)."""
+        if name in self.names:
+            self.names.move_to_end(name)
+            return False
+        self.names[name] = prepare
+        return True
+
+    def evict(self, keep: set[str]) -> list[str]:
+        """Forget the least recently used names over `limit` (never one of ``keep``); the
+        ``DEALLOCATE`` statements that drop them from the session."""
+        gone: list[str] = []
+        for name in list(self.names):
+            if len(self.names) <= self.limit:
+                break
+            if name not in keep:
+                del self.names[name]
+                gone.append(name)
+        return _deallocate(gone)
 
     def reread(self, conn: Any) -> None:
-        """Read the names again from the session (after a failure)."""
-        self.names.clear()
+        """Read the names again from the session (after a failure): keep those this ledger
+        prepared there with the text it expects, in their order; drop any other of its
+        names from the session (``DEALLOCATE``)."""
         rows = conn.execute(
-            "SELECT name FROM pg_prepared_statements WHERE starts_with(name, %s)", (PREFIX,)
+            "SELECT name, statement FROM pg_prepared_statements WHERE starts_with(name, %s)",
+            (PREFIX,),
         ).fetchall()
-        self.names.update(str(r[0]) for r in rows)
+        found = {str(name): str(statement) for name, statement in rows}
+        known, self.names = self.names, OrderedDict()
+        for name, prepare in known.items():
+            if name in found and _prepared_by(found[name], name, prepare):
+                self.names[name] = prepare
+        stale = [name for name in found if name not in self.names]
+        if stale:
+            conn.execute("; ".join(_deallocate(stale)))
+
+    def forget(self, conn: Any) -> None:
+        """Drop every one of the ledger's statements from the session (``DEALLOCATE``): what
+        the session holds under its names is no longer what it prepared (a pooler or a
+        ``DEALLOCATE ALL`` removed them, or a table changed the type of their results)."""
+        self.names.clear()
+        self.reread(conn)
 
 
 class PreparingCursor:
@@ -69,27 +150,31 @@ class PreparingCursor:
         self._cur = cur
         self._prepared = prepared
         self._skip = 0
-        """The ``PREPARE`` results at the head of the text `batch` made last."""
+        """The ``DEALLOCATE``/``PREPARE`` results at the head of the text `batch` made last."""
 
     def batch(self, statements: Sequence[tuple[str, Sequence[Any] | None]]) -> str:
         """``statements`` as one text: each preparable one as ``EXECUTE`` (after its
         ``PREPARE`` the first time on this connection), parameters bound in one pass. The
-        ``PREPARE`` statements go first (`execute` skips their results)."""
-        names = self._prepared.names
+        ``DEALLOCATE`` and ``PREPARE`` statements go first (`execute` skips their
+        results)."""
+        prepared = self._prepared
         prepares: list[str] = []
         texts: list[str] = []
         values: list[Any] = []
+        used: set[str] = set()
         for text, params in statements:
             found = prepared_form(text, len(params or ()))
             if found is None:
                 texts.append(text)
             else:
                 name, prepare, execute = found
-                if name not in names:
+                used.add(name)
+                if prepared.use(name, prepare):
                     prepares.append(prepare)
-                    names.add(name)
                 texts.append(execute)
             values.extend(params or ())
+        # The ones dropped to stay within the limit go first, in the same round trip.
+        prepares[:0] = prepared.evict(used)
         self._skip = len(prepares)
         template = "; ".join([*prepares, *texts])
         if not values:

@@ -71,6 +71,32 @@ _USER_TABLES = (
 )
 
 
+_LOST_STATES = ("26000", "42P05")
+"""invalid_sql_statement_name, duplicate_prepared_statement: the session's prepared
+statements are not those the ledger prepared there."""
+_CHANGED_PLAN = "cached plan must not change result type"
+_LOST = (
+    "the PostgreSQL session's prepared statements are not those the ledger prepared on it, "
+    "twice in a row ({state}: {error}); the write was not committed (deferred records are "
+    "kept for the next write). Behind a pooler that shares server sessions between "
+    "clients (PgBouncer in transaction mode) pass PostgresLedger(dsn, prepare=False)"
+)
+
+
+def _sqlstate(exc: BaseException) -> str | None:
+    state = getattr(exc, "sqlstate", None)
+    return state if isinstance(state, str) else None
+
+
+def _lost_statement(exc: BaseException) -> bool:
+    """Whether ``exc`` says the session lost or changed a prepared statement (dropped by
+    ``DEALLOCATE ALL`` or a pooler, prepared there by another client, or a plan whose
+    result type a table's change altered): not the data's fault, and cured by preparing
+    again."""
+    state = _sqlstate(exc)
+    return state in _LOST_STATES or (state == "0A000" and _CHANGED_PLAN in str(exc))
+
+
 @functools.lru_cache(maxsize=1024)
 def _pg(statement: str) -> str:
     """The statement with psycopg's placeholders (the shared statements use ``?``)."""
@@ -96,10 +122,13 @@ class PostgresLedger(SqlLedger):
             reached or read raises `LedgerError` caused by the driver's error.
             Writes fail.
         chain_key: the key of a keyed journal, as for `SQLiteLedger`.
-        prepare: prepare each statement of a write transaction on its first use in a
-            session (SQL ``PREPARE``: the server parses and plans it once per
-            connection). Pass False behind a pooler that shares a server session
-            between clients (PgBouncer in transaction mode).
+        prepare: prepare each statement of bounded size of a write transaction on its
+            first use in a session (SQL ``PREPARE``: the server parses it once per
+            connection, and keeps a plan; at most `pg_prepared.MAX_PREPARED` per
+            session, least recently used dropped). Pass False behind a pooler that
+            shares a server session between clients (PgBouncer in transaction mode): a
+            session whose statements vanish or change twice in a row raises
+            `LedgerError` saying so (once is cured: they are prepared again).
     """
 
     def __init__(
@@ -209,47 +238,63 @@ class PostgresLedger(SqlLedger):
         # committed before another connection can start that call's attempt.
         with self._tx_lock:
             deferred = self._take_deferred()
-            try:
-                # One text of several statements per round trip (client-side binding):
-                # the locks and the reads in one, the writes and the commit in the other;
-                # each statement one the session prepared (`callgate.ledger.pg_prepared`).
-                with self._pool.connection() as conn:
-                    try:
-                        cur: Any = self._psycopg.ClientCursor(conn)
-                        if self._prepare:
-                            prepared = self._sessions.get(conn)
-                            if prepared is None:
-                                prepared = self._sessions[conn] = PreparedStatements()
-                            cur = PreparingCursor(cur, prepared)
-                        tx = Transaction(
-                            cur,
-                            _DIALECT,
-                            self.worker,
-                            self._rows,
-                            self._truth,
-                            prelude=_DURABLE if durable else _LIGHT,
-                        )
-                        results = run_items(tx, [*deferred, *items])
-                        tx.finish("COMMIT")
-                    except BaseException:
-                        with contextlib.suppress(Exception):
-                            conn.rollback()
-                            prepared = self._sessions.get(conn)
-                            if prepared is not None:
-                                prepared.reread(conn)
-                        raise
-                self._unbound += tx.committed()
-            except BaseException as exc:
-                self._rows.clear()  # rows changed in place by a transaction that failed
-                # As in SQLiteLedger: retry deferred writes only after a passing failure.
-                if (
-                    isinstance(exc, self._transient)
-                    or not isinstance(exc, self._errors)
-                    or is_unstorable(exc)
-                ):
-                    self._restore_deferred(deferred)
-                raise
+            for again in (False, True):
+                try:
+                    results = self._run(deferred, items, durable=durable)
+                    break
+                except BaseException as exc:
+                    self._rows.clear()  # rows changed in place by a transaction that failed
+                    lost = _lost_statement(exc)
+                    if lost and not again:
+                        continue  # the session's statements were dropped: once more
+                    # As in SQLiteLedger: retry deferred writes only after a passing failure.
+                    if (
+                        lost
+                        or isinstance(exc, self._transient)
+                        or not isinstance(exc, self._errors)
+                        or is_unstorable(exc)
+                    ):
+                        self._restore_deferred(deferred)
+                    if lost:
+                        raise LedgerError(_LOST.format(state=_sqlstate(exc), error=exc)) from exc
+                    raise
         return results[len(deferred) :]
+
+    def _run(self, deferred: list[Item], items: Sequence[Item], *, durable: bool) -> list[Any]:
+        """One write transaction of ``deferred`` and ``items`` on a pooled connection."""
+        # One text of several statements per round trip (client-side binding): the locks
+        # and the reads in one, the writes and the commit in the other; each statement of
+        # bounded size one the session prepared (`callgate.ledger.pg_prepared`).
+        with self._pool.connection() as conn:
+            try:
+                cur: Any = self._psycopg.ClientCursor(conn)
+                if self._prepare:
+                    prepared = self._sessions.get(conn)
+                    if prepared is None:
+                        prepared = self._sessions[conn] = PreparedStatements()
+                    cur = PreparingCursor(cur, prepared)
+                tx = Transaction(
+                    cur,
+                    _DIALECT,
+                    self.worker,
+                    self._rows,
+                    self._truth,
+                    prelude=_DURABLE if durable else _LIGHT,
+                )
+                results = run_items(tx, [*deferred, *items])
+                tx.finish("COMMIT")
+            except BaseException as exc:
+                with contextlib.suppress(Exception):
+                    conn.rollback()
+                    prepared = self._sessions.get(conn)
+                    if prepared is not None:
+                        if _lost_statement(exc):
+                            prepared.forget(conn)
+                        else:
+                            prepared.reread(conn)
+                raise
+        self._unbound += tx.committed()
+        return results
 
     def _query_once(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
         held = getattr(self._reading, "conn", None)
