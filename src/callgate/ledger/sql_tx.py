@@ -436,6 +436,7 @@ class Transaction:
         truth.catch_up(read, chain_rows)
         for chain, row in self._locked.items():
             truth.check_head(chain, row)
+        truth.check_anchor(self._anchor)
         self._caught_up = True
 
     def record(self, seq: int) -> AuditRecord | None:

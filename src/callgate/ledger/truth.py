@@ -245,17 +245,26 @@ class JournalTruth:
         so (`dense`: SQLite, one writer at a time), each linking to its chain's head as the
         fold has it. Then no other record can have been written before them, and once
         committed they may be folded as this process's own (`trusted`) without reading the
-        journal again, as a transaction that read it first does."""
+        journal again, as a transaction that read it first does. Each must also anchor to a
+        root record the fold has (as a read checks, `catch_up`): a root head row moved under
+        the writer makes its records anchor elsewhere, and the next read refuses them."""
         if not self.dense or self.mark is None or not records:
             return False
         expected = self.top + 1
         heads: dict[str, str] = {}
+        roots = self.roots
         for rec in records:
             chain = chain_of(rec)
             prev = heads.get(chain)
             if prev is None:
                 prev = self.heads.get(chain, (0, GENESIS))[1]
             if rec.seq != expected or rec.prev_hash != prev:
+                return False
+            try:
+                anchor = anchor_of(rec.data_json)
+            except ValueError:
+                return False
+            if anchor is not None and anchor[0] > 0 and roots.get(anchor[0]) != anchor[1]:
                 return False
             heads[chain] = rec.hash
             expected += 1
@@ -337,6 +346,24 @@ class JournalTruth:
                 f"the head row of chain {chain!r} says record {row[0]}, the journal ends it "
                 f"at record {have[0]}: records at the end were deleted or the head was moved",
             )
+
+    def check_anchor(self, anchor: tuple[int, str] | None) -> None:
+        """The root chain's head row a transaction read (what its records anchor to) must
+        name a root record the fold has, with its hash. On PostgreSQL a root record the
+        fold has not read yet may have committed after the read (the next read checks it);
+        on SQLite, one writer at a time, the fold has every record, so one it lacks was
+        never written."""
+        if anchor is None or anchor[0] <= 0:
+            return
+        have = self.roots.get(anchor[0])
+        if have == anchor[1] or (have is None and not self.dense):
+            return
+        self._broken(
+            anchor[0],
+            f"the head row of the chain of records of no run names it with hash "
+            f"{anchor[1][:16]!r}..., the journal {'has another' if have else 'has no such record'}"
+            ": the head row was altered (e.g. to hide deleted checkpoints)",
+        )
 
     def fold(self, rec: AuditRecord) -> None:
         """Check one record against the last one folded of its chain, then fold it (a
