@@ -11,14 +11,16 @@ keeps at most `MAX_PREPARED` of them: the least recently used one is dropped
 (``DEALLOCATE``, in the text that prepares the new one). `PreparedStatements` is what one
 connection has prepared; after a failed transaction it is read again from
 ``pg_prepared_statements`` (a text that failed may have stopped before or after its
-``PREPARE``), keeping only the statements this ledger prepared with the text it expects
-(any other of its names is dropped: it never runs a statement it did not prepare).
+``PREPARE``), keeping only the statements prepared with the text the ledger expects for
+their name (any other of its names is dropped: it never runs a statement it did not
+prepare).
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -62,7 +64,24 @@ def prepared_form(statement: str, count: int) -> tuple[str, str, str] | None:
     name = PREFIX + digest
     numbered = pieces[0] + "".join(f"${i}{p}" for i, p in enumerate(pieces[1:], 1))
     execute = f"EXECUTE {name}" + (f"({', '.join(['%s'] * count)})" if count else "")
-    return name, f"PREPARE {name} AS {numbered}", execute
+    prepare = f"PREPARE {name} AS {numbered}"
+    with _texts_lock:
+        _TEXTS[name] = prepare
+        while len(_TEXTS) > _TEXTS_LIMIT:
+            _TEXTS.popitem(last=False)
+    return name, prepare, execute
+
+
+_TEXTS: OrderedDict[str, str] = OrderedDict()
+"""The ``PREPARE`` text of each name `prepared_form` made (the latest `_TEXTS_LIMIT`)."""
+_TEXTS_LIMIT = 2048
+_texts_lock = threading.Lock()
+
+
+def _expected(name: str) -> str | None:
+    """The ``PREPARE`` text this process would send for ``name``, if it made it lately."""
+    with _texts_lock:
+        return _TEXTS.get(name)
 
 
 def _quoted(name: str) -> str:
@@ -115,29 +134,25 @@ class PreparedStatements:
                 gone.append(name)
         return _deallocate(gone)
 
-    def reread(self, conn: Any) -> None:
-        """Read the names again from the session (after a failure): keep those this ledger
-        prepared there with the text it expects, in their order; drop any other of its
-        names from the session (``DEALLOCATE``)."""
+    def reread(self, conn: Any, *, keep: bool = True) -> None:
+        """Read the names again from the session (after a failure): keep those prepared
+        there with the text the ledger expects for the name (``keep=False``: none), the
+        ones it knew first in their order; drop any other of its names from the session
+        (``DEALLOCATE``): it never runs a statement it did not prepare."""
         rows = conn.execute(
             "SELECT name, statement FROM pg_prepared_statements WHERE starts_with(name, %s)",
             (PREFIX,),
         ).fetchall()
         found = {str(name): str(statement) for name, statement in rows}
         known, self.names = self.names, OrderedDict()
-        for name, prepare in known.items():
-            if name in found and _prepared_by(found[name], name, prepare):
-                self.names[name] = prepare
+        if keep:
+            for name, statement in sorted(found.items(), key=lambda kv: kv[0] not in known):
+                prepare = known.get(name) or _expected(name)
+                if prepare is not None and _prepared_by(statement, name, prepare):
+                    self.names[name] = prepare
         stale = [name for name in found if name not in self.names]
         if stale:
             conn.execute("; ".join(_deallocate(stale)))
-
-    def forget(self, conn: Any) -> None:
-        """Drop every one of the ledger's statements from the session (``DEALLOCATE``): what
-        the session holds under its names is no longer what it prepared (a pooler or a
-        ``DEALLOCATE ALL`` removed them, or a table changed the type of their results)."""
-        self.names.clear()
-        self.reread(conn)
 
 
 class PreparingCursor:

@@ -288,10 +288,8 @@ class PostgresLedger(SqlLedger):
                     conn.rollback()
                     prepared = self._sessions.get(conn)
                     if prepared is not None:
-                        if _lost_statement(exc):
-                            prepared.forget(conn)
-                        else:
-                            prepared.reread(conn)
+                        # A plan whose result type changed: prepare every statement again.
+                        prepared.reread(conn, keep=_sqlstate(exc) != "0A000")
                 raise
         self._unbound += tx.committed()
         return results
