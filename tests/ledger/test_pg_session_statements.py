@@ -249,3 +249,24 @@ def test_the_least_recently_used_statement_is_dropped_in_the_same_round_trip(
         assert ledger.verify().ok
     finally:
         ledger.close()
+
+
+def test_statements_the_session_holds_with_the_expected_text_are_used(pg_dsn: str) -> None:
+    """A ledger that does not know its session already holds its statements (behind a
+    pooler, another client prepared them) fails its PREPAREs once, then uses those
+    statements, dropping none."""
+    ledger = _ledger(pg_dsn)
+    try:
+        _decide(ledger, "r1", "a", "k1")
+        assert _begin(ledger, "r1", "a", "k1") == "run"
+        before = dict(_prepared(ledger))
+        for prepared in ledger._sessions.values():
+            prepared.names.clear()  # as a client new to a shared server session
+        _decide(ledger, "r1", "b", "k2")
+        assert _begin(ledger, "r1", "b", "k2") == "run"
+        after = dict(_prepared(ledger))
+        assert set(before) <= set(after)
+        assert all(after[name] == text for name, text in before.items())
+        assert ledger.verify().ok
+    finally:
+        ledger.close()
